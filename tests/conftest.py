@@ -1,0 +1,39 @@
+"""Shared fixtures: where the real corpora are (``ENTITYLM_DATA``), skipping cleanly when they are absent."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+DATA_HINT = "set ENTITYLM_DATA to the folder holding litbank/ and ontogum/ (`make test` uses ../shared/data)"
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    """The real-data folder, or a skip that says why."""
+    value = os.environ.get("ENTITYLM_DATA")
+    if not value:
+        pytest.skip(f"real corpora unavailable: ENTITYLM_DATA is not set; {DATA_HINT}")
+    path = Path(value)
+    if not path.is_dir():
+        pytest.skip(f"real corpora unavailable: ENTITYLM_DATA={value} is not a directory; {DATA_HINT}")
+    return path
+
+
+def _corpus_dir(data_dir: Path, name: str) -> Path:
+    path = data_dir / name
+    if not path.is_dir():
+        pytest.skip(f"corpus {name!r} unavailable: {path} does not exist; {DATA_HINT}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def litbank_dir(data_dir: Path) -> Path:
+    return _corpus_dir(data_dir, "litbank")
+
+
+@pytest.fixture(scope="session")
+def ontogum_dir(data_dir: Path) -> Path:
+    return _corpus_dir(data_dir, "ontogum")

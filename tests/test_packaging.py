@@ -1,0 +1,54 @@
+"""The set-up files agree with each other: pyproject.toml, environment.yml, .ci/run and the README."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    tomllib = pytest.importorskip("tomli")
+
+
+def _pyproject_requirements() -> set[str]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    requirements = list(project["dependencies"])
+    for extra in project["optional-dependencies"].values():
+        requirements.extend(extra)
+    return {re.sub(r"\s+", "", r) for r in requirements if "python_version" not in r}
+
+
+def _environment_pip_requirements() -> set[str]:
+    """The `- pip:` list of environment.yml, options (`--...`) and the project itself (`-e .`) left out."""
+    lines = (ROOT / "environment.yml").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == "- pip:")
+    entries = []
+    for line in lines[start + 1 :]:
+        match = re.match(r"^\s+- (.+)$", line)
+        if not match:
+            break
+        entries.append(match.group(1).strip())
+    return {re.sub(r"\s+", "", e) for e in entries if not e.startswith("-")}
+
+
+def test_environment_yml_mirrors_pyproject():
+    assert _environment_pip_requirements() == _pyproject_requirements()
+
+
+def test_ci_runs_the_readme_test_command():
+    ci = (ROOT / ".ci" / "run").read_text()
+    readme = (ROOT / "README.md").read_text()
+    assert "make test" in ci.splitlines()[-1]
+    assert "make test" in readme and "make demo" in readme
+
+
+def test_torch_is_installed_before_the_package():
+    makefile = (ROOT / "Makefile").read_text()
+    assert makefile.index('"$(TORCH_SPEC)"') < makefile.index("-e '.[test]'")
+    assert "TORCH_SPEC ?= torch==2.13.0" in makefile

@@ -157,6 +157,36 @@ class Document:
         return Document(**fields)
 
 
+def sentence_chunks(document: Document, max_tokens: int) -> list[Document]:
+    """The document cut between sentences into pieces of at most ``max_tokens`` tokens where possible.
+
+    Cuts fall only at sentence starts that no mention spans; a piece grows past ``max_tokens`` when it must (a
+    long sentence, a mention across sentences). Piece k is a Document with id ``ID#k`` holding its own mentions
+    (spans shifted), so an entity first mentioned in an earlier piece is new in this one: training on pieces
+    truncates the context, which is why it is an option (``inference.train --train-chunk``), not the default.
+    """
+    spanned = {b for m in document.mentions for b in range(m.start + 1, m.end)}
+    pieces: list[tuple[int, int]] = []
+    start = 0
+    for sentence_start, sentence_end in document.sentences[1:]:
+        if sentence_end - start > max_tokens and sentence_start not in spanned:
+            pieces.append((start, sentence_start))
+            start = sentence_start
+    pieces.append((start, len(document.tokens)))
+    if len(pieces) == 1:
+        return [document]
+    return [
+        Document(
+            f"{document.id}#{k}",
+            document.tokens[begin:end],
+            [(s - begin, e - begin) for s, e in document.sentences if begin <= s < end],
+            [Mention(m.start - begin, m.end - begin, m.entity) for m in document.mentions if begin <= m.start < end],
+            document.part,
+        )
+        for k, (begin, end) in enumerate(pieces)
+    ]
+
+
 @dataclass(frozen=True)
 class EntityAnnotation:
     """EntityNLM's latent variables of one document, one entry per token (paper §2, Fig. 2)."""
@@ -203,6 +233,21 @@ def encoding_problems(document: Document, max_length: int = MAX_MENTION_LENGTH) 
         if previous is None or mention.end > previous.end:
             previous = mention
     return problems
+
+
+def bracketed(document: Document) -> str:
+    """The text with each mention in brackets tagged by its entity, e.g. ``[John]1 saw [his [dog]2]3``."""
+    opens: dict[int, list[Mention]] = {}
+    closes: dict[int, list[Mention]] = {}
+    for mention in document.mentions:
+        opens.setdefault(mention.start, []).append(mention)
+        closes.setdefault(mention.end - 1, []).append(mention)
+    words = []
+    for position, token in enumerate(document.tokens):
+        starting = sorted(opens.get(position, []), key=lambda m: -m.end)  # outer mentions open first
+        ending = sorted(closes.get(position, []), key=lambda m: -m.start)  # inner mentions close first
+        words.append("[" * len(starting) + token + "".join(f"]{m.entity}" for m in ending))
+    return " ".join(words)
 
 
 def split_crossing(mentions: Iterable[Mention]) -> tuple[list[Mention], list[tuple[Mention, Mention]]]:

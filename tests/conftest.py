@@ -6,6 +6,23 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
+from hypothesis import settings
+
+# Shared CI machines stall at times: judge property tests by their examples, not by their speed.
+settings.register_profile("entitylm", deadline=None)
+settings.load_profile("entitylm")
+
+
+
+@pytest.fixture(autouse=True, scope="session")
+def one_thread():
+    """Tiny models gain nothing from threads; on a busy machine the thread pool's waiting made them 40x slower."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
 
 DATA_HINT = "set ENTITYLM_DATA to the folder holding litbank/ and ontogum/ (`make test` uses ../shared/data)"
 

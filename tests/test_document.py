@@ -13,9 +13,11 @@ from coref.document import (
     EncodingError,
     EntityAnnotation,
     Mention,
+    bracketed,
     decode_entities,
     encode_entities,
     encoding_problems,
+    sentence_chunks,
     split_crossing,
 )
 
@@ -148,3 +150,20 @@ def test_round_trip_property(document: Document):
     for R, E in zip(annotation.R, annotation.E):  # entities numbered by first mention
         assert E <= seen + 1 and (R == 1) == (E > 0)
         seen = max(seen, E)
+
+
+def test_sentence_chunks_cut_between_sentences_and_never_inside_a_mention():
+    tokens = [f"w{i}" for i in range(10)]
+    sentences = [(0, 3), (3, 5), (5, 8), (8, 10)]
+    mentions = [Mention(0, 1, 7), Mention(4, 6, 8), Mention(9, 10, 7)]  # (4, 6) spans the start of sentence 3
+    pieces = sentence_chunks(Document("d", tokens, sentences, mentions), max_tokens=4)
+    assert [piece.tokens for piece in pieces] == [tuple(tokens[0:3]), tuple(tokens[3:8]), tuple(tokens[8:10])]
+    assert [piece.id for piece in pieces] == ["d#0", "d#1", "d#2"]
+    assert pieces[1].sentences == ((0, 2), (2, 5)) and pieces[1].mentions == (Mention(1, 3, 8),)
+    assert pieces[2].mentions == (Mention(1, 2, 7),)  # entity 7 is new in its piece: the context is truncated
+    assert sentence_chunks(figure_1(), max_tokens=100) == [figure_1()]
+
+
+def test_bracketed_shows_nested_mentions_with_their_entities():
+    document = Document("d", "John saw his dog .".split(), mentions=[Mention(0, 1, 1), Mention(2, 3, 1), Mention(2, 4, 2)])
+    assert bracketed(document) == "[John]1 saw [[his]1 dog]2 ."

@@ -1,0 +1,172 @@
+"""Speed of entitylm's importance sampling and training, each against its baseline in the same run.
+
+1. Importance-sampling throughput (token x particles per second): our particle-vectorised estimator against
+   ``pyro.infer.Importance`` over the same model, guide and documents, one particle at a time.
+2. Peak memory of N = 100 particles on the longest document (resident set size of a fresh process on CPU,
+   ``torch.cuda.max_memory_allocated`` on a GPU).
+3. Training throughput (tokens per second, forward + backward on gold annotation): EntityNLM (model and
+   proposal) against the RNNLM, on the same batches.
+
+    python benchmarks/speed.py --data-dir DATA [--checkpoint CKPT] [--device cpu|cuda] [--out benchmarks/results]
+
+Prints a table and writes ``speed.json`` and ``speed.md``. Timings on shared machines vary by 20-40% between
+runs: compare the ratios, which are measured within one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyro
+import torch
+from pyro.infer import Importance
+
+from coref.atomic import write_text_atomic
+from generative.batch import batches_by_length, make_batch
+from generative.rnnlm import RNNLM, RNNLMConfig
+from inference.checkpoint import Checkpoint, entitynlm_modules, pretrained
+from inference.common import prepared_documents, resolve_device, set_seed
+from inference.importance import estimate_marginal
+
+
+def timed(function) -> float:
+    started = time.perf_counter()
+    function()
+    return time.perf_counter() - started
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def importance_throughput(model, proposal, batch, particles: int, device: torch.device) -> dict:
+    """Token x particles per second: one vectorised run against pyro.infer.Importance, particle by particle."""
+    tokens = batch.num_tokens
+    estimate_marginal(model.model, proposal.guide, batch, 2)  # warm-up: first calls allocate and import
+    vectorised = timed(lambda: (estimate_marginal(model.model, proposal.guide, batch, particles), sync(device)))
+    with torch.no_grad():
+        sequential = timed(lambda: (Importance(model.model, proposal.guide, num_samples=particles).run(batch, 1),
+                                    sync(device)))
+    return {"tokens": tokens, "particles": particles,
+            "vectorised_token_particles_per_s": tokens * particles / vectorised,
+            "pyro_importance_token_particles_per_s": tokens * particles / sequential,
+            "speedup": sequential / vectorised}
+
+
+def training_throughput(model, proposal, rnnlm, batches, device: torch.device) -> dict:
+    """Tokens per second of a forward + backward pass on gold annotation, EntityNLM against the RNNLM."""
+    tokens = sum(batch.num_tokens for batch in batches)
+
+    def entitynlm_step():
+        for batch in batches:
+            (-(model.log_likelihood(batch).sum() + proposal.log_likelihood(batch).sum())).backward()
+        sync(device)
+
+    def rnnlm_step():
+        for batch in batches:
+            (-rnnlm.log_likelihood(batch).sum()).backward()
+        sync(device)
+
+    entitynlm_seconds, rnnlm_seconds = timed(entitynlm_step), timed(rnnlm_step)
+    return {"tokens": tokens, "entitynlm_tokens_per_s": tokens / entitynlm_seconds,
+            "rnnlm_tokens_per_s": tokens / rnnlm_seconds, "rnnlm_over_entitynlm": entitynlm_seconds / rnnlm_seconds}
+
+
+PEAK_MEMORY_CHILD = """
+import resource, sys, torch
+from benchmarks.speed import peak_memory_run
+print(peak_memory_run(*sys.argv[1:]))
+"""
+
+
+def peak_memory_run(checkpoint: str, data_dir: str, device_name: str, particles: str) -> float:
+    """Peak memory (MiB) of importance sampling the longest LitBank test document, in this process."""
+    device = resolve_device(device_name)
+    loaded = Checkpoint.load(checkpoint)
+    model, proposal = entitynlm_modules(loaded, device)
+    documents = prepared_documents("litbank", "test", data_dir, loaded.preprocess, loaded.vocabulary, quiet=True)
+    longest = max(documents, key=lambda d: len(d.tokens))
+    batch = make_batch([longest], loaded.vocabulary).to(device)
+    estimate_marginal(model.model, proposal.guide, batch, int(particles))
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated() / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data-dir", required=True)
+    parser.add_argument("--checkpoint", help="EntityNLM checkpoint (default: the bundled one)")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--particles", type=int, default=100)
+    parser.add_argument("--sequential-particles", type=int, default=10,
+                        help="particles for the one-at-a-time comparison (it is slow)")
+    parser.add_argument("--out", default="benchmarks/results")
+    args = parser.parse_args()
+    set_seed(0)
+    device = resolve_device(args.device)
+    checkpoint_path = args.checkpoint or str(pretrained("entitynlm.pt"))
+    loaded = Checkpoint.load(checkpoint_path)
+    model, proposal = entitynlm_modules(loaded, device)
+    documents = prepared_documents("litbank", "test", args.data_dir, loaded.preprocess, loaded.vocabulary, quiet=True)
+
+    # 1. importance sampling: the first 200 tokens of one document keep the sequential run short
+    excerpt = documents[0].replace(tokens=documents[0].tokens[:200], sentences=None,
+                                   mentions=[m for m in documents[0].mentions if m.end <= 200])
+    batch = make_batch([excerpt], loaded.vocabulary).to(device)
+    throughput = importance_throughput(model, proposal, batch, args.sequential_particles, device)
+    full = timed(lambda: (estimate_marginal(model.model, proposal.guide, batch, args.particles), sync(device)))
+    throughput[f"vectorised_token_particles_per_s_at_{args.particles}"] = batch.num_tokens * args.particles / full
+
+    # 2. peak memory, in a fresh process so that nothing else counts
+    child = subprocess.run([sys.executable, "-c", PEAK_MEMORY_CHILD, checkpoint_path, args.data_dir, args.device,
+                            str(args.particles)], capture_output=True, text=True, check=True,
+                           cwd=Path(__file__).resolve().parents[1])
+    peak_mib = float(child.stdout.strip().splitlines()[-1])
+
+    # 3. training throughput on the same batches
+    rnnlm = RNNLM(RNNLMConfig(**{k: loaded.config[k] for k in ("vocab_size", "embedding_size", "hidden_size",
+                                                                 "dropout", "softmax")}),
+                  list(loaded.vocabulary.counts)).to(device)
+    model.train(), proposal.train(), rnnlm.train()
+    batches = [b.to(device) for b in batches_by_length(documents[:4], loaded.vocabulary, 8_000)]
+    training = training_throughput(model, proposal, rnnlm, batches, device)
+
+    result = {"machine": platform.platform(), "device": str(device), "torch_threads": torch.get_num_threads(),
+              "checkpoint": checkpoint_path, "config": loaded.config, "importance_sampling": throughput,
+              "peak_memory_mib": {"particles": args.particles, "document_tokens": max(len(d.tokens) for d in documents),
+                                  "peak": peak_mib},
+              "training": training}
+    rows = [
+        ("IS throughput, vectorised (token x particles / s)", f"{throughput['vectorised_token_particles_per_s']:,.0f}"),
+        ("IS throughput, pyro.infer.Importance one particle at a time",
+         f"{throughput['pyro_importance_token_particles_per_s']:,.0f}"),
+        ("IS speed-up of vectorisation (same run)", f"{throughput['speedup']:.1f}x"),
+        (f"IS throughput, vectorised at N={args.particles}",
+         f"{throughput[f'vectorised_token_particles_per_s_at_{args.particles}']:,.0f}"),
+        (f"peak memory, N={args.particles}, longest LitBank test document (MiB)", f"{peak_mib:,.0f}"),
+        ("training tokens/s, EntityNLM (model + proposal)", f"{training['entitynlm_tokens_per_s']:,.0f}"),
+        ("training tokens/s, RNNLM", f"{training['rnnlm_tokens_per_s']:,.0f}"),
+        ("RNNLM / EntityNLM training speed", f"{training['rnnlm_over_entitynlm']:.1f}x"),
+    ]
+    table = "\n".join(["| measure | value |", "|---|---:|", *(f"| {name} | {value} |" for name, value in rows)])
+    processor = platform.processor() or platform.machine()
+    header = f"Device: {device} ({processor}), torch threads {torch.get_num_threads()}\n\n"
+    print(header + table)
+    out = Path(args.out)
+    write_text_atomic(out / f"speed_{device.type}.json", json.dumps(result, indent=2) + "\n")
+    write_text_atomic(out / f"speed_{device.type}.md", header + table + "\n")
+    pyro.clear_param_store()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,465 @@
+"""EntityNLM (Ji et al. 2017) as an explicit Pyro program, and its discriminative proposal Q as the guide.
+
+At every target token t of every document the model has four sample sites (paper §2.2):
+
+- ``R_t`` in {0, 1}: is x_t in an entity mention (eq. 3);
+- ``E_t``: which entity, an index into the document's entity table, where the slot just past the known
+  entities is the "new entity" candidate (eq. 4);
+- ``L_t``: the mention's length, stored as L - 1 in 0..24 (eq. 5);
+- ``X_t``: the word (eq. 6), observed.
+
+R is drawn only when the previous mention has ended (L_{t-1} = 1), E and L only when a mention starts; inside a
+mention the values are deterministic copies (R, E kept, L counted down) and those sites are masked, as is
+padding. Sites exist at every step for every particle and document; masks, not branches, decide which count,
+and the guide uses identical masks, so importance weights are exact. A new entity's embedding (eq. 7) is
+u = r_1 + sigma * eps with eps a standard-normal site ``new_entity_t``; model and guide draw it from the same
+N(0, I), so it cancels in the weights.
+
+The LSTM reads words only, so it runs once per document (a fused ``nn.LSTM``) and all particles share its
+states; per particle only the entity table, the last-seen positions and the current entity evolve. The
+proposal (paper §5.1, "Proposal distribution") has the same R/E/L heads and its own LSTM, and reads the state
+AFTER x_t: it sees the word it annotates. Everything is batched over a ``particles`` plate (dim -2) and a
+``documents`` plate (dim -1).
+
+The paper's equations are the default; ``EntityNLMConfig`` names the reference code's variants where they are
+cheap (reference-notes §1.11): exponential sentence distance, and the swapped-delta / W_T entity update.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import pyro
+import pyro.distributions as dist
+import torch
+import torch.nn.functional as F
+from pyro.nn import PyroModule
+from pyro.poutine.util import site_is_subsample
+from torch import nn
+
+from coref.document import EntityAnnotation
+from generative.batch import DocumentBatch
+from generative.softmax import make_softmax
+
+IMPOSSIBLE = -1e4  # logit of an unavailable entity slot: a large negative number, not -inf (NaN-safe)
+GROWTH_INTERVAL = 32  # the entity table is resized at most once per this many steps (one host sync)
+
+
+@dataclass(frozen=True)
+class EntityNLMConfig:
+    """Sizes and modelling choices; the defaults are the paper's.
+
+    ``hidden_size`` is also the entity-embedding size: eq. 8 mixes entity embeddings with LSTM states.
+    ``distance``: "paper" scores w_dist . f(e) with f = [log(1 + tokens since e was last mentioned),
+    log(1 + sentences since)] and f = 0 for the new entity (eq. 4); "reference" is the DyNet code's
+    exp(lambda * (last sentence of e - current sentence)). ``update``: "paper" is eq. 8; "reference" is the
+    code's delta = sigmoid(e W h), e <- normalise((1 - delta) e + delta W_T h).
+    """
+
+    vocab_size: int
+    embedding_size: int = 128
+    hidden_size: int = 128
+    dropout: float = 0.2
+    softmax: str = "class"
+    num_classes: int | None = None
+    max_mention_length: int = 25
+    new_entity_scale: float = 0.01  # sigma of eq. 7; 0 makes new entities deterministic (tests enumerate)
+    distance: str = "paper"
+    update: str = "paper"
+
+    def __post_init__(self) -> None:
+        if self.distance not in ("paper", "reference"):
+            raise ValueError(f"distance must be 'paper' or 'reference', got {self.distance!r}")
+        if self.update not in ("paper", "reference"):
+            raise ValueError(f"update must be 'paper' or 'reference', got {self.update!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# ---- the conditional distributions, one small module each ----------------------------------------------------
+
+
+class WordEncoder(nn.Module):
+    """Embeddings and a one-layer LSTM over ``<s> x_1 .. x_T``: states[:, t] encodes x_<=t (x_0 = <s>)."""
+
+    def __init__(self, config: EntityNLMConfig) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(config.vocab_size, config.embedding_size)
+        self.lstm = nn.LSTM(config.embedding_size, config.hidden_size, batch_first=True)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, batch: DocumentBatch) -> torch.Tensor:
+        """(B, T + 1, H): states[:, t] = h_{t-1} predicts x_t; states[:, t + 1] = h_t has read it."""
+        tokens = torch.cat([batch.inputs, batch.words[:, -1:]], dim=1)
+        states, _ = self.lstm(self.dropout(self.embedding(tokens)))
+        return self.dropout(states)
+
+
+class MentionTypeHead(nn.Module):
+    """p(R_t = r | h) proportional to exp(h^T W_r r_r) (eq. 3); r_1 is also the new-entity prototype (eq. 7)."""
+
+    def __init__(self, hidden_size: int) -> None:
+        super().__init__()
+        self.type_embeddings = nn.Parameter(torch.randn(2, hidden_size) / hidden_size**0.5)
+        self.bilinear = nn.Linear(hidden_size, hidden_size, bias=False)
+
+    def forward(self, h: torch.Tensor) -> dist.Categorical:
+        return dist.Categorical(logits=self.bilinear(h) @ self.type_embeddings.T)
+
+    @property
+    def entity_prototype(self) -> torch.Tensor:
+        return self.type_embeddings[1]
+
+
+class EntityHead(nn.Module):
+    """p(E_t = e | R_t = 1, h) proportional to exp(h^T W_entity e_e + w_dist^T f(e)), known entities and new (eq. 4)."""
+
+    def __init__(self, hidden_size: int, distance: str) -> None:
+        super().__init__()
+        self.bilinear = nn.Linear(hidden_size, hidden_size, bias=False)
+        self.distance = distance
+        self.distance_weights = nn.Parameter(torch.zeros(2 if distance == "paper" else 1))
+
+    def forward(
+        self, h: torch.Tensor, entities: EntityTable, position: int, sentence: torch.Tensor
+    ) -> dist.Categorical:
+        scores = (entities.embeddings @ self.bilinear(h).unsqueeze(-1)).squeeze(-1)  # (P, B, C)
+        known = entities.known_slots()
+        if self.distance == "paper":
+            tokens_since = (position - entities.last_position).clamp(min=0)
+            sentences_since = (sentence[..., None] - entities.last_sentence).clamp(min=0)
+            features = torch.stack([tokens_since.log1p(), sentences_since.log1p()], dim=-1)
+            scores = scores + known * (features @ self.distance_weights)
+        else:  # the reference code: exp(lambda * (last sentence - current sentence)), the new slot's last is 0
+            scores = scores + torch.exp(self.distance_weights * (entities.last_sentence - sentence[..., None]))
+        available = known | entities.new_slot()
+        return dist.Categorical(logits=torch.where(available, scores, torch.full_like(scores, IMPOSSIBLE)))
+
+
+class LengthHead(nn.Module):
+    """p(L_t = l | h, e) proportional to exp(W_length,l^T [h; e] + b_l) (eq. 5); the value is l - 1.
+
+    W_length [h; e] is computed as W_h h + W_e e, so the shared h part is not repeated per particle.
+    """
+
+    def __init__(self, hidden_size: int, max_mention_length: int) -> None:
+        super().__init__()
+        self.from_state = nn.Linear(hidden_size, max_mention_length)
+        self.from_entity = nn.Linear(hidden_size, max_mention_length, bias=False)
+
+    def forward(self, h: torch.Tensor, entity: torch.Tensor) -> dist.Categorical:
+        return dist.Categorical(logits=self.from_state(h) + self.from_entity(entity))
+
+
+class EntityUpdate(nn.Module):
+    """The new embedding of the mentioned entity after reading h_t (eq. 8, or the reference code's form)."""
+
+    def __init__(self, hidden_size: int, form: str) -> None:
+        super().__init__()
+        self.gate = nn.Linear(hidden_size, hidden_size, bias=False)
+        self.form = form
+        self.project = nn.Linear(hidden_size, hidden_size, bias=False) if form == "reference" else None
+
+    def forward(self, h: torch.Tensor, entity: torch.Tensor) -> torch.Tensor:
+        delta = torch.sigmoid((self.gate(h) * entity).sum(-1, keepdim=True))
+        if self.project is None:
+            return F.normalize(delta * entity + (1 - delta) * h, dim=-1)
+        return F.normalize((1 - delta) * entity + delta * self.project(h), dim=-1)
+
+
+class EntityHeads(nn.Module):
+    """The R, E, L heads and the entity update: what model and proposal each have one of."""
+
+    def __init__(self, config: EntityNLMConfig) -> None:
+        super().__init__()
+        self.mention_type = MentionTypeHead(config.hidden_size)
+        self.entity = EntityHead(config.hidden_size, config.distance)
+        self.length = LengthHead(config.hidden_size, config.max_mention_length)
+        self.update = EntityUpdate(config.hidden_size, config.update)
+
+
+# ---- per-particle state --------------------------------------------------------------------------------------
+
+
+@dataclass
+class EntityTable:
+    """The entities of every (particle, document): slot k holds entity k + 1; slot ``count`` the new candidate.
+
+    ``embeddings`` (P, B, C, D), ``last_position`` and ``last_sentence`` (P, B, C) of each entity's latest
+    mention token, ``count`` (P, B). C grows on demand (:meth:`reserve`).
+    """
+
+    embeddings: torch.Tensor
+    last_position: torch.Tensor
+    last_sentence: torch.Tensor
+    count: torch.Tensor
+
+    @classmethod
+    def empty(cls, particles: int, documents: int, size: int, like: torch.Tensor) -> EntityTable:
+        capacity = GROWTH_INTERVAL + 1
+        zeros = like.new_zeros((particles, documents, capacity))
+        return cls(like.new_zeros((particles, documents, capacity, size)), zeros, zeros.clone(), zeros[..., 0].long())
+
+    def slots(self) -> torch.Tensor:
+        return torch.arange(self.embeddings.shape[-2], device=self.count.device)
+
+    def known_slots(self) -> torch.Tensor:
+        return self.slots() < self.count[..., None]
+
+    def new_slot(self) -> torch.Tensor:
+        return self.slots() == self.count[..., None]
+
+    def reserve(self, step: int) -> None:
+        """Make room for GROWTH_INTERVAL more entities, checking (one host sync) every GROWTH_INTERVAL steps."""
+        if step % GROWTH_INTERVAL:
+            return
+        needed = int(self.count.max()) + GROWTH_INTERVAL + 1
+        extra = needed - self.embeddings.shape[-2]
+        if extra > 0:
+            self.embeddings = F.pad(self.embeddings, (0, 0, 0, extra))
+            self.last_position = F.pad(self.last_position, (0, extra))
+            self.last_sentence = F.pad(self.last_sentence, (0, extra))
+
+    def gather(self, slot: torch.Tensor) -> torch.Tensor:
+        """The embedding in ``slot`` (P, B) of each (particle, document)."""
+        index = slot.clamp(min=0)[..., None, None].expand(*slot.shape, 1, self.embeddings.shape[-1])
+        return self.embeddings.gather(-2, index).squeeze(-2)
+
+    def write(self, where: torch.Tensor, slot: torch.Tensor, embedding: torch.Tensor) -> None:
+        """Put ``embedding`` into ``slot`` where ``where`` (P, B) holds."""
+        hit = (self.slots() == slot[..., None]) & where[..., None]
+        self.embeddings = torch.where(hit[..., None], embedding[..., None, :], self.embeddings)
+
+    def mark_mentioned(self, where: torch.Tensor, slot: torch.Tensor, position: int, sentence: torch.Tensor) -> None:
+        hit = (self.slots() == slot[..., None]) & where[..., None]
+        self.last_position = torch.where(hit, torch.full_like(self.last_position, position), self.last_position)
+        self.last_sentence = torch.where(hit, sentence[..., None].to(self.last_sentence), self.last_sentence)
+
+
+@dataclass
+class MentionState:
+    """R, E (as a slot, -1 outside mentions) and L of the previous token, per (particle, document)."""
+
+    R: torch.Tensor
+    E: torch.Tensor
+    L: torch.Tensor
+    needs_candidate: torch.Tensor  # the new-entity candidate was used up (or none exists yet)
+
+
+@dataclass
+class Choice:
+    """What step t chose (R, E as a slot, L) and the entity embedding it read, awaiting the update with h_t."""
+
+    t: int
+    valid: torch.Tensor
+    sentence: torch.Tensor
+    R: torch.Tensor
+    E: torch.Tensor
+    L: torch.Tensor
+    entity: torch.Tensor
+
+
+# ---- the program shared by model and guide -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Annotation:
+    """Gold values to observe at the R/E/L sites: (B, T) tensors, E as a slot (entity - 1, 0 outside mentions)."""
+
+    R: torch.Tensor
+    E: torch.Tensor
+    L: torch.Tensor
+
+    @classmethod
+    def of(cls, batch: DocumentBatch) -> Annotation:
+        return cls(batch.R, (batch.E - 1).clamp(min=0), batch.L - 1)
+
+
+class EntityTracker:
+    """One pass over a batch with one set of heads: the sample sites of R, E, L and the new-entity noise at each
+    step, and the entity table they imply. The model and the proposal each drive one, with their own heads and
+    LSTM states; the model adds the word site.
+    """
+
+    def __init__(
+        self, heads: EntityHeads, config: EntityNLMConfig, batch: DocumentBatch, particles: int, like: torch.Tensor
+    ) -> None:
+        self.heads = heads
+        self.config = config
+        self.batch = batch
+        shape = (particles, batch.size)
+        self.entities = EntityTable.empty(particles, batch.size, config.hidden_size, like)
+        ones = batch.words.new_ones(shape)
+        self.previous = MentionState(R=ones * 0, E=-ones, L=ones, needs_candidate=ones.bool())
+        self.current = like.new_zeros((*shape, config.hidden_size))  # e_current; 0 before the first mention
+
+    def choose(self, t: int, h_predict: torch.Tensor, gold: Annotation | None) -> torch.Tensor:
+        """The R, E, L sites of step t (steps 1-2 of the story); returns e_current for the word at t, the
+        mentioned entity's embedding BEFORE this step's update (or the latest entity's outside mentions).
+
+        ``h_predict`` (B, H) is the state the heads read, shared by all particles and broadcast against the
+        per-particle entity state (P, B, ...).
+        """
+        heads, previous, entities = self.heads, self.previous, self.entities
+        valid = self.batch.mask[:, t].expand_as(previous.R)
+        sentence = self.batch.sentence[:, t].expand_as(previous.R)
+        entities.reserve(t)
+        self._offer_candidate(t, previous.needs_candidate & valid)
+
+        starts = (previous.L == 1) & valid  # eq.: R is drawn only when no mention is ongoing
+        R_dist = heads.mention_type(h_predict).expand(starts.shape)
+        drawn_R = pyro.sample(f"R_{t}", R_dist.mask(starts), obs=_at(gold, "R", t))
+        R = torch.where(starts, drawn_R, previous.R)
+        mention_starts = starts & (R == 1)
+        E_dist = heads.entity(h_predict, entities, t, sentence)
+        drawn_E = pyro.sample(f"E_{t}", E_dist.mask(mention_starts), obs=_at(gold, "E", t))
+        E = torch.where(mention_starts, drawn_E, torch.where(R == 1, previous.E, -torch.ones_like(drawn_E)))
+        entity = entities.gather(E)  # e_{E_t, t-1}, or the candidate for a new entity
+        drawn_L = pyro.sample(f"L_{t}", heads.length(h_predict, entity).mask(mention_starts), obs=_at(gold, "L", t))
+        L = torch.where(mention_starts, drawn_L + 1, torch.where(starts, torch.ones_like(drawn_L), previous.L - 1))
+        self.chosen = Choice(t, valid, sentence, R, E, L, entity)
+        return torch.where(((R == 1) & valid)[..., None], entity, self.current)
+
+    def update(self, h_update: torch.Tensor) -> None:
+        """Steps 5-6 of the story: the mentioned entity reads h_t (eq. 8, (B, H)), a used candidate becomes an
+        entity, and R, E, L become the previous token's."""
+        chosen, entities, previous = self.chosen, self.entities, self.previous
+        in_mention = (chosen.R == 1) & chosen.valid
+        updated = self.heads.update(h_update, chosen.entity)
+        entities.write(in_mention, chosen.E, updated)
+        entities.mark_mentioned(in_mention, chosen.E, chosen.t, chosen.sentence)
+        created = in_mention & (chosen.E == entities.count)
+        entities.count = entities.count + created.long()
+        self.current = torch.where(in_mention[..., None], updated, self.current)
+        self.previous = MentionState(
+            R=chosen.R, E=chosen.E, L=chosen.L, needs_candidate=created | (previous.needs_candidate & ~chosen.valid)
+        )
+
+    def _offer_candidate(self, t: int, needed: torch.Tensor) -> None:
+        """Place a fresh new-entity embedding u = normalise(r_1 + sigma eps) (eq. 7) where the last one was used."""
+        prototype = self.heads.mention_type.entity_prototype.expand_as(self.current)
+        if self.config.new_entity_scale > 0:
+            noise_dist = dist.Normal(torch.zeros_like(prototype), 1.0).to_event(1)
+            noise = pyro.sample(f"new_entity_{t}", noise_dist.mask(needed))
+            prototype = prototype + self.config.new_entity_scale * noise
+        self.entities.write(needed, self.entities.count, F.normalize(prototype, dim=-1))
+
+
+def _at(gold: Annotation | None, name: str, t: int) -> torch.Tensor | None:
+    return None if gold is None else getattr(gold, name)[:, t]
+
+
+# ---- the model and the proposal ------------------------------------------------------------------------------
+
+
+class EntityNLM(PyroModule):
+    """The generative model p(X, R, E, L) (paper §2)."""
+
+    def __init__(self, config: EntityNLMConfig, counts: list[int]) -> None:
+        super().__init__()
+        self.config = config
+        self.encoder = WordEncoder(config)
+        self.heads = EntityHeads(config)
+        self.entity_to_word = nn.Linear(config.hidden_size, config.hidden_size, bias=False)  # W_e of eq. 6
+        self.softmax = make_softmax(config.softmax, config.hidden_size, counts, config.num_classes)
+
+    def model(self, batch: DocumentBatch, particles: int = 1, annotated: bool = False) -> None:
+        """The generative story over a batch; ``annotated`` observes the gold R, E, L (training, reranking)."""
+        states = self.encoder(batch)
+        gold = Annotation.of(batch) if annotated else None
+        softmax, entity_to_word = self.softmax, self.entity_to_word
+        with pyro.plate("particles", particles, dim=-2), pyro.plate("documents", batch.size, dim=-1):
+            tracker = EntityTracker(self.heads, self.config, batch, particles, states)
+            for t in range(batch.steps):
+                h_previous = states[:, t]
+                word_context = tracker.choose(t, h_previous, gold)
+                words = softmax(h_previous + entity_to_word(word_context))  # eq. 6
+                pyro.sample(f"X_{t}", words.mask(batch.mask[:, t]), obs=batch.words[:, t])
+                tracker.update(states[:, t + 1])
+
+    @torch.no_grad()
+    def generate(self, max_tokens: int, bos: int, eos: int) -> tuple[list[int], EntityAnnotation]:
+        """Sample a document from the model: word ids and their R, E, L (entities 1..K by first mention).
+
+        It runs the generative story forward (the LSTM one token at a time, since each word feeds the next
+        state) for ``max_tokens`` tokens, and on until the last mention has ended.
+        """
+        steps = max_tokens + self.config.max_mention_length
+        ones = torch.ones((1, steps), dtype=torch.long, device=self.softmax_device)
+        scratch = DocumentBatch((("generated", 0),), ones, ones, ones.bool(), ones * 0, ones, ones, ones)
+        encoder, softmax, entity_to_word = self.encoder, self.softmax, self.entity_to_word
+        previous_word, state, sentence = torch.tensor([[bos]], device=ones.device), None, 0
+        words, annotation = [], ([], [], [])
+        with pyro.plate("particles", 1, dim=-2), pyro.plate("documents", 1, dim=-1):
+            output, state = encoder.lstm(encoder.embedding(previous_word), state)
+            tracker = EntityTracker(self.heads, self.config, scratch, 1, output)
+            for t in range(steps):
+                scratch.sentence[0, t] = sentence
+                h_previous = output[:, 0]
+                context = tracker.choose(t, h_previous, None)
+                word = pyro.sample(f"X_{t}", softmax(h_previous + entity_to_word(context)))  # (1, 1)
+                output, state = encoder.lstm(encoder.embedding(word), state)
+                tracker.update(output[:, 0])
+                words.append(int(word))
+                mention = tracker.previous
+                for values, value in zip(annotation, (int(mention.R), int(mention.E) + 1, int(mention.L))):
+                    values.append(value)
+                sentence += int(word) == eos
+                if t + 1 >= max_tokens and int(mention.L) == 1:
+                    break
+        R, E, L = annotation
+        return words, EntityAnnotation(tuple(R), tuple(e if r else 0 for r, e in zip(R, E)), tuple(L))
+
+    @property
+    def softmax_device(self) -> torch.device:
+        return self.entity_to_word.weight.device
+
+    def log_likelihood(self, batch: DocumentBatch) -> torch.Tensor:
+        """log p(R, E, L, X) of the gold annotation, per document (B,): the training objective (eq. 9)."""
+        trace = pyro.poutine.trace(self.model).get_trace(batch, 1, True)
+        return observed_log_prob(trace).squeeze(0)
+
+
+class EntityProposal(PyroModule):
+    """The proposal Q(R, E, L | X): EntityNLM's heads reading h_t, the state after x_t (paper §5.1)."""
+
+    def __init__(self, config: EntityNLMConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.encoder = WordEncoder(config)
+        self.heads = EntityHeads(config)
+
+    def guide(self, batch: DocumentBatch, particles: int = 1, annotated: bool = False) -> None:
+        """Propose R, E, L for every token given the words; ``annotated`` observes the gold (supervised fit)."""
+        states = self.encoder(batch)
+        gold = Annotation.of(batch) if annotated else None
+        with pyro.plate("particles", particles, dim=-2), pyro.plate("documents", batch.size, dim=-1):
+            tracker = EntityTracker(self.heads, self.config, batch, particles, states)
+            for t in range(batch.steps):
+                h_current = states[:, t + 1]
+                tracker.choose(t, h_current, gold)
+                tracker.update(h_current)
+
+    def log_likelihood(self, batch: DocumentBatch) -> torch.Tensor:
+        """log Q(R, E, L | X) of the gold annotation, per document (B,): the proposal's supervised objective."""
+        trace = pyro.poutine.trace(self.guide).get_trace(batch, 1, True)
+        return observed_log_prob(trace).squeeze(0)
+
+
+def site_log_probs(trace: pyro.poutine.Trace, observed: bool | None = None) -> torch.Tensor:
+    """The (P, B) sum of the masked log-probabilities of a trace's sample sites (only observed or only latent
+    ones when ``observed`` says so), keeping the particle and document dimensions that the plates give."""
+    trace.compute_log_prob()
+    total = 0.0
+    for site in trace.nodes.values():
+        if site["type"] != "sample" or site_is_subsample(site):
+            continue
+        if observed is None or site["is_observed"] == observed:
+            total = total + site["log_prob"]
+    return total
+
+
+def observed_log_prob(trace: pyro.poutine.Trace) -> torch.Tensor:
+    return site_log_probs(trace, observed=True)

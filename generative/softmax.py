@@ -1,0 +1,219 @@
+"""Output layers over the vocabulary: the class-factored softmax of EntityNLM (paper eq. 6) and the full softmax.
+
+The class-factored softmax ("cfsm", Goodman 2001; Baltescu & Blunsom 2015) splits the vocabulary into C
+classes and predicts a word in two steps::
+
+    p(w | v) = p(class(w) | v) * p(w | class(w), v)
+             = softmax(W_c v + b_c)[class(w)] * softmax over the words of class(w) of (W v + b)
+
+Scoring an observed word normalises over the C classes and the S words of one class only, O(C + S) instead of
+O(V): that is what makes 100 particles per document affordable in importance sampling. Both stages have
+biases, as DyNet's ``ClassFactoredSoftmaxBuilder`` (the paper's code); a one-word class has probability 1
+inside its class.
+
+The classes are frequency bins (Mikolov et al. 2011): the words sorted by training count and cut into C
+contiguous bins of about equal mass, about sqrt(V) classes. The mass of a word is its count to a power: 1 is
+the plain frequency binning of Mikolov et al. (2011); 0.5, the default of Mikolov's RNNLM toolkit, balances
+the class sizes (on LitBank's 10K vocabulary the largest class has 228 words with sqrt counts and 1,571 with
+raw counts, and the cost of a class-factored step grows with the largest class, to which all classes are
+padded).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pyro.distributions as dist
+import torch
+from pyro.distributions import TorchDistribution, constraints
+from torch import nn
+from torch.distributions.utils import lazy_property
+from torch.nn import functional as F
+
+
+def _pick(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``x[..., index]`` elementwise, with the batch shapes of ``x[..., 0]`` and ``index`` broadcast."""
+    shape = torch.broadcast_shapes(x.shape[:-1], index.shape)
+    return x.expand(*shape, x.shape[-1]).gather(-1, index.expand(shape).unsqueeze(-1)).squeeze(-1)
+
+
+class WordClasses(nn.Module):
+    """A partition of the vocabulary into classes, as buffers that move with the model.
+
+    ``word_class[w]`` is the class of word w and ``position[w]`` its index among the class's words;
+    ``members[c, :]`` lists the words of class c (most frequent first), padded to the largest class, with
+    ``member_mask`` marking the real entries.
+    """
+
+    word_class: torch.Tensor
+    position: torch.Tensor
+    members: torch.Tensor
+    member_mask: torch.Tensor
+
+    def __init__(self, word_class: torch.Tensor, position: torch.Tensor) -> None:
+        super().__init__()
+        num_classes = int(word_class.max()) + 1
+        sizes = torch.bincount(word_class, minlength=num_classes)
+        if bool((sizes == 0).any()):
+            raise ValueError("every class must have at least one word")
+        members = torch.zeros(num_classes, int(sizes.max()), dtype=torch.long)
+        member_mask = torch.zeros(num_classes, int(sizes.max()), dtype=torch.bool)
+        members[word_class, position] = torch.arange(len(word_class))
+        member_mask[word_class, position] = True
+        if int(member_mask.sum()) != len(word_class):
+            raise ValueError("two words share a (class, position) slot")
+        self.register_buffer("word_class", word_class)
+        self.register_buffer("position", position)
+        self.register_buffer("members", members)
+        self.register_buffer("member_mask", member_mask)
+
+    @classmethod
+    def from_counts(cls, counts: Sequence[int], num_classes: int | None = None, power: float = 0.5) -> WordClasses:
+        """Frequency bins: class k starts at the first word (by decreasing count, ties by id) that has at least
+        k / C of the total mass ``count ** power`` before it, moved on where needed so that no class is empty.
+
+        ``num_classes`` defaults to round(sqrt(V)). The most frequent words, heavier than a bin, get classes of
+        their own.
+        """
+        counts = torch.as_tensor(counts, dtype=torch.float64)
+        size = len(counts)
+        num_classes = max(1, round(math.sqrt(size))) if num_classes is None else num_classes
+        if not 1 <= num_classes <= size:
+            raise ValueError(f"num_classes must be between 1 and the vocabulary size {size}, got {num_classes}")
+        if bool((counts < 0).any()) or not bool((counts > 0).any()):
+            raise ValueError("counts must be non-negative with at least one positive count")
+        order = torch.argsort(-counts, stable=True)
+        mass = counts[order] ** power
+        mass_before = torch.cat([mass.new_zeros(1), mass.cumsum(0)[:-1]])
+        k = torch.arange(1, num_classes)
+        starts = torch.searchsorted(mass_before, k.double() / num_classes * mass.sum())
+        # Class k needs k words before it and C - k from it on: starts[k] in [k, V - C + k], increasing.
+        starts = k + torch.cummax(starts - k, 0).values.clamp(0, size - num_classes)
+        ranks = torch.arange(size)
+        sorted_class = torch.searchsorted(starts, ranks, right=True)
+        first_rank = torch.cat([starts.new_zeros(1), starts])
+        word_class = torch.empty(size, dtype=torch.long).scatter_(0, order, sorted_class)
+        position = torch.empty(size, dtype=torch.long).scatter_(0, order, ranks - first_rank[sorted_class])
+        return cls(word_class, position)
+
+    @property
+    def num_classes(self) -> int:
+        return self.members.shape[0]
+
+    @property
+    def max_class_size(self) -> int:
+        return self.members.shape[1]
+
+
+class ClassFactoredCategorical(TorchDistribution):
+    """The word distribution of a :class:`ClassFactoredSoftmax` at hidden vectors ``v`` of shape (..., H).
+
+    A categorical over the V word ids with ``batch_shape = v.shape[:-1]``, usable as a Pyro sample site
+    (``.mask``, ``.to_event``). :meth:`log_prob` costs O(C + S) per element; a ``value`` with fewer batch
+    dimensions than ``v`` (one observed word shared by P particles) gathers its class's rows once and
+    broadcasts them against ``v``. ``logits`` gives the full normalised log-distribution, O(V).
+    """
+
+    arg_constraints = {"v": constraints.real_vector}
+
+    def __init__(self, v: torch.Tensor, layer: ClassFactoredSoftmax, validate_args: bool | None = None) -> None:
+        self.v, self.layer = v, layer
+        super().__init__(v.shape[:-1], validate_args=validate_args)
+
+    @property
+    def support(self) -> constraints.Constraint:
+        return constraints.integer_interval(0, self.layer.vocab_size - 1)
+
+    def expand(
+        self, batch_shape: torch.Size, _instance: ClassFactoredCategorical | None = None
+    ) -> ClassFactoredCategorical:
+        batch_shape = torch.Size(batch_shape)
+        v = self.v.expand(batch_shape + self.v.shape[-1:])
+        return ClassFactoredCategorical(v, self.layer, validate_args=self._validate_args)
+
+    @lazy_property
+    def class_log_probs(self) -> torch.Tensor:
+        """log p(class | v), shape (..., C)."""
+        return torch.log_softmax(self.layer.classes(self.v), dim=-1)
+
+    def _in_class_logits(self, word_class: torch.Tensor) -> torch.Tensor:
+        """Word logits within ``word_class`` (shape broadcastable with the batch), (..., S); padding is -inf.
+
+        The rows of W are gathered per element of ``word_class``, not per element of the batch, and contracted
+        with ``v`` by a broadcasting einsum, which does not copy them along dimensions they lack.
+        """
+        classes = self.layer.word_classes
+        members = classes.members[word_class]
+        weight = F.embedding(members, self.layer.words.weight)  # W[members]; its backward is faster than indexing's
+        logits = torch.einsum("...h,...sh->...s", self.v, weight) + self.layer.words.bias[members]
+        return logits.masked_fill(~classes.member_mask[word_class], float("-inf"))
+
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        if self._validate_args:
+            self._validate_sample(value)
+        classes = self.layer.word_classes
+        word_class = classes.word_class[value]
+        in_class = self._in_class_logits(word_class)
+        in_class_log_prob = _pick(in_class, classes.position[value]) - in_class.logsumexp(-1)
+        return _pick(self.class_log_probs, word_class) + in_class_log_prob
+
+    @torch.no_grad()
+    def sample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:
+        """Two stages: a class from p(class | v), then a word from p(word | class, v)."""
+        word_class = dist.Categorical(logits=self.class_log_probs).sample(sample_shape)
+        position = dist.Categorical(logits=self._in_class_logits(word_class)).sample()
+        return self.layer.word_classes.members[word_class, position]
+
+    @lazy_property
+    def logits(self) -> torch.Tensor:
+        """log p(w | v) for every word, shape (..., V): O(V), for inspection and tests."""
+        classes = self.layer.word_classes
+        word_logits = self.layer.words(self.v)
+        class_norm = word_logits[..., classes.members].masked_fill(~classes.member_mask, float("-inf")).logsumexp(-1)
+        return (self.class_log_probs - class_norm)[..., classes.word_class] + word_logits
+
+
+class ClassFactoredSoftmax(nn.Module):
+    """Paper eq. 6's cfsm: v (..., H) -> :class:`ClassFactoredCategorical` over the vocabulary of ``counts``."""
+
+    def __init__(self, input_size: int, counts: Sequence[int], num_classes: int | None = None) -> None:
+        super().__init__()
+        self.word_classes = WordClasses.from_counts(counts, num_classes)
+        self.classes = nn.Linear(input_size, self.word_classes.num_classes)
+        self.words = nn.Linear(input_size, len(counts))
+
+    @property
+    def vocab_size(self) -> int:
+        return self.words.out_features
+
+    def forward(self, v: torch.Tensor) -> ClassFactoredCategorical:
+        return ClassFactoredCategorical(v, self)
+
+
+class FullSoftmax(nn.Module):
+    """The plain softmax over the whole vocabulary (paper eq. 1): v (..., H) -> Categorical(W v + b)."""
+
+    def __init__(self, input_size: int, vocab_size: int) -> None:
+        super().__init__()
+        self.words = nn.Linear(input_size, vocab_size)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.words.out_features
+
+    def forward(self, v: torch.Tensor) -> dist.Categorical:
+        return dist.Categorical(logits=self.words(v))
+
+
+def make_softmax(
+    kind: str, input_size: int, counts: Sequence[int], num_classes: int | None = None
+) -> ClassFactoredSoftmax | FullSoftmax:
+    """The output layer named ``kind``: ``"class"`` (class-factored, the paper's) or ``"full"``."""
+    if kind == "class":
+        return ClassFactoredSoftmax(input_size, counts, num_classes)
+    if kind == "full":
+        if num_classes is not None:
+            raise ValueError("num_classes applies to the class-factored softmax only")
+        return FullSoftmax(input_size, len(counts))
+    raise ValueError(f"unknown softmax {kind!r}: expected 'class' or 'full'")

@@ -1,0 +1,134 @@
+"""Checkpoints: a trained model with everything needed to use it again (vocabulary, preprocessing, options).
+
+One file per trained model, written atomically with ``torch.save`` and read with ``weights_only=True``:
+``{"format", "kind", "config", "vocabulary", "preprocess", "weights", "training"}``. ``kind`` is
+``entitynlm`` (weights of the model and its proposal), ``rnnlm`` or ``ngram`` (the n-gram's counts).
+Bundled checkpoints store float weights in float16 to stay small; loading restores float32.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from coref.atomic import atomic_path
+from coref.preprocess import PreprocessConfig, Vocabulary
+from generative.entitynlm import EntityNLM, EntityNLMConfig, EntityProposal
+from generative.ngram import KneserNeyLM
+from generative.rnnlm import RNNLM, RNNLMConfig
+
+FORMAT = 1
+KINDS = ("entitynlm", "rnnlm", "ngram")
+PRETRAINED = files("inference") / "pretrained"
+
+
+class CheckpointError(ValueError):
+    """A file that is not a usable checkpoint, or one that does not fit what it is used with."""
+
+
+@dataclass
+class Checkpoint:
+    kind: str
+    config: dict[str, Any]
+    vocabulary: Vocabulary
+    preprocess: PreprocessConfig
+    weights: dict[str, Any]
+    training: dict[str, Any] = field(default_factory=dict)
+
+    def save(self, path: str | os.PathLike, half: bool = False) -> None:
+        """Write atomically; ``half`` stores float tensors as float16 (bundled checkpoints)."""
+        weights = _map_tensors(self.weights, lambda t: t.half() if half and t.is_floating_point() else t.cpu())
+        payload = {
+            "format": FORMAT,
+            "kind": self.kind,
+            "config": self.config,
+            "vocabulary": self.vocabulary.to_dict(),
+            "preprocess": self.preprocess.to_dict(),
+            "weights": weights,
+            "training": self.training,
+        }
+        with atomic_path(path) as temporary:
+            torch.save(payload, temporary)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> Checkpoint:
+        """Read a checkpoint; a clear :class:`CheckpointError` (naming the file) for anything else."""
+        path = Path(path)
+        if not path.is_file():
+            raise CheckpointError(f"{path}: no such checkpoint file")
+        try:
+            payload = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as error:  # torch raises many kinds for a file that is not its own
+            raise CheckpointError(f"{path}: not a checkpoint ({type(error).__name__}: {error})") from error
+        if not isinstance(payload, dict) or payload.get("format") != FORMAT or payload.get("kind") not in KINDS:
+            raise CheckpointError(f"{path}: not an entitylm checkpoint of format {FORMAT}")
+        return cls(
+            kind=payload["kind"],
+            config=payload["config"],
+            vocabulary=Vocabulary.from_dict(payload["vocabulary"]),
+            preprocess=PreprocessConfig.from_dict(payload["preprocess"]),
+            weights=_map_tensors(payload["weights"], lambda t: t.float() if t.is_floating_point() else t),
+            training=payload["training"],
+        )
+
+    def require_vocabulary(self, vocabulary: Vocabulary, what: str) -> None:
+        """Refuse to combine this checkpoint with ``what`` if they index words differently."""
+        if vocabulary.fingerprint != self.vocabulary.fingerprint:
+            raise CheckpointError(
+                f"{what} uses another vocabulary (fingerprint {vocabulary.fingerprint[:12]}, "
+                f"{len(vocabulary)} words) than the {self.kind} checkpoint ({self.vocabulary.fingerprint[:12]}, "
+                f"{len(self.vocabulary)} words): their word ids do not mean the same words"
+            )
+
+
+def _map_tensors(value: Any, function) -> Any:
+    if isinstance(value, torch.Tensor):
+        return function(value)
+    if isinstance(value, dict):
+        return {key: _map_tensors(item, function) for key, item in value.items()}
+    return value
+
+
+# ---- from checkpoints to models and back ------------------------------------------------------------------------
+
+
+def entitynlm_modules(checkpoint: Checkpoint, device: torch.device | str = "cpu") -> tuple[EntityNLM, EntityProposal]:
+    config = EntityNLMConfig(**checkpoint.config)
+    model = EntityNLM(config, list(checkpoint.vocabulary.counts))
+    proposal = EntityProposal(config)
+    model.load_state_dict(checkpoint.weights["model"])
+    proposal.load_state_dict(checkpoint.weights["proposal"])
+    return model.to(device).eval(), proposal.to(device).eval()
+
+
+def rnnlm_module(checkpoint: Checkpoint, device: torch.device | str = "cpu") -> RNNLM:
+    model = RNNLM(RNNLMConfig(**checkpoint.config), list(checkpoint.vocabulary.counts))
+    model.load_state_dict(checkpoint.weights["model"])
+    return model.to(device).eval()
+
+
+def ngram_model(checkpoint: Checkpoint) -> KneserNeyLM:
+    return KneserNeyLM.from_state_dict(checkpoint.weights["ngram"])
+
+
+def module_weights(module: nn.Module) -> dict[str, torch.Tensor]:
+    """A detached CPU copy of a module's state (kept as the best weights while training goes on)."""
+    return {name: tensor.detach().cpu().clone() for name, tensor in module.state_dict().items()}
+
+
+def config_dict(config: Any) -> dict[str, Any]:
+    return asdict(config)
+
+
+def pretrained(name: str) -> Path:
+    """The path of a checkpoint bundled with the package (``entitynlm.pt``, ``rnnlm.pt``, ``ngram.pt``)."""
+    path = Path(str(PRETRAINED / name))
+    if not path.is_file():
+        raise CheckpointError(f"no bundled checkpoint {name!r} in {PRETRAINED}")
+    return path

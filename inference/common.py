@@ -1,0 +1,52 @@
+"""What every command of ``inference`` shares: seeds, devices, and preprocessed corpora."""
+
+from __future__ import annotations
+
+import random
+import sys
+
+import numpy as np
+import pyro
+import torch
+
+from coref.corpora import load_corpus
+from coref.document import Document
+from coref.preprocess import PreprocessConfig, Vocabulary, preprocess_documents
+
+
+def set_seed(seed: int) -> None:
+    """Seed python, numpy, torch and pyro, so a run is reproducible."""
+    random.seed(seed)
+    np.random.seed(seed)
+    pyro.set_rng_seed(seed)  # torch too
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` picks CUDA when there is a GPU; ``cuda`` without one is an error, not a silent CPU run."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError("--device cuda: no CUDA device is available (this torch build or machine has none)")
+    if name == "cpu":
+        torch.set_flush_denormal(True)  # STACK.md: denormals made backward passes 6-12x slower on CPU
+    pyro.enable_validation(False)  # validation checks every site's support with a host sync
+    return torch.device(name)
+
+
+def prepared_documents(
+    corpus: str,
+    split: str,
+    data_dir: str | None,
+    config: PreprocessConfig,
+    vocabulary: Vocabulary | None = None,
+    quiet: bool = False,
+) -> list[Document]:
+    """A corpus split after the paper's preprocessing (and the vocabulary, when given); reports on stderr."""
+    loaded = load_corpus(corpus, split, data_dir)
+    documents, report = preprocess_documents(loaded.documents, config, vocabulary)
+    if not quiet:
+        dropped = sum(problem.dropped_mention for problem in loaded.problems)
+        print(f"{corpus}/{split}: {report.summary()}", file=sys.stderr)
+        if loaded.problems:
+            print(f"  ({len(loaded.problems)} reader problems, {dropped} malformed mentions dropped)", file=sys.stderr)
+    return documents

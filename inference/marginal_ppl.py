@@ -1,0 +1,147 @@
+"""Marginal perplexity of EntityNLM by importance sampling (paper §5.1), beside its baselines on the same tokens.
+
+    python -m inference.marginal_ppl                                  # bundled model, embedded sample corpus
+    python -m inference.marginal_ppl --checkpoint runs/entitynlm/model.pt --corpus litbank --split test \\
+        --data-dir DATA --baseline runs/rnnlm/model.pt --baseline runs/ngram/model.pt --json result.json
+
+R, E and L are latent at test time: for each document N annotations are drawn from the proposal and
+p(x) is estimated by the mean importance weight (eq. 11). Perplexity = exp(-sum_docs log p_hat(x) / tokens),
+over the word tokens and sentence ends every model predicts. Printed per document: tokens, log p_hat(x), ESS
+and PSIS k-hat; in total: the perplexity, the perplexity of the ELBO (the mean log weight, a bound), and the
+baselines' perplexities on the same tokens with the same vocabulary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from coref.atomic import write_text_atomic
+from coref.corpora import CorpusError
+from coref.document import Document
+from generative.batch import DocumentBatch, batches_by_length, token_stream
+from inference.checkpoint import Checkpoint, CheckpointError, entitynlm_modules, ngram_model, pretrained, rnnlm_module
+from inference.common import prepared_documents, resolve_device, set_seed
+from inference.importance import estimate_marginal
+
+DEFAULT_BASELINES = ("rnnlm.pt", "ngram.pt")
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m inference.marginal_ppl", description=__doc__.split("\n")[0])
+    parser.add_argument("--checkpoint", help="EntityNLM checkpoint (default: the bundled one)")
+    parser.add_argument("--corpus", default="sample", help="corpus name or names joined with '+' (default: sample)")
+    parser.add_argument("--split", default="test")
+    parser.add_argument("--data-dir", help="folder holding the corpora (default: $ENTITYLM_DATA)")
+    parser.add_argument("--particles", type=int, default=100, help="importance samples per document (paper: 100)")
+    parser.add_argument("--baseline", action="append", metavar="CKPT",
+                        help="RNNLM or n-gram checkpoint, repeatable; 'none' for no baseline "
+                             "(default: the bundled baselines with the bundled model)")
+    parser.add_argument("--batch-tokens", type=int, default=20_000, help="particles x padded tokens per batch")
+    parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", metavar="OUT", help="also write the results as JSON")
+    return parser.parse_args(argv)
+
+
+def baseline_paths(args: argparse.Namespace) -> list[Path]:
+    if args.baseline is None:
+        return [pretrained(name) for name in DEFAULT_BASELINES] if args.checkpoint is None else []
+    return [] if args.baseline == ["none"] else [Path(path) for path in args.baseline]
+
+
+def baseline_log_likelihood(checkpoint: Checkpoint, documents: list[Document], batches: list[DocumentBatch],
+                            device: torch.device) -> float:
+    """Total log-likelihood of the documents under an RNNLM or n-gram baseline."""
+    if checkpoint.kind == "ngram":
+        ngram = ngram_model(checkpoint)
+        return float(sum(ngram.log_prob(token_stream(d, checkpoint.vocabulary).words).sum() for d in documents))
+    if checkpoint.kind == "rnnlm":
+        model = rnnlm_module(checkpoint, device)
+        with torch.no_grad():
+            return float(sum(model.log_likelihood(batch).sum() for batch in batches))
+    raise CheckpointError(f"a baseline must be an rnnlm or ngram checkpoint, not {checkpoint.kind}")
+
+
+def run(args: argparse.Namespace) -> dict:
+    set_seed(args.seed)
+    device = resolve_device(args.device)
+    path = Path(args.checkpoint) if args.checkpoint else pretrained("entitynlm.pt")
+    checkpoint = Checkpoint.load(path)
+    if checkpoint.kind != "entitynlm":
+        raise CheckpointError(f"{path}: an entitynlm checkpoint is needed, this one is {checkpoint.kind}")
+    baselines = [(p, Checkpoint.load(p)) for p in baseline_paths(args)]
+    for baseline_path, baseline in baselines:
+        checkpoint.require_vocabulary(baseline.vocabulary, f"baseline {baseline_path}")
+    model, proposal = entitynlm_modules(checkpoint, device)
+    documents = prepared_documents(args.corpus, args.split, args.data_dir, checkpoint.preprocess,
+                                   checkpoint.vocabulary, quiet=True)
+    batches = [b.to(device) for b in batches_by_length(documents, checkpoint.vocabulary,
+                                                         max(1, args.batch_tokens // args.particles))]
+    started = time.perf_counter()
+    rows = []
+    for batch in tqdm(batches, desc=f"importance sampling, {args.particles} particles", unit="batch"):
+        estimate = estimate_marginal(model.model, proposal.guide, batch, args.particles)
+        khat = estimate.psis_khat()
+        for i, key in enumerate(batch.keys):
+            rows.append({"document": key[0], "part": key[1], "tokens": int(batch.lengths[i]),
+                         "log_likelihood": float(estimate.log_marginal[i]), "elbo": float(estimate.elbo[i]),
+                         "ess": float(estimate.ess[i]), "psis_khat": float(khat[i])})
+    seconds = time.perf_counter() - started
+    tokens = sum(row["tokens"] for row in rows)
+    log_likelihood = sum(row["log_likelihood"] for row in rows)
+    result = {
+        "corpus": args.corpus, "split": args.split, "checkpoint": str(path), "device": str(device),
+        "documents": len(rows), "tokens": tokens, "particles": args.particles,
+        "log_likelihood": log_likelihood,
+        "perplexity": math.exp(-log_likelihood / tokens),
+        "elbo_perplexity": math.exp(-sum(row["elbo"] for row in rows) / tokens),
+        "baselines": {}, "ess": [row["ess"] for row in rows], "psis_khat": [row["psis_khat"] for row in rows],
+        "seconds": seconds, "per_document": rows,
+    }
+    for baseline_path, baseline in baselines:
+        name = baseline.kind if baseline.kind not in result["baselines"] else f"{baseline.kind}:{baseline_path.stem}"
+        total = baseline_log_likelihood(baseline, documents, batches, device)
+        result["baselines"][name] = math.exp(-total / tokens)
+    return result
+
+
+def format_result(result: dict) -> str:
+    lines = [f"{'document':<40} {'tokens':>7} {'log p_hat(x)':>13} {'ESS':>7} {'k-hat':>6}"]
+    for row in result["per_document"]:
+        lines.append(f"{row['document'][:40]:<40} {row['tokens']:>7} {row['log_likelihood']:>13.2f} "
+                     f"{row['ess']:>7.1f} {row['psis_khat']:>6.2f}")
+    lines.append(
+        f"\n{result['corpus']}/{result['split']}: {result['documents']} documents, {result['tokens']} tokens, "
+        f"{result['particles']} particles, {result['seconds']:.1f} s"
+    )
+    lines.append(f"EntityNLM perplexity (importance sampling): {result['perplexity']:.2f}")
+    lines.append(f"EntityNLM ELBO perplexity (bound):         {result['elbo_perplexity']:.2f}")
+    for name, perplexity in result["baselines"].items():
+        lines.append(f"{name + ' perplexity:':<43}{perplexity:.2f}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        result = run(args)
+    except (CorpusError, CheckpointError, ValueError, OSError, FloatingPointError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(format_result(result))
+    if args.json:
+        write_text_atomic(args.json, json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,282 @@
+"""Train EntityNLM (model and proposal), the RNNLM baseline or the Kneser-Ney n-gram on annotated corpora.
+
+    python -m inference.train --model entitynlm --corpus litbank+ontogum --data-dir DATA --out runs/entitynlm
+
+EntityNLM's model is fitted by maximum likelihood on the gold R, E, L and words (paper eq. 9), its proposal by
+supervised maximum likelihood on the same annotation (the parameters are disjoint, so one optimiser serves both
+and each keeps the weights of its own best dev score). ``--refine-proposal rws`` then fits the proposal to the
+model's posterior on text alone (the wake-phi update of reweighted wake-sleep) and reports the dev ESS before
+and after. Dev selection and early stopping use the per-token dev NLL (the joint for EntityNLM, as in paper
+§5.1). ``OUT/model.pt`` holds the best weights, ``OUT/last.pt`` the state to ``--resume`` from; both are
+written atomically after every epoch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from pyro import poutine
+from tqdm import tqdm
+
+from coref.corpora import CorpusError
+from coref.document import sentence_chunks
+from coref.preprocess import PreprocessConfig, Vocabulary
+from generative.batch import DocumentBatch, batches_by_length, token_stream
+from generative.entitynlm import EntityNLM, EntityNLMConfig, EntityProposal, site_log_probs
+from generative.ngram import KneserNeyConfig, KneserNeyLM
+from generative.rnnlm import RNNLM, RNNLMConfig
+from inference.checkpoint import Checkpoint, CheckpointError, config_dict, module_weights
+from inference.common import prepared_documents, resolve_device, set_seed
+from inference.importance import ImportanceEstimate, log_importance_weights
+
+PAPER_LEARNING_RATES = {"adam": 1e-3, "adagrad": 0.1}
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m inference.train", description=__doc__.split("\n")[0])
+    parser.add_argument("--model", choices=("entitynlm", "rnnlm", "ngram"), required=True)
+    parser.add_argument("--corpus", default="sample", help="corpus name, or several joined with '+' (default: sample)")
+    parser.add_argument("--data-dir", help="folder holding the corpora (default: $ENTITYLM_DATA)")
+    parser.add_argument("--train-split", default="train")
+    parser.add_argument("--dev-split", default="dev")
+    parser.add_argument("--out", required=True, help="output folder: model.pt (best), last.pt (resume), log.jsonl")
+    parser.add_argument("--vocab-size", type=int, default=10_000, help="words incl. <unk> <num> <s> </s> (paper 10K)")
+    parser.add_argument("--embedding-size", type=int, default=128, help="paper grid {32, 48, 64, 128, 256}")
+    parser.add_argument("--hidden-size", type=int, default=128, help="paper grid {32, 48, 64, 128, 256}")
+    parser.add_argument("--dropout", type=float, default=0.2, help="paper grid {0.2, 0.5}")
+    parser.add_argument("--softmax", choices=("class", "full"), default="class")
+    parser.add_argument("--distance", choices=("paper", "reference"), default="paper")
+    parser.add_argument("--update", choices=("paper", "reference"), default="paper")
+    parser.add_argument("--new-entity-scale", type=float, default=0.01, help="sigma of eq. 7")
+    parser.add_argument("--optimizer", choices=("adam", "adagrad"), default="adam")
+    parser.add_argument("--lr", type=float, help="default: the paper's (Adam 1e-3, AdaGrad 0.1)")
+    parser.add_argument("--clip-norm", type=float, default=None, help="gradient norm clipping (paper: none)")
+    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--patience", type=int, default=2, help="stop after this many epochs without dev gain")
+    parser.add_argument("--batch-tokens", type=int, default=4_000, help="padded tokens per batch")
+    parser.add_argument("--train-chunk", type=int, default=0,
+                        help="train on pieces of whole sentences of about this many tokens (0: whole documents, "
+                             "the paper); dev selection always uses whole documents")
+    parser.add_argument("--order", type=int, default=5, help="n-gram order")
+    parser.add_argument("--discount-fallback", action="store_true",
+                        help="n-gram: use KenLM's fallback discounts (0.5, 1, 1.5) where count-of-counts give none")
+    parser.add_argument("--refine-proposal", choices=("none", "rws"), default="none")
+    parser.add_argument("--refine-steps", type=int, default=50)
+    parser.add_argument("--refine-particles", type=int, default=10)
+    parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--resume", action="store_true", help="continue from OUT/last.pt")
+    return parser.parse_args(argv)
+
+
+# ---- models and objectives --------------------------------------------------------------------------------------
+
+
+class Trainee:
+    """The modules being trained and their objective: per-component log-likelihoods of a batch."""
+
+    def __init__(self, args: argparse.Namespace, vocabulary: Vocabulary, device: torch.device) -> None:
+        counts = list(vocabulary.counts)
+        sizes = dict(vocab_size=len(vocabulary), embedding_size=args.embedding_size, hidden_size=args.hidden_size,
+                     dropout=args.dropout, softmax=args.softmax)
+        self.kind = args.model
+        if args.model == "entitynlm":
+            self.config = EntityNLMConfig(**sizes, distance=args.distance, update=args.update,
+                                          new_entity_scale=args.new_entity_scale)
+            self.modules = {"model": EntityNLM(self.config, counts), "proposal": EntityProposal(self.config)}
+        else:
+            self.config = RNNLMConfig(**sizes)
+            self.modules = {"model": RNNLM(self.config, counts)}
+        for module in self.modules.values():
+            module.to(device)
+
+    def parameters(self) -> list[torch.nn.Parameter]:
+        return [p for module in self.modules.values() for p in module.parameters()]
+
+    def train(self, mode: bool) -> None:
+        for module in self.modules.values():
+            module.train(mode)
+
+    def log_likelihoods(self, batch: DocumentBatch) -> dict[str, torch.Tensor]:
+        """Summed log-likelihood of the batch for each component (model: joint on gold; proposal: log Q)."""
+        return {name: module.log_likelihood(batch).sum() for name, module in self.modules.items()}
+
+
+def evaluate(trainee: Trainee, batches: list[DocumentBatch]) -> dict[str, float]:
+    """Per-token NLL of each component on ``batches`` (dev selection; the paper's objective on dev)."""
+    trainee.train(False)
+    totals: dict[str, float] = {}
+    tokens = sum(batch.num_tokens for batch in batches)
+    with torch.no_grad(), torch.random.fork_rng():
+        torch.manual_seed(0)  # the new-entity noise: every epoch's dev score sees the same draws
+        for batch in batches:
+            for name, value in trainee.log_likelihoods(batch).items():
+                totals[name] = totals.get(name, 0.0) - float(value)
+    return {name: total / tokens for name, total in totals.items()}
+
+
+def dev_ess(trainee: Trainee, batches: list[DocumentBatch], particles: int) -> float:
+    """Mean ESS fraction (ESS / N) of the proposal's importance weights on ``batches``."""
+    trainee.train(False)
+    model, proposal = trainee.modules["model"], trainee.modules["proposal"]
+    with torch.no_grad():
+        ess = [ImportanceEstimate(log_importance_weights(model.model, proposal.guide, batch, particles)).ess
+               for batch in batches]
+    return float(torch.cat(ess).mean()) / particles
+
+
+def refine_proposal(trainee: Trainee, batches: list[DocumentBatch], args: argparse.Namespace,
+                    optimizer: torch.optim.Optimizer) -> None:
+    """Fit the proposal to the model's posterior on text alone: the wake-phi update of reweighted wake-sleep
+    (Le et al. 2019), minimising -sum_i w_i log q(z_i | x) with self-normalised weights w_i of z_i ~ q.
+
+    It is computed on our particle-vectorised traces (pyro.infer.ReweightedWakeSleep vectorises with a plate of
+    its own, which our explicit particles plate does not nest under); the model's parameters stay fixed.
+    """
+    model, proposal = trainee.modules["model"], trainee.modules["proposal"]
+    model.eval()
+    proposal.train(True)
+    for step in tqdm(range(args.refine_steps), desc="refine proposal (RWS wake-phi)", unit="batch"):
+        batch = batches[step % len(batches)]
+        guide_trace = poutine.trace(proposal.guide).get_trace(batch, args.refine_particles)
+        with torch.no_grad():
+            model_trace = poutine.trace(poutine.replay(model.model, trace=guide_trace)).get_trace(
+                batch, args.refine_particles)
+            log_p = site_log_probs(model_trace)
+        log_q = site_log_probs(guide_trace, observed=False)
+        weights = torch.softmax(log_p - log_q.detach(), dim=0)
+        loss = -(weights * log_q).sum() / batch.num_tokens
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+# ---- the n-gram ---------------------------------------------------------------------------------------------
+
+
+def train_ngram(args: argparse.Namespace, train_docs, dev_docs, vocabulary: Vocabulary, preprocess) -> dict:
+    streams = [token_stream(document, vocabulary).words for document in train_docs]
+    started = time.perf_counter()
+    ngram = KneserNeyLM.fit(streams, len(vocabulary), vocabulary.index("<s>"), KneserNeyConfig(
+        order=args.order, discount_fallback=(0.5, 1.0, 1.5) if args.discount_fallback else None))
+    seconds = time.perf_counter() - started
+    dev_ppl = ngram.perplexity([token_stream(document, vocabulary).words for document in dev_docs])
+    summary = {"model": "ngram", "order": args.order, "fit_seconds": seconds, "dev_perplexity": dev_ppl}
+    Checkpoint("ngram", {"order": args.order}, vocabulary, preprocess, {"ngram": ngram.state_dict()},
+               {"args": vars(args), **summary}).save(Path(args.out) / "model.pt")
+    return summary
+
+
+# ---- the loop ----------------------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        return run(args)
+    except (CorpusError, CheckpointError, ValueError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+def run(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    set_seed(args.seed)
+    device = resolve_device(args.device)
+    preprocess = PreprocessConfig()
+    resumed = Checkpoint.load(out / "last.pt") if args.resume else None
+    raw_train = prepared_documents(args.corpus, args.train_split, args.data_dir, preprocess)
+    vocabulary = resumed.vocabulary if resumed else Vocabulary.build(raw_train, max_size=args.vocab_size)
+    train_docs = prepared_documents(args.corpus, args.train_split, args.data_dir, preprocess, vocabulary, quiet=True)
+    dev_docs = prepared_documents(args.corpus, args.dev_split, args.data_dir, preprocess, vocabulary)
+    if args.model == "ngram":
+        print(json.dumps(train_ngram(args, train_docs, dev_docs, vocabulary, preprocess), indent=2))
+        return 0
+
+    trainee = Trainee(args, vocabulary, device)
+    optimizer_class = {"adam": torch.optim.Adam, "adagrad": torch.optim.Adagrad}[args.optimizer]
+    optimizer = optimizer_class(trainee.parameters(), lr=args.lr or PAPER_LEARNING_RATES[args.optimizer])
+    if args.train_chunk:
+        train_docs = [piece for document in train_docs for piece in sentence_chunks(document, args.train_chunk)]
+    train_batches = [b.to(device) for b in batches_by_length(train_docs, vocabulary, args.batch_tokens)]
+    dev_batches = [b.to(device) for b in batches_by_length(dev_docs, vocabulary, args.batch_tokens)]
+    train_tokens = sum(batch.num_tokens for batch in train_batches)
+    state = {"epoch": 0, "best": {}, "history": [], "bad_epochs": 0}
+    best_weights = {name: module_weights(module) for name, module in trainee.modules.items()}
+    if resumed:
+        for name, module in trainee.modules.items():
+            module.load_state_dict(resumed.weights[name])
+        optimizer.load_state_dict(resumed.weights["optimizer"])
+        best_weights = resumed.weights["best"]
+        state = resumed.training["state"]
+        torch.set_rng_state(resumed.weights["rng"])
+        print(f"resumed from {out / 'last.pt'} after epoch {state['epoch']}", file=sys.stderr)
+
+    def checkpoint(weights: dict, training: dict) -> Checkpoint:
+        return Checkpoint(trainee.kind, config_dict(trainee.config), vocabulary, preprocess, weights, training)
+
+    while state["epoch"] < args.epochs and state["bad_epochs"] < args.patience:
+        trainee.train(True)
+        started, total = time.perf_counter(), {}
+        shuffle = torch.Generator().manual_seed(args.seed + state["epoch"])  # a resumed run shuffles the same
+        order = torch.randperm(len(train_batches), generator=shuffle).tolist()
+        progress = tqdm(order, desc=f"epoch {state['epoch'] + 1}/{args.epochs}", unit="batch")
+        for index in progress:
+            batch = train_batches[index]
+            parts = trainee.log_likelihoods(batch)
+            loss = -sum(parts.values()) / batch.num_tokens
+            optimizer.zero_grad()
+            loss.backward()
+            if args.clip_norm:
+                torch.nn.utils.clip_grad_norm_(trainee.parameters(), args.clip_norm)
+            optimizer.step()
+            for name, value in parts.items():
+                total[name] = total.get(name, 0.0) - float(value.detach())
+            progress.set_postfix(nll=f"{float(loss.detach()):.3f}")
+        seconds = time.perf_counter() - started
+        dev = evaluate(trainee, dev_batches)
+        record = {"epoch": state["epoch"] + 1, "seconds": seconds, "train_tokens_per_second": train_tokens / seconds,
+                  "train_nll": {k: v / train_tokens for k, v in total.items()}, "dev_nll": dev}
+        improved = False
+        for name, value in dev.items():
+            if value < state["best"].get(name, math.inf):
+                state["best"][name] = value
+                best_weights[name] = module_weights(trainee.modules[name])
+                improved |= name == "model"
+        state["bad_epochs"] = 0 if improved else state["bad_epochs"] + 1
+        state["epoch"] += 1
+        state["history"].append(record)
+        print(json.dumps(record), file=sys.stderr)
+        training = {"args": vars(args), "state": state}
+        checkpoint(best_weights, training).save(out / "model.pt")
+        last = {**{n: module_weights(m) for n, m in trainee.modules.items()}, "optimizer": optimizer.state_dict(),
+                "best": best_weights, "rng": torch.get_rng_state()}
+        checkpoint(last, training).save(out / "last.pt")
+
+    summary = {"model": trainee.kind, "epochs": state["epoch"], "best_dev_nll": state["best"],
+               "best_dev_perplexity": {k: math.exp(v) for k, v in state["best"].items()}}
+    if args.refine_proposal == "rws":
+        for name, module in trainee.modules.items():
+            module.load_state_dict(best_weights[name])
+        summary["dev_ess_fraction_before"] = dev_ess(trainee, dev_batches, args.refine_particles)
+        refine_optimizer = torch.optim.Adam(trainee.modules["proposal"].parameters(), lr=1e-4)
+        # particles multiply the work of a batch: keep particles x tokens at about --batch-tokens
+        refine_batches = batches_by_length(train_docs, vocabulary, args.batch_tokens // args.refine_particles)
+        refine_proposal(trainee, [b.to(device) for b in refine_batches], args, refine_optimizer)
+        summary["dev_ess_fraction_after"] = dev_ess(trainee, dev_batches, args.refine_particles)
+        best_weights["proposal"] = module_weights(trainee.modules["proposal"])
+        checkpoint(best_weights, {"args": vars(args), "state": state, "refinement": summary}).save(out / "model.pt")
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""The training and marginal-perplexity commands, end to end on the embedded sample corpus with tiny models."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from inference import marginal_ppl, train
+from inference.checkpoint import Checkpoint, CheckpointError
+
+TINY = ["--embedding-size", "16", "--hidden-size", "16", "--batch-tokens", "1000", "--seed", "0"]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> dict[str, Path]:
+    """Tiny EntityNLM, RNNLM and 3-gram checkpoints trained on the sample corpus."""
+    root = tmp_path_factory.mktemp("runs")
+    runs = {
+        "entitynlm": ["--model", "entitynlm", "--epochs", "2", *TINY],
+        "rnnlm": ["--model", "rnnlm", "--epochs", "2", *TINY],
+        "ngram": ["--model", "ngram", "--order", "3", "--discount-fallback"],
+    }
+    for name, options in runs.items():
+        assert train.main([*options, "--out", str(root / name), "--device", "cpu"]) == 0
+    return {name: root / name / "model.pt" for name in runs}
+
+
+def test_training_writes_checkpoints_that_carry_vocabulary_and_options(trained):
+    checkpoint = Checkpoint.load(trained["entitynlm"])
+    assert checkpoint.kind == "entitynlm" and checkpoint.config["hidden_size"] == 16
+    assert set(checkpoint.weights) == {"model", "proposal"}
+    assert checkpoint.training["args"]["corpus"] == "sample" and len(checkpoint.training["state"]["history"]) == 2
+    assert checkpoint.preprocess.lowercase and len(checkpoint.vocabulary) > 100
+    history = checkpoint.training["state"]["history"]
+    assert history[1]["train_nll"]["model"] < history[0]["train_nll"]["model"]  # it learns
+
+
+def test_resume_continues_where_the_last_epoch_ended(tmp_path):
+    out = tmp_path / "run"
+    common = ["--model", "rnnlm", *TINY, "--out", str(out), "--device", "cpu"]
+    assert train.main([*common, "--epochs", "1"]) == 0
+    assert train.main([*common, "--epochs", "2", "--resume"]) == 0
+    resumed = Checkpoint.load(out / "last.pt").training["state"]["history"]
+    straight = tmp_path / "straight"
+    assert train.main(["--model", "rnnlm", *TINY, "--out", str(straight), "--device", "cpu", "--epochs", "2"]) == 0
+    uninterrupted = Checkpoint.load(straight / "last.pt").training["state"]["history"]
+    assert [h["epoch"] for h in resumed] == [1, 2]
+    assert resumed[1]["dev_nll"]["model"] == pytest.approx(uninterrupted[1]["dev_nll"]["model"], rel=1e-5)
+
+
+def test_marginal_perplexity_with_baselines(trained, tmp_path, capsys):
+    out = tmp_path / "result.json"
+    argv = ["--checkpoint", str(trained["entitynlm"]), "--baseline", str(trained["rnnlm"]),
+            "--baseline", str(trained["ngram"]), "--particles", "20", "--device", "cpu", "--json", str(out)]
+    assert marginal_ppl.main(argv) == 0
+    result = json.loads(out.read_text())
+    for key in ("corpus", "split", "documents", "tokens", "particles", "log_likelihood", "perplexity",
+                "elbo_perplexity", "baselines", "ess", "psis_khat", "seconds"):
+        assert key in result
+    assert (result["corpus"], result["split"], result["documents"], result["particles"]) == ("sample", "test", 2, 20)
+    assert result["tokens"] == sum(row["tokens"] for row in result["per_document"])
+    assert math.isclose(result["perplexity"], math.exp(-result["log_likelihood"] / result["tokens"]))
+    assert result["perplexity"] <= result["elbo_perplexity"] + 1e-6  # log-mean-exp >= mean
+    assert all(1 <= ess <= 20 for ess in result["ess"])
+    assert set(result["baselines"]) == {"rnnlm", "ngram"}
+    assert "EntityNLM perplexity (importance sampling)" in capsys.readouterr().out
+
+
+def test_the_same_seed_gives_the_same_estimate(trained, tmp_path):
+    results = []
+    for run in range(2):
+        out = tmp_path / f"{run}.json"
+        argv = ["--checkpoint", str(trained["entitynlm"]), "--baseline", "none", "--particles", "10",
+                "--device", "cpu", "--json", str(out)]
+        assert marginal_ppl.main(argv) == 0
+        results.append(json.loads(out.read_text())["log_likelihood"])
+    assert results[0] == results[1]
+
+
+def test_a_baseline_with_another_vocabulary_is_refused(trained, tmp_path, capsys):
+    other = tmp_path / "other"
+    assert train.main(["--model", "rnnlm", "--epochs", "1", *TINY, "--vocab-size", "50", "--out", str(other),
+                       "--device", "cpu"]) == 0
+    argv = ["--checkpoint", str(trained["entitynlm"]), "--baseline", str(other / "model.pt"), "--device", "cpu"]
+    assert marginal_ppl.main(argv) == 2
+    assert "uses another vocabulary" in capsys.readouterr().err
+
+
+def test_bad_checkpoints_and_devices_give_one_line_errors(trained, tmp_path, capsys):
+    garbage = tmp_path / "garbage.pt"
+    garbage.write_bytes(b"not a checkpoint")
+    with pytest.raises(CheckpointError, match="garbage.pt: not a checkpoint"):
+        Checkpoint.load(garbage)
+    assert marginal_ppl.main(["--checkpoint", str(tmp_path / "missing.pt")]) == 2
+    assert "no such checkpoint file" in capsys.readouterr().err
+    assert marginal_ppl.main(["--checkpoint", str(trained["rnnlm"]), "--baseline", "none"]) == 2
+    assert "an entitynlm checkpoint is needed" in capsys.readouterr().err
+    if not torch.cuda.is_available():
+        assert marginal_ppl.main(["--checkpoint", str(trained["entitynlm"]), "--device", "cuda"]) == 2
+        assert "no CUDA device" in capsys.readouterr().err
+
+
+def test_rws_refinement_reports_ess_before_and_after(tmp_path, capsys):
+    argv = ["--model", "entitynlm", "--epochs", "1", *TINY, "--out", str(tmp_path / "r"), "--device", "cpu",
+            "--refine-proposal", "rws", "--refine-steps", "2", "--refine-particles", "4"]
+    assert train.main(argv) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert 0 < summary["dev_ess_fraction_before"] <= 1 and 0 < summary["dev_ess_fraction_after"] <= 1

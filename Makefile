@@ -27,7 +27,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m coref.corpora stats --corpus sample
+	$(PY) -m inference.marginal_ppl
 
 test: $(STAMP)
 	$(PY) -m pytest

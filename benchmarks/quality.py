@@ -27,7 +27,9 @@ CORPORA = ("litbank", "ontogum")
 def evaluate(corpus: str, args: argparse.Namespace) -> dict:
     argv = ["--checkpoint", args.entitynlm, "--corpus", corpus, "--split", "test", "--data-dir", args.data_dir,
             "--particles", str(args.particles), "--baseline", args.rnnlm, "--baseline", args.ngram,
-            "--device", args.device, "--seed", str(args.seed)]
+            "--device", args.device, "--seed", str(args.seed), "--batch-tokens", str(args.batch_tokens)]
+    if args.rnnlm_same_epochs:
+        argv += ["--baseline", args.rnnlm_same_epochs]
     result = marginal_ppl.run(marginal_ppl.parse_args(argv))
     result["ess_summary"] = {"mean": statistics.mean(result["ess"]), "median": statistics.median(result["ess"]),
                              "min": min(result["ess"])}
@@ -39,8 +41,12 @@ def evaluate(corpus: str, args: argparse.Namespace) -> dict:
 def table(results: dict[str, dict]) -> str:
     names = [f"{corpus} test" for corpus in results]
     lines = ["| model | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
+    first = next(iter(results.values()))
+    same_epochs = [name for name in first["baselines"] if name.startswith("rnnlm:")]
     rows = [("5-gram Kneser-Ney", lambda r: r["baselines"]["ngram"]),
-            ("RNNLM", lambda r: r["baselines"]["rnnlm"]),
+            ("RNNLM (early stopping)", lambda r: r["baselines"]["rnnlm"]),
+            *[(f"RNNLM ({name.split(':')[1]}: EntityNLM's epochs)", lambda r, n=name: r["baselines"][n])
+              for name in same_epochs],
             (f"EntityNLM (IS, N={next(iter(results.values()))['particles']})", lambda r: r["perplexity"]),
             ("EntityNLM ELBO bound", lambda r: r["elbo_perplexity"])]
     for name, value in rows:
@@ -65,6 +71,8 @@ def main() -> int:
     parser.add_argument("--entitynlm", required=True)
     parser.add_argument("--rnnlm", required=True)
     parser.add_argument("--ngram", required=True)
+    parser.add_argument("--rnnlm-same-epochs", help="an RNNLM trained for as many epochs as EntityNLM")
+    parser.add_argument("--batch-tokens", type=int, default=400_000, help="particles x padded tokens per batch")
     parser.add_argument("--particles", type=int, default=100)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--seed", type=int, default=0)

@@ -27,8 +27,7 @@ cheap (reference-notes §1.11): exponential sentence distance, and the swapped-d
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 import pyro
 import pyro.distributions as dist
@@ -40,6 +39,7 @@ from torch import nn
 
 from coref.document import EntityAnnotation
 from generative.batch import DocumentBatch
+from generative.config import LanguageModelConfig
 from generative.softmax import make_softmax
 
 IMPOSSIBLE = -1e4  # logit of an unavailable entity slot: a large negative number, not -inf (NaN-safe)
@@ -47,7 +47,7 @@ GROWTH_INTERVAL = 32  # the entity table is resized at most once per this many s
 
 
 @dataclass(frozen=True)
-class EntityNLMConfig:
+class EntityNLMConfig(LanguageModelConfig):
     """Sizes and modelling choices; the defaults are the paper's.
 
     ``hidden_size`` is also the entity-embedding size: eq. 8 mixes entity embeddings with LSTM states.
@@ -57,12 +57,6 @@ class EntityNLMConfig:
     code's delta = sigmoid(e W h), e <- normalise((1 - delta) e + delta W_T h).
     """
 
-    vocab_size: int
-    embedding_size: int = 128
-    hidden_size: int = 128
-    dropout: float = 0.2
-    softmax: str = "class"
-    num_classes: int | None = None
     max_mention_length: int = 25
     new_entity_scale: float = 0.01  # sigma of eq. 7; 0 makes new entities deterministic (tests enumerate)
     distance: str = "paper"
@@ -73,9 +67,6 @@ class EntityNLMConfig:
             raise ValueError(f"distance must be 'paper' or 'reference', got {self.distance!r}")
         if self.update not in ("paper", "reference"):
             raise ValueError(f"update must be 'paper' or 'reference', got {self.update!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 # ---- the conditional distributions, one small module each ----------------------------------------------------
@@ -159,7 +150,6 @@ class EntityUpdate(nn.Module):
     def __init__(self, hidden_size: int, form: str) -> None:
         super().__init__()
         self.gate = nn.Linear(hidden_size, hidden_size, bias=False)
-        self.form = form
         self.project = nn.Linear(hidden_size, hidden_size, bias=False) if form == "reference" else None
 
     def forward(self, h: torch.Tensor, entity: torch.Tensor) -> torch.Tensor:
@@ -227,13 +217,16 @@ class EntityTable:
         index = slot.clamp(min=0)[..., None, None].expand(*slot.shape, 1, self.embeddings.shape[-1])
         return self.embeddings.gather(-2, index).squeeze(-2)
 
-    def write(self, where: torch.Tensor, slot: torch.Tensor, embedding: torch.Tensor) -> None:
-        """Put ``embedding`` into ``slot`` where ``where`` (P, B) holds."""
+    def write(self, where: torch.Tensor, slot: torch.Tensor, embedding: torch.Tensor) -> torch.Tensor:
+        """Put ``embedding`` into ``slot`` where ``where`` (P, B) holds; returns the (P, B, C) slots written."""
         hit = (self.slots() == slot[..., None]) & where[..., None]
         self.embeddings = torch.where(hit[..., None], embedding[..., None, :], self.embeddings)
+        return hit
 
-    def mark_mentioned(self, where: torch.Tensor, slot: torch.Tensor, position: int, sentence: torch.Tensor) -> None:
-        hit = (self.slots() == slot[..., None]) & where[..., None]
+    def mention(self, where: torch.Tensor, slot: torch.Tensor, embedding: torch.Tensor, position: int,
+                sentence: torch.Tensor) -> None:
+        """An entity mentioned at ``position``: its updated embedding and where it was last seen."""
+        hit = self.write(where, slot, embedding)
         self.last_position = torch.where(hit, torch.full_like(self.last_position, position), self.last_position)
         self.last_sentence = torch.where(hit, sentence[..., None].to(self.last_sentence), self.last_sentence)
 
@@ -284,9 +277,16 @@ class EntityTracker:
     """
 
     def __init__(
-        self, heads: EntityHeads, config: EntityNLMConfig, batch: DocumentBatch, particles: int, like: torch.Tensor
+        self,
+        heads: EntityHeads,
+        config: EntityNLMConfig,
+        batch: DocumentBatch,
+        particles: int,
+        like: torch.Tensor,
+        temperature: float = 1.0,
     ) -> None:
         self.heads = heads
+        self.temperature = temperature  # divides the R, E, L logits: > 1 widens a proposal
         self.config = config
         self.batch = batch
         shape = (particles, batch.size)
@@ -309,15 +309,16 @@ class EntityTracker:
         self._offer_candidate(t, previous.needs_candidate & valid)
 
         starts = (previous.L == 1) & valid  # eq.: R is drawn only when no mention is ongoing
-        R_dist = heads.mention_type(h_predict).expand(starts.shape)
+        R_dist = self._tempered(heads.mention_type(h_predict)).expand(starts.shape)
         drawn_R = pyro.sample(f"R_{t}", R_dist.mask(starts), obs=_at(gold, "R", t))
         R = torch.where(starts, drawn_R, previous.R)
         mention_starts = starts & (R == 1)
-        E_dist = heads.entity(h_predict, entities, t, sentence)
+        E_dist = self._tempered(heads.entity(h_predict, entities, t, sentence))
         drawn_E = pyro.sample(f"E_{t}", E_dist.mask(mention_starts), obs=_at(gold, "E", t))
         E = torch.where(mention_starts, drawn_E, torch.where(R == 1, previous.E, -torch.ones_like(drawn_E)))
         entity = entities.gather(E)  # e_{E_t, t-1}, or the candidate for a new entity
-        drawn_L = pyro.sample(f"L_{t}", heads.length(h_predict, entity).mask(mention_starts), obs=_at(gold, "L", t))
+        L_dist = self._tempered(heads.length(h_predict, entity))
+        drawn_L = pyro.sample(f"L_{t}", L_dist.mask(mention_starts), obs=_at(gold, "L", t))
         L = torch.where(mention_starts, drawn_L + 1, torch.where(starts, torch.ones_like(drawn_L), previous.L - 1))
         self.chosen = Choice(t, valid, sentence, R, E, L, entity)
         return torch.where(((R == 1) & valid)[..., None], entity, self.current)
@@ -328,14 +329,18 @@ class EntityTracker:
         chosen, entities, previous = self.chosen, self.entities, self.previous
         in_mention = (chosen.R == 1) & chosen.valid
         updated = self.heads.update(h_update, chosen.entity)
-        entities.write(in_mention, chosen.E, updated)
-        entities.mark_mentioned(in_mention, chosen.E, chosen.t, chosen.sentence)
+        entities.mention(in_mention, chosen.E, updated, chosen.t, chosen.sentence)
         created = in_mention & (chosen.E == entities.count)
         entities.count = entities.count + created.long()
         self.current = torch.where(in_mention[..., None], updated, self.current)
         self.previous = MentionState(
             R=chosen.R, E=chosen.E, L=chosen.L, needs_candidate=created | (previous.needs_candidate & ~chosen.valid)
         )
+
+    def _tempered(self, categorical: dist.Categorical) -> dist.Categorical:
+        if self.temperature == 1.0:
+            return categorical
+        return dist.Categorical(logits=categorical.logits / self.temperature)
 
     def _offer_candidate(self, t: int, needed: torch.Tensor) -> None:
         """Place a fresh new-entity embedding u = normalise(r_1 + sigma eps) (eq. 7) where the last one was used."""
@@ -423,11 +428,17 @@ class EntityNLM(PyroModule):
 
 
 class EntityProposal(PyroModule):
-    """The proposal Q(R, E, L | X): EntityNLM's heads reading h_t, the state after x_t (paper §5.1)."""
+    """The proposal Q(R, E, L | X): EntityNLM's heads reading h_t, the state after x_t (paper §5.1).
 
-    def __init__(self, config: EntityNLMConfig) -> None:
+    ``temperature`` (not a parameter: set it before sampling) divides the logits of R, E and L. Trained on gold
+    annotations, Q is sharper than the model's posterior, which makes importance weights heavy-tailed; a
+    temperature above 1 widens it. Any Q with full support gives a valid estimator; the choice is made on dev.
+    """
+
+    def __init__(self, config: EntityNLMConfig, temperature: float = 1.0) -> None:
         super().__init__()
         self.config = config
+        self.temperature = temperature
         self.encoder = WordEncoder(config)
         self.heads = EntityHeads(config)
 
@@ -436,7 +447,8 @@ class EntityProposal(PyroModule):
         states = self.encoder(batch)
         gold = Annotation.of(batch) if annotated else None
         with pyro.plate("particles", particles, dim=-2), pyro.plate("documents", batch.size, dim=-1):
-            tracker = EntityTracker(self.heads, self.config, batch, particles, states)
+            temperature = 1.0 if annotated else self.temperature  # the supervised fit uses Q itself
+            tracker = EntityTracker(self.heads, self.config, batch, particles, states, temperature)
             for t in range(batch.steps):
                 h_current = states[:, t + 1]
                 tracker.choose(t, h_current, gold)

@@ -24,22 +24,13 @@ from pyro.nn import PyroModule, pyro_method
 from torch import nn
 
 from generative.batch import DocumentBatch
+from generative.config import LanguageModelConfig
 from generative.softmax import make_softmax
 
 
-@dataclass
-class RNNLMConfig:
-    """Sizes as in the paper's grid: embedding and hidden sizes from {32, 48, 64, 128, 256}, dropout {0.2, 0.5}.
-
-    ``softmax`` is ``"class"`` (class-factored, ``num_classes`` defaulting to about sqrt(V)) or ``"full"``.
-    """
-
-    vocab_size: int
-    embedding_size: int = 128
-    hidden_size: int = 128
-    dropout: float = 0.2
-    softmax: str = "class"
-    num_classes: int | None = None
+@dataclass(frozen=True)
+class RNNLMConfig(LanguageModelConfig):
+    """The RNNLM has nothing beyond the shared sizes and softmax."""
 
 
 class RNNLM(PyroModule):

@@ -32,7 +32,7 @@ from inference.checkpoint import Checkpoint, CheckpointError, entitynlm_modules,
 from inference.common import prepared_documents, resolve_device, set_seed
 from inference.importance import estimate_marginal
 
-DEFAULT_BASELINES = ("rnnlm.pt", "ngram.pt")
+DEFAULT_BASELINES = ("rnnlm.pt",)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -42,6 +42,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--split", default="test")
     parser.add_argument("--data-dir", help="folder holding the corpora (default: $ENTITYLM_DATA)")
     parser.add_argument("--particles", type=int, default=100, help="importance samples per document (paper: 100)")
+    parser.add_argument("--proposal-temperature", type=float, default=1.0,
+                        help="divide the proposal's R/E/L logits by this (> 1 widens it; 1 = as trained)")
     parser.add_argument("--baseline", action="append", metavar="CKPT",
                         help="RNNLM or n-gram checkpoint, repeatable; 'none' for no baseline "
                              "(default: the bundled baselines with the bundled model)")
@@ -82,6 +84,7 @@ def run(args: argparse.Namespace) -> dict:
     for baseline_path, baseline in baselines:
         checkpoint.require_vocabulary(baseline.vocabulary, f"baseline {baseline_path}")
     model, proposal = entitynlm_modules(checkpoint, device)
+    proposal.temperature = args.proposal_temperature
     documents = prepared_documents(args.corpus, args.split, args.data_dir, checkpoint.preprocess,
                                    checkpoint.vocabulary, quiet=True)
     batches = [b.to(device) for b in batches_by_length(documents, checkpoint.vocabulary,
@@ -101,6 +104,7 @@ def run(args: argparse.Namespace) -> dict:
     result = {
         "corpus": args.corpus, "split": args.split, "checkpoint": str(path), "device": str(device),
         "documents": len(rows), "tokens": tokens, "particles": args.particles,
+        "proposal_temperature": args.proposal_temperature,
         "log_likelihood": log_likelihood,
         "perplexity": math.exp(-log_likelihood / tokens),
         "elbo_perplexity": math.exp(-sum(row["elbo"] for row in rows) / tokens),
@@ -108,7 +112,9 @@ def run(args: argparse.Namespace) -> dict:
         "seconds": seconds, "per_document": rows,
     }
     for baseline_path, baseline in baselines:
-        name = baseline.kind if baseline.kind not in result["baselines"] else f"{baseline.kind}:{baseline_path.stem}"
+        name = baseline.kind
+        if name in result["baselines"]:  # a second baseline of one kind is named by its file's folder
+            name = f"{baseline.kind}:{baseline_path.parent.name}"
         total = baseline_log_likelihood(baseline, documents, batches, device)
         result["baselines"][name] = math.exp(-total / tokens)
     return result

@@ -60,7 +60,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--clip-norm", type=float, default=None, help="gradient norm clipping (paper: none)")
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--patience", type=int, default=2, help="stop after this many epochs without dev gain")
-    parser.add_argument("--batch-tokens", type=int, default=4_000, help="padded tokens per batch")
+    parser.add_argument("--batch-tokens", type=int, default=4_000, help="padded tokens per training batch")
+    parser.add_argument("--eval-batch-tokens", type=int, default=32_000,
+                        help="padded tokens per dev batch (no gradients: larger batches, fewer sequential steps)")
     parser.add_argument("--train-chunk", type=int, default=0,
                         help="train on pieces of whole sentences of about this many tokens (0: whole documents, "
                              "the paper); dev selection always uses whole documents")
@@ -207,7 +209,7 @@ def run(args: argparse.Namespace) -> int:
     if args.train_chunk:
         train_docs = [piece for document in train_docs for piece in sentence_chunks(document, args.train_chunk)]
     train_batches = [b.to(device) for b in batches_by_length(train_docs, vocabulary, args.batch_tokens)]
-    dev_batches = [b.to(device) for b in batches_by_length(dev_docs, vocabulary, args.batch_tokens)]
+    dev_batches = [b.to(device) for b in batches_by_length(dev_docs, vocabulary, args.eval_batch_tokens)]
     train_tokens = sum(batch.num_tokens for batch in train_batches)
     state = {"epoch": 0, "best": {}, "history": [], "bad_epochs": 0}
     best_weights = {name: module_weights(module) for name, module in trainee.modules.items()}

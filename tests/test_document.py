@@ -165,5 +165,6 @@ def test_sentence_chunks_cut_between_sentences_and_never_inside_a_mention():
 
 
 def test_bracketed_shows_nested_mentions_with_their_entities():
-    document = Document("d", "John saw his dog .".split(), mentions=[Mention(0, 1, 1), Mention(2, 3, 1), Mention(2, 4, 2)])
+    mentions = [Mention(0, 1, 1), Mention(2, 3, 1), Mention(2, 4, 2)]
+    document = Document("d", "John saw his dog .".split(), mentions=mentions)
     assert bracketed(document) == "[John]1 saw [[his]1 dog]2 ."

@@ -1,0 +1,24 @@
+"""The notebooks run headless from top to bottom on small settings (ENTITYLM_NOTEBOOK_SMALL=1)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[path.stem for path in NOTEBOOKS])
+def test_notebook_executes(path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("ENTITYLM_NOTEBOOK_SMALL", "1")
+    monkeypatch.setenv("MPLBACKEND", "agg")
+    notebook = nbformat.read(path, as_version=4)
+    resources = {"metadata": {"path": str(path.parent)}}
+    client = NotebookClient(notebook, timeout=600, kernel_name="python3", resources=resources)
+    client.execute()
+    outputs = [output for cell in notebook.cells if cell.cell_type == "code" for output in cell.get("outputs", [])]
+    assert not [output for output in outputs if output.get("output_type") == "error"]
+    assert any("log p_hat(x)" in output.get("text", "") for output in outputs)

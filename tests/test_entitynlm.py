@@ -248,3 +248,16 @@ def test_generated_documents_carry_a_consistent_annotation():
     assert len(words) >= 30 and annotation.L[-1] == 1 and all(0 <= w < 6 for w in words)
     document = decode_entities("generated", [str(w) for w in words], annotation)  # raises if inconsistent
     assert [m.entity for m in document.mentions][:1] in ([], [1])
+
+
+def test_streaming_log_densities_equal_the_trace_based_weights():
+    model, proposal = tiny_models(new_entity_scale=0.01)
+    batch = tiny_batch([{"words": [4, 0, 5, 4, 1, 4]}, {"words": [1, 4, 4]}])
+    with torch.no_grad():
+        pyro.set_rng_seed(11)
+        streamed = log_importance_weights(model.model, proposal.guide, batch, 16)
+        pyro.set_rng_seed(11)  # the same draws, through full traces
+        guide_trace = poutine.trace(proposal.guide).get_trace(batch, 16)
+        model_trace = poutine.trace(poutine.replay(model.model, trace=guide_trace)).get_trace(batch, 16)
+        traced = site_log_probs(model_trace) - site_log_probs(guide_trace, observed=False)
+    assert torch.allclose(streamed, traced, atol=1e-5)

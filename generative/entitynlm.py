@@ -40,6 +40,7 @@ from torch import nn
 from coref.document import EntityAnnotation
 from generative.batch import DocumentBatch
 from generative.config import LanguageModelConfig
+from generative.encoder import WordEncoder
 from generative.softmax import make_softmax
 
 IMPOSSIBLE = -1e4  # logit of an unavailable entity slot: a large negative number, not -inf (NaN-safe)
@@ -70,22 +71,6 @@ class EntityNLMConfig(LanguageModelConfig):
 
 
 # ---- the conditional distributions, one small module each ----------------------------------------------------
-
-
-class WordEncoder(nn.Module):
-    """Embeddings and a one-layer LSTM over ``<s> x_1 .. x_T``: states[:, t] encodes x_<=t (x_0 = <s>)."""
-
-    def __init__(self, config: EntityNLMConfig) -> None:
-        super().__init__()
-        self.embedding = nn.Embedding(config.vocab_size, config.embedding_size)
-        self.lstm = nn.LSTM(config.embedding_size, config.hidden_size, batch_first=True)
-        self.dropout = nn.Dropout(config.dropout)
-
-    def forward(self, batch: DocumentBatch) -> torch.Tensor:
-        """(B, T + 1, H): states[:, t] = h_{t-1} predicts x_t; states[:, t + 1] = h_t has read it."""
-        tokens = torch.cat([batch.inputs, batch.words[:, -1:]], dim=1)
-        states, _ = self.lstm(self.dropout(self.embedding(tokens)))
-        return self.dropout(states)
 
 
 class MentionTypeHead(nn.Module):

@@ -21,10 +21,10 @@ import pyro
 import torch
 from pyro import poutine
 from pyro.nn import PyroModule, pyro_method
-from torch import nn
 
 from generative.batch import DocumentBatch
 from generative.config import LanguageModelConfig
+from generative.encoder import WordEncoder
 from generative.softmax import make_softmax
 
 
@@ -41,18 +41,14 @@ class RNNLM(PyroModule):
         if len(counts) != config.vocab_size:
             raise ValueError(f"{len(counts)} word counts for a vocabulary of {config.vocab_size}")
         self.config = config
-        self.embedding = nn.Embedding(config.vocab_size, config.embedding_size)
-        self.lstm = nn.LSTM(config.embedding_size, config.hidden_size, batch_first=True)
-        self.dropout = nn.Dropout(config.dropout)
+        self.encoder = WordEncoder(config)
         self.softmax = make_softmax(config.softmax, config.hidden_size, counts, config.num_classes)
 
     @pyro_method
     def model(self, batch: DocumentBatch) -> None:
         """The generative story: every document's words x_1..x_T, each from p(x_t | x_<t)."""
-        dropout = self.dropout
-        embedded = dropout(self.embedding(batch.inputs))
-        hidden, _ = self.lstm(embedded)
-        words = self.softmax(dropout(hidden))
+        hidden = self.encoder(batch)[:, :-1]  # h_{t-1} for every target x_t
+        words = self.softmax(hidden)
         with pyro.plate("documents", batch.size, dim=-1):
             pyro.sample("X", words.mask(batch.mask).to_event(1), obs=batch.words)
 

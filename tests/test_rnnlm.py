@@ -34,12 +34,12 @@ def tiny_model(vocabulary: Vocabulary, softmax: str = "class", dropout: float = 
 def manual_log_likelihood(model: RNNLM, batch: DocumentBatch) -> torch.Tensor:
     """Token by token: the LSTM cell stepped by hand, each real target scored alone under the output layer."""
     cell = torch.nn.LSTMCell(model.config.embedding_size, model.config.hidden_size)
-    cell.load_state_dict({name[: -len("_l0")]: value for name, value in model.lstm.state_dict().items()})
+    cell.load_state_dict({name[: -len("_l0")]: value for name, value in model.encoder.lstm.state_dict().items()})
     totals = []
     for b in range(batch.size):
         state, total = None, torch.tensor(0.0)
         for t in range(int(batch.lengths[b])):
-            state = cell(model.embedding(batch.inputs[b, t : t + 1]), state)
+            state = cell(model.encoder.embedding(batch.inputs[b, t : t + 1]), state)
             total = total + model.softmax(state[0][0]).log_prob(batch.words[b, t])
         totals.append(total)
     return torch.stack(totals)

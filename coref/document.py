@@ -115,10 +115,6 @@ class Document:
         """The name scorers match documents by."""
         return (self.id, self.part)
 
-    @property
-    def sentence_starts(self) -> tuple[int, ...]:
-        return tuple(start for start, _ in self.sentences)
-
     def sentence_of(self) -> list[int]:
         """The sentence index of every token."""
         index = []

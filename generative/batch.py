@@ -90,17 +90,6 @@ class DocumentBatch:
                 moved[name] = value.to(device)
         return DocumentBatch(**moved)
 
-    def select(self, index: Sequence[int]) -> DocumentBatch:
-        """The documents at ``index``, trimmed to their longest length."""
-        index_tensor = torch.as_tensor(list(index), dtype=torch.long, device=self.words.device)
-        steps = int(self.mask[index_tensor].sum(-1).max())
-        selected = {f.name: getattr(self, f.name) for f in fields(self)}
-        for name, value in selected.items():
-            selected[name] = (
-                tuple(value[i] for i in index) if name == "keys" else value[index_tensor][:, :steps]
-            )
-        return DocumentBatch(**selected)
-
 
 def make_batch(documents: Sequence[Document], vocabulary: Vocabulary) -> DocumentBatch:
     """Pad the token streams of ``documents`` into one :class:`DocumentBatch` (on the CPU)."""
@@ -136,10 +125,10 @@ def batches_by_length(
     Sorting by length keeps padding (wasted steps) small; a document longer than ``max_tokens`` is a batch of
     its own.
     """
-    order = sorted(range(len(documents)), key=lambda i: len(documents[i].tokens) + len(documents[i].sentences))
+    sizes = [len(document.tokens) + len(document.sentences) for document in documents]  # words + </s>
     batches, current, longest = [], [], 0
-    for i in order:
-        size = len(documents[i].tokens) + len(documents[i].sentences)
+    for i in sorted(range(len(documents)), key=sizes.__getitem__):
+        size = sizes[i]
         if current and max(longest, size) * (len(current) + 1) > max_tokens:
             batches.append(make_batch([documents[j] for j in current], vocabulary))
             current, longest = [], 0

@@ -34,12 +34,12 @@ import pyro.distributions as dist
 import torch
 import torch.nn.functional as F
 from pyro.nn import PyroModule
-from pyro.poutine.util import site_is_subsample
 from torch import nn
 
 from coref.document import EntityAnnotation
 from generative.batch import DocumentBatch
 from generative.config import LanguageModelConfig
+from generative.density import LogDensity
 from generative.encoder import WordEncoder
 from generative.softmax import make_softmax
 
@@ -377,7 +377,7 @@ class EntityNLM(PyroModule):
         state) for ``max_tokens`` tokens, and on until the last mention has ended.
         """
         steps = max_tokens + self.config.max_mention_length
-        ones = torch.ones((1, steps), dtype=torch.long, device=self.softmax_device)
+        ones = torch.ones((1, steps), dtype=torch.long, device=self.entity_to_word.weight.device)
         scratch = DocumentBatch((("generated", 0),), ones, ones, ones.bool(), ones * 0, ones, ones, ones)
         encoder, softmax, entity_to_word = self.encoder, self.softmax, self.entity_to_word
         previous_word, state, sentence = torch.tensor([[bos]], device=ones.device), None, 0
@@ -402,14 +402,11 @@ class EntityNLM(PyroModule):
         R, E, L = annotation
         return words, EntityAnnotation(tuple(R), tuple(e if r else 0 for r, e in zip(R, E)), tuple(L))
 
-    @property
-    def softmax_device(self) -> torch.device:
-        return self.entity_to_word.weight.device
-
     def log_likelihood(self, batch: DocumentBatch) -> torch.Tensor:
         """log p(R, E, L, X) of the gold annotation, per document (B,): the training objective (eq. 9)."""
-        trace = pyro.poutine.trace(self.model).get_trace(batch, 1, True)
-        return observed_log_prob(trace).squeeze(0)
+        with LogDensity(observed=True) as density:
+            self.model(batch, 1, True)
+        return density.total.squeeze(0)
 
 
 class EntityProposal(PyroModule):
@@ -441,22 +438,6 @@ class EntityProposal(PyroModule):
 
     def log_likelihood(self, batch: DocumentBatch) -> torch.Tensor:
         """log Q(R, E, L | X) of the gold annotation, per document (B,): the proposal's supervised objective."""
-        trace = pyro.poutine.trace(self.guide).get_trace(batch, 1, True)
-        return observed_log_prob(trace).squeeze(0)
-
-
-def site_log_probs(trace: pyro.poutine.Trace, observed: bool | None = None) -> torch.Tensor:
-    """The (P, B) sum of the masked log-probabilities of a trace's sample sites (only observed or only latent
-    ones when ``observed`` says so), keeping the particle and document dimensions that the plates give."""
-    trace.compute_log_prob()
-    total = 0.0
-    for site in trace.nodes.values():
-        if site["type"] != "sample" or site_is_subsample(site):
-            continue
-        if observed is None or site["is_observed"] == observed:
-            total = total + site["log_prob"]
-    return total
-
-
-def observed_log_prob(trace: pyro.poutine.Trace) -> torch.Tensor:
-    return site_log_probs(trace, observed=True)
+        with LogDensity(observed=True) as density:
+            self.guide(batch, 1, True)
+        return density.total.squeeze(0)

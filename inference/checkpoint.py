@@ -9,7 +9,7 @@ Bundled checkpoints store float weights in float16 to stay small; loading restor
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -122,12 +122,8 @@ def module_weights(module: nn.Module) -> dict[str, torch.Tensor]:
     return {name: tensor.detach().cpu().clone() for name, tensor in module.state_dict().items()}
 
 
-def config_dict(config: Any) -> dict[str, Any]:
-    return asdict(config)
-
-
 def pretrained(name: str) -> Path:
-    """The path of a checkpoint bundled with the package (``entitynlm.pt``, ``rnnlm.pt``, ``ngram.pt``)."""
+    """The path of a checkpoint bundled with the package (``entitynlm.pt`` or ``rnnlm.pt``)."""
     path = Path(str(PRETRAINED / name))
     if not path.is_file():
         raise CheckpointError(f"no bundled checkpoint {name!r} in {PRETRAINED}")

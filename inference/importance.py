@@ -20,45 +20,33 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from pyro import poutine
-from pyro.distributions.util import scale_and_mask
-from pyro.poutine.messenger import Messenger
-from pyro.poutine.util import site_is_subsample
 
 from generative.batch import DocumentBatch
+from generative.density import LogDensity
 
 Program = Callable[..., None]  # model(batch, particles) / guide(batch, particles)
 
 
-class LogDensity(Messenger):
-    """Sums the (masked) log-probabilities of a program's sample sites as it runs, keeping only the values of
-    its latent sites: unlike a trace, it holds no distribution objects, so memory stays flat in the number of
-    steps. ``total`` is (P, B) under the programs' plates."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.total: torch.Tensor | float = 0.0
-        self.latent_values: dict[str, torch.Tensor] = {}
-
-    def _postprocess_message(self, msg: dict) -> None:
-        if msg["type"] != "sample" or site_is_subsample(msg):
-            return
-        log_prob = msg["fn"].log_prob(msg["value"])
-        self.total = self.total + scale_and_mask(log_prob, msg["scale"], msg["mask"])
-        if not msg["is_observed"]:
-            self.latent_values[msg["name"]] = msg["value"]
-
-
-def log_importance_weights(model: Program, guide: Program, batch: DocumentBatch, particles: int) -> torch.Tensor:
-    """(P, B): log p(x, z_i) - log q(z_i | x) per particle and document, z_i drawn from the guide.
+def importance_log_densities(
+    model: Program, guide: Program, batch: DocumentBatch, particles: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(log p(x, z_i), log q(z_i | x)), each (P, B), for z_i drawn from the guide in one vectorised run.
 
     Every site counts: the model's observed words and latent R/E/L/noise (conditioned on the guide's draws),
-    the guide's latent sites. Masked sites contribute 0 on both sides, so the weights are exact.
+    the guide's latent sites; masked sites contribute 0 on both sides, so the weights are exact. Only the
+    guide's density carries gradients (proposal refinement differentiates it); the model is scored without.
     """
     with LogDensity() as guide_density:
         guide(batch, particles)
-    with LogDensity() as model_density:
+    with torch.no_grad(), LogDensity() as model_density:
         poutine.condition(model, data=guide_density.latent_values)(batch, particles)
-    return model_density.total - guide_density.total
+    return model_density.total, guide_density.total
+
+
+def log_importance_weights(model: Program, guide: Program, batch: DocumentBatch, particles: int) -> torch.Tensor:
+    """(P, B): log p(x, z_i) - log q(z_i | x) per particle and document, z_i drawn from the guide."""
+    log_p, log_q = importance_log_densities(model, guide, batch, particles)
+    return log_p - log_q
 
 
 @dataclass(frozen=True)

@@ -22,19 +22,18 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
-from pyro import poutine
 from tqdm import tqdm
 
 from coref.corpora import CorpusError
 from coref.document import sentence_chunks
-from coref.preprocess import PreprocessConfig, Vocabulary
+from coref.preprocess import PreprocessConfig, Vocabulary, apply_vocabulary
 from generative.batch import DocumentBatch, batches_by_length, token_stream
-from generative.entitynlm import EntityNLM, EntityNLMConfig, EntityProposal, site_log_probs
+from generative.entitynlm import EntityNLM, EntityNLMConfig, EntityProposal
 from generative.ngram import KneserNeyConfig, KneserNeyLM
 from generative.rnnlm import RNNLM, RNNLMConfig
-from inference.checkpoint import Checkpoint, CheckpointError, config_dict, module_weights
+from inference.checkpoint import Checkpoint, CheckpointError, module_weights
 from inference.common import prepared_documents, resolve_device, set_seed
-from inference.importance import ImportanceEstimate, log_importance_weights
+from inference.importance import ImportanceEstimate, importance_log_densities, log_importance_weights
 
 PAPER_LEARNING_RATES = {"adam": 1e-3, "adagrad": 0.1}
 
@@ -46,7 +45,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--data-dir", help="folder holding the corpora (default: $ENTITYLM_DATA)")
     parser.add_argument("--train-split", default="train")
     parser.add_argument("--dev-split", default="dev")
-    parser.add_argument("--out", required=True, help="output folder: model.pt (best), last.pt (resume), log.jsonl")
+    parser.add_argument("--out", required=True, help="output folder: model.pt (best weights), last.pt (for --resume)")
     parser.add_argument("--vocab-size", type=int, default=10_000, help="words incl. <unk> <num> <s> </s> (paper 10K)")
     parser.add_argument("--embedding-size", type=int, default=128, help="paper grid {32, 48, 64, 128, 256}")
     parser.add_argument("--hidden-size", type=int, default=128, help="paper grid {32, 48, 64, 128, 256}")
@@ -139,7 +138,7 @@ def refine_proposal(trainee: Trainee, batches: list[DocumentBatch], args: argpar
     """Fit the proposal to the model's posterior on text alone: the wake-phi update of reweighted wake-sleep
     (Le et al. 2019), minimising -sum_i w_i log q(z_i | x) with self-normalised weights w_i of z_i ~ q.
 
-    It is computed on our particle-vectorised traces (pyro.infer.ReweightedWakeSleep vectorises with a plate of
+    It is computed on our particle-vectorised draws (pyro.infer.ReweightedWakeSleep vectorises with a plate of
     its own, which our explicit particles plate does not nest under); the model's parameters stay fixed.
     """
     model, proposal = trainee.modules["model"], trainee.modules["proposal"]
@@ -147,12 +146,7 @@ def refine_proposal(trainee: Trainee, batches: list[DocumentBatch], args: argpar
     proposal.train(True)
     for step in tqdm(range(args.refine_steps), desc="refine proposal (RWS wake-phi)", unit="batch"):
         batch = batches[step % len(batches)]
-        guide_trace = poutine.trace(proposal.guide).get_trace(batch, args.refine_particles)
-        with torch.no_grad():
-            model_trace = poutine.trace(poutine.replay(model.model, trace=guide_trace)).get_trace(
-                batch, args.refine_particles)
-            log_p = site_log_probs(model_trace)
-        log_q = site_log_probs(guide_trace, observed=False)
+        log_p, log_q = importance_log_densities(model.model, proposal.guide, batch, args.refine_particles)
         weights = torch.softmax(log_p - log_q.detach(), dim=0)
         loss = -(weights * log_q).sum() / batch.num_tokens
         optimizer.zero_grad()
@@ -195,9 +189,9 @@ def run(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     preprocess = PreprocessConfig()
     resumed = Checkpoint.load(out / "last.pt") if args.resume else None
-    raw_train = prepared_documents(args.corpus, args.train_split, args.data_dir, preprocess)
-    vocabulary = resumed.vocabulary if resumed else Vocabulary.build(raw_train, max_size=args.vocab_size)
-    train_docs = prepared_documents(args.corpus, args.train_split, args.data_dir, preprocess, vocabulary, quiet=True)
+    train_docs = prepared_documents(args.corpus, args.train_split, args.data_dir, preprocess)
+    vocabulary = resumed.vocabulary if resumed else Vocabulary.build(train_docs, max_size=args.vocab_size)
+    train_docs = [apply_vocabulary(document, vocabulary)[0] for document in train_docs]
     dev_docs = prepared_documents(args.corpus, args.dev_split, args.data_dir, preprocess, vocabulary)
     if args.model == "ngram":
         print(json.dumps(train_ngram(args, train_docs, dev_docs, vocabulary, preprocess), indent=2))
@@ -223,7 +217,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"resumed from {out / 'last.pt'} after epoch {state['epoch']}", file=sys.stderr)
 
     def checkpoint(weights: dict, training: dict) -> Checkpoint:
-        return Checkpoint(trainee.kind, config_dict(trainee.config), vocabulary, preprocess, weights, training)
+        return Checkpoint(trainee.kind, trainee.config.to_dict(), vocabulary, preprocess, weights, training)
 
     while state["epoch"] < args.epochs and state["bad_epochs"] < args.patience:
         trainee.train(True)

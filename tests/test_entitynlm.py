@@ -20,7 +20,7 @@ from pyro.poutine.util import site_is_subsample
 
 from coref.document import decode_entities
 from generative.batch import DocumentBatch
-from generative.entitynlm import EntityNLM, EntityNLMConfig, EntityProposal, site_log_probs
+from generative.entitynlm import EntityNLM, EntityNLMConfig, EntityProposal
 from inference.importance import estimate_marginal, log_importance_weights
 
 BOS, EOS = 2, 3
@@ -29,6 +29,18 @@ TINY = EntityNLMConfig(
     new_entity_scale=0.0,
 )
 COUNTS = [1, 1, 1, 1, 5, 3]
+
+
+def site_log_probs(trace: poutine.Trace, observed: bool | None = None) -> torch.Tensor:
+    """An independent oracle for the library's streamed densities: the (P, B) sum of a full trace's masked
+    site log-probabilities (only observed or only latent ones when ``observed`` says so)."""
+    trace.compute_log_prob()
+    total = 0.0
+    for site in trace.nodes.values():
+        if site["type"] == "sample" and not site_is_subsample(site):
+            if observed is None or site["is_observed"] == observed:
+                total = total + site["log_prob"]
+    return total
 
 
 def tiny_batch(rows: list[dict[str, list[int]]]) -> DocumentBatch:

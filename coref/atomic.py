@@ -18,9 +18,16 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     os.close(descriptor)
     try:
         yield Path(temporary)
+        os.chmod(temporary, 0o666 & ~_umask())  # mkstemp makes it private (0600); give it a normal file's mode
         os.replace(temporary, path)
     finally:
         Path(temporary).unlink(missing_ok=True)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:

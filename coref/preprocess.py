@@ -238,6 +238,25 @@ def _normalise(token: str, config: PreprocessConfig) -> str:
     return token.lower() if config.lowercase else token
 
 
+def _drop_mask(tokens: Sequence[str], mentions: Sequence[Mention], config: PreprocessConfig) -> list[bool]:
+    """Which of the (normalised) ``tokens`` preprocessing drops: punctuation outside the surviving ``mentions``."""
+    inside = [False] * len(tokens)
+    for mention in mentions:
+        inside[mention.start : mention.end] = [True] * len(mention)
+    return [config.drop_punctuation and not covered and is_punctuation(token) for token, covered in zip(tokens, inside)]
+
+
+def kept_tokens(document: Document, config: PreprocessConfig = PreprocessConfig()) -> list[int]:
+    """The indices of the tokens of ``document`` that :func:`preprocess_document` keeps, in order.
+
+    Token ``k`` of the preprocessed document is token ``kept_tokens(document, config)[k]`` of ``document``: the
+    alignment that carries per-token annotation of the raw text (e.g. a CoNLL-U parse) over to it.
+    """
+    mentions, _ = _filter_mentions(document.mentions, config)
+    drop = _drop_mask([_normalise(token, config) for token in document.tokens], mentions, config)
+    return [index for index, dropped in enumerate(drop) if not dropped]
+
+
 def _drop_tokens(document: Document, drop: Sequence[bool]) -> tuple[Document, int]:
     """``document`` without the tokens marked in ``drop``, spans shifted; also how many sentences emptied.
 
@@ -265,10 +284,7 @@ def preprocess_document(
     """
     mentions, counts = _filter_mentions(document.mentions, config)
     tokens = [_normalise(token, config) for token in document.tokens]
-    inside = [False] * len(tokens)
-    for mention in mentions:
-        inside[mention.start : mention.end] = [True] * len(mention)
-    drop = [config.drop_punctuation and not covered and is_punctuation(token) for token, covered in zip(tokens, inside)]
+    drop = _drop_mask(tokens, mentions, config)
     result, empty_sentences = _drop_tokens(document.replace(tokens=tokens, mentions=mentions), drop)
     unknown = 0
     if vocabulary is not None:

@@ -10,15 +10,17 @@ from pyro.poutine.util import site_is_subsample
 
 class LogDensity(Messenger):
     """Sums the (masked) log-probabilities of a program's sample sites as it runs: all of them, or only the
-    observed (``observed=True``) or latent (``observed=False``) ones; keeps the values of the latent sites.
+    observed (``observed=True``) or latent (``observed=False``) ones, less those whose names start with one of
+    ``ignore``; keeps the values of the latent sites.
 
     Unlike a trace it holds no distribution objects, so memory stays flat in the number of steps. ``total``
     keeps the dimensions the program's plates give (P, B for the models here).
     """
 
-    def __init__(self, observed: bool | None = None) -> None:
+    def __init__(self, observed: bool | None = None, ignore: tuple[str, ...] = ()) -> None:
         super().__init__()
         self.observed = observed
+        self.ignore = ignore
         self.total: torch.Tensor | float = 0.0
         self.latent_values: dict[str, torch.Tensor] = {}
 
@@ -27,6 +29,6 @@ class LogDensity(Messenger):
             return
         if not msg["is_observed"]:
             self.latent_values[msg["name"]] = msg["value"]
-        if self.observed is None or msg["is_observed"] == self.observed:
+        if (self.observed is None or msg["is_observed"] == self.observed) and not msg["name"].startswith(self.ignore):
             log_prob = msg["fn"].log_prob(msg["value"])
             self.total = self.total + scale_and_mask(log_prob, msg["scale"], msg["mask"])

@@ -43,6 +43,7 @@ from generative.density import LogDensity
 from generative.encoder import WordEncoder
 from generative.softmax import make_softmax
 
+NEW_ENTITY_SITE = "new_entity"  # the eq. 7 noise sites: a density, not part of the structure's probability
 IMPOSSIBLE = -1e4  # logit of an unavailable entity slot: a large negative number, not -inf (NaN-safe)
 GROWTH_INTERVAL = 32  # the entity table is resized at most once per this many steps (one host sync)
 
@@ -244,7 +245,8 @@ class Choice:
 
 @dataclass(frozen=True)
 class Annotation:
-    """Gold values to observe at the R/E/L sites: (B, T) tensors, E as a slot (entity - 1, 0 outside mentions)."""
+    """Values to observe at the R/E/L sites, E as a slot (entity - 1, 0 outside mentions): (B, T) tensors for
+    one annotation per document (the gold), or (P, B, T) for one per particle (reranking's candidates)."""
 
     R: torch.Tensor
     E: torch.Tensor
@@ -322,6 +324,19 @@ class EntityTracker:
             R=chosen.R, E=chosen.E, L=chosen.L, needs_candidate=created | (previous.needs_candidate & ~chosen.valid)
         )
 
+    def resample(self, ancestors: torch.Tensor) -> None:
+        """Particle p of document b continues the state of particle ``ancestors[p, b]`` (SMC resampling)."""
+        def select(values: torch.Tensor) -> torch.Tensor:
+            index = ancestors.view(*ancestors.shape, *([1] * (values.dim() - 2)))
+            return values.gather(0, index.expand_as(values))
+
+        entities, previous = self.entities, self.previous
+        for name in ("embeddings", "last_position", "last_sentence", "count"):
+            setattr(entities, name, select(getattr(entities, name)))
+        self.previous = MentionState(*(select(value) for value in (previous.R, previous.E, previous.L,
+                                                                     previous.needs_candidate)))
+        self.current = select(self.current)
+
     def _tempered(self, categorical: dist.Categorical) -> dist.Categorical:
         if self.temperature == 1.0:
             return categorical
@@ -332,13 +347,13 @@ class EntityTracker:
         prototype = self.heads.mention_type.entity_prototype.expand_as(self.current)
         if self.config.new_entity_scale > 0:
             noise_dist = dist.Normal(torch.zeros_like(prototype), 1.0).to_event(1)
-            noise = pyro.sample(f"new_entity_{t}", noise_dist.mask(needed))
+            noise = pyro.sample(f"{NEW_ENTITY_SITE}_{t}", noise_dist.mask(needed))
             prototype = prototype + self.config.new_entity_scale * noise
         self.entities.write(needed, self.entities.count, F.normalize(prototype, dim=-1))
 
 
 def _at(gold: Annotation | None, name: str, t: int) -> torch.Tensor | None:
-    return None if gold is None else getattr(gold, name)[:, t]
+    return None if gold is None else getattr(gold, name)[..., t]
 
 
 # ---- the model and the proposal ------------------------------------------------------------------------------
@@ -356,18 +371,29 @@ class EntityNLM(PyroModule):
         self.softmax = make_softmax(config.softmax, config.hidden_size, counts, config.num_classes)
 
     def model(self, batch: DocumentBatch, particles: int = 1, annotated: bool = False) -> None:
-        """The generative story over a batch; ``annotated`` observes the gold R, E, L (training, reranking)."""
+        """The generative story over a batch; ``annotated`` observes the gold R, E, L (training)."""
+        self.story(batch, particles, Annotation.of(batch) if annotated else None)
+
+    def story(self, batch: DocumentBatch, particles: int, gold: Annotation | None) -> None:
+        """The generative story with the R, E, L sites observed at ``gold`` when given (B, T or P, B, T)."""
         states = self.encoder(batch)
-        gold = Annotation.of(batch) if annotated else None
-        softmax, entity_to_word = self.softmax, self.entity_to_word
         with pyro.plate("particles", particles, dim=-2), pyro.plate("documents", batch.size, dim=-1):
-            tracker = EntityTracker(self.heads, self.config, batch, particles, states)
+            tracker = self.tracker(batch, particles, states)
             for t in range(batch.steps):
-                h_previous = states[:, t]
-                word_context = tracker.choose(t, h_previous, gold)
-                words = softmax(h_previous + entity_to_word(word_context))  # eq. 6
-                pyro.sample(f"X_{t}", words.mask(batch.mask[:, t]), obs=batch.words[:, t])
-                tracker.update(states[:, t + 1])
+                self.step(t, batch, states, tracker, gold)
+
+    def tracker(self, batch: DocumentBatch, particles: int, states: torch.Tensor) -> EntityTracker:
+        """A fresh entity state for ``particles`` runs of the story over ``batch``."""
+        return EntityTracker(self.heads, self.config, batch, particles, states)
+
+    def step(self, t: int, batch: DocumentBatch, states: torch.Tensor, tracker: EntityTracker,
+             gold: Annotation | None = None) -> None:
+        """Token t of the story: R, E, L from h_{t-1} and the entities, the word x_t (eq. 6), the entity update."""
+        h_previous = states[:, t]
+        word_context = tracker.choose(t, h_previous, gold)
+        words = self.softmax(h_previous + self.entity_to_word(word_context))  # eq. 6
+        pyro.sample(f"X_{t}", words.mask(batch.mask[:, t]), obs=batch.words[:, t])
+        tracker.update(states[:, t + 1])
 
     @torch.no_grad()
     def generate(self, max_tokens: int, bos: int, eos: int) -> tuple[list[int], EntityAnnotation]:
@@ -404,9 +430,15 @@ class EntityNLM(PyroModule):
 
     def log_likelihood(self, batch: DocumentBatch) -> torch.Tensor:
         """log p(R, E, L, X) of the gold annotation, per document (B,): the training objective (eq. 9)."""
+        return self.log_joint(batch, Annotation.of(batch)).squeeze(0)
+
+    def log_joint(self, batch: DocumentBatch, annotation: Annotation) -> torch.Tensor:
+        """log p(R, E, L, X) (eq. 12) of each annotation, (P, B) for (P, B, T) annotations ((1, B) for (B, T)):
+        P candidate structures of the same words in one run, sharing the LSTM, as reranking needs."""
+        particles = annotation.R.shape[0] if annotation.R.dim() == 3 else 1
         with LogDensity(observed=True) as density:
-            self.model(batch, 1, True)
-        return density.total.squeeze(0)
+            self.story(batch, particles, annotation)
+        return density.total
 
 
 class EntityProposal(PyroModule):
@@ -429,12 +461,21 @@ class EntityProposal(PyroModule):
         states = self.encoder(batch)
         gold = Annotation.of(batch) if annotated else None
         with pyro.plate("particles", particles, dim=-2), pyro.plate("documents", batch.size, dim=-1):
-            temperature = 1.0 if annotated else self.temperature  # the supervised fit uses Q itself
-            tracker = EntityTracker(self.heads, self.config, batch, particles, states, temperature)
+            tracker = self.tracker(batch, particles, states, tempered=not annotated)  # the fit uses Q itself
             for t in range(batch.steps):
-                h_current = states[:, t + 1]
-                tracker.choose(t, h_current, gold)
-                tracker.update(h_current)
+                self.step(t, states, tracker, gold)
+
+    def tracker(self, batch: DocumentBatch, particles: int, states: torch.Tensor,
+                tempered: bool = True) -> EntityTracker:
+        """A fresh entity state for ``particles`` proposals over ``batch``, at the proposal's temperature."""
+        temperature = self.temperature if tempered else 1.0
+        return EntityTracker(self.heads, self.config, batch, particles, states, temperature)
+
+    def step(self, t: int, states: torch.Tensor, tracker: EntityTracker, gold: Annotation | None = None) -> None:
+        """Token t: R, E, L proposed from h_t, the state after reading x_t, and the entity update."""
+        h_current = states[:, t + 1]
+        tracker.choose(t, h_current, gold)
+        tracker.update(h_current)
 
     def log_likelihood(self, batch: DocumentBatch) -> torch.Tensor:
         """log Q(R, E, L | X) of the gold annotation, per document (B,): the proposal's supervised objective."""

@@ -70,6 +70,18 @@ def test_marginal_perplexity_with_baselines(trained, tmp_path, capsys):
     assert "EntityNLM perplexity (importance sampling)" in capsys.readouterr().out
 
 
+def test_marginal_perplexity_by_smc(trained, tmp_path, capsys):
+    out = tmp_path / "result.json"
+    argv = ["--checkpoint", str(trained["entitynlm"]), "--baseline", "none", "--particles", "20", "--device", "cpu",
+            "--sampler", "smc", "--json", str(out)]
+    assert marginal_ppl.main(argv) == 0
+    result = json.loads(out.read_text())
+    assert result["sampler"] == "smc" and result["elbo_perplexity"] is None
+    assert math.isclose(result["perplexity"], math.exp(-result["log_likelihood"] / result["tokens"]))
+    assert all(1 <= row["ess"] <= 20 and row["resamplings"] >= 0 for row in result["per_document"])
+    assert "EntityNLM perplexity (SMC)" in capsys.readouterr().out
+
+
 def test_the_same_seed_gives_the_same_estimate(trained, tmp_path):
     results = []
     for run in range(2):

@@ -1,0 +1,726 @@
+"""The base coreference resolver: cort's mention-ranking model with latent antecedents, over gold mentions.
+
+Martschat & Strube (2015), as digested in reference-notes §2.1. Every mention ``j`` (``1..n`` in
+``Document.mentions`` order) ranks all earlier mentions and the dummy :data:`~coref.kbest.ROOT` ("new entity");
+an arc ``i -> j`` scores the sum of the weights of its hashed categorical features, and the root arc has no
+features and scores 0. Decoding is cort's greedy one: every mention takes its best antecedent
+(:func:`coref.kbest.greedy_tree`), and the clusters are the transitive closure, singletons dropped.
+:meth:`MentionRanker.arc_scores` is the full score table EntityNLM's k-best lists are built from.
+
+Documents are the corpus after the paper's preprocessing with case and numbers kept (:func:`resolver_documents`),
+so the resolver sees exactly EntityNLM's mentions and token positions. Mention heads and word classes come from
+the CoNLL-U parse where a corpus ships one (OntoGUM, :func:`resolver_syntax`) and from heuristics elsewhere.
+
+Learning is cort's latent structured perceptron: for each anaphor the best arc under cost-augmented scores
+(cost 2 for a wrong "new entity", 1 for a wrong link, times ``cost_scaling``) is compared with the best arc
+consistent with the gold clusters (the best-scoring coreferent antecedent, or the root for an entity's first
+mention); when they differ the consistent arc's features gain 1 and the predicted arc's lose 1. Updates are
+online, anaphor by anaphor in document order, with documents shuffled each epoch; the weights returned are
+the average over all anaphors seen.
+
+Command line::
+
+    python -m coref.resolver train --corpus litbank [--data-dir DIR] --out runs/resolver/litbank.npz
+    python -m coref.resolver predict --model M --corpus litbank --split test [--data-dir DIR] --out pred.conll
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import zipfile
+import zlib
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from coref.atomic import atomic_path, write_text_atomic
+from coref.conll import ConllError, write_conll
+from coref.corpora import CorpusError, corpus_names, load_corpus, resolve_data_dir
+from coref.document import Document
+from coref.kbest import ROOT, document_with_clusters, greedy_tree
+from coref.metrics import CorefEvaluation, EvaluationError, evaluate
+from coref.preprocess import PreprocessConfig, kept_tokens, preprocess_documents
+from coref.score import format_table
+
+# The paper's preprocessing but with case and numbers kept: the same tokens, spans and mentions as EntityNLM's.
+RESOLVER_PREPROCESSING = PreprocessConfig(lowercase=False, replace_numbers=False)
+
+MODEL_FORMAT = "entitylm-mention-ranker"
+FEATURE_VERSION = 1  # bump whenever features or hashing change: old weights would mean something else
+MODEL_ARRAYS = ("format", "feature_version", "hash_bits", "indices", "values", "settings")
+HASH_BITS = 22  # 4M weights; cort uses 2^24 for far more training data
+DataDir = str | os.PathLike | None
+
+# ---- lexicons ---------------------------------------------------------------------------------------------
+
+UNKNOWN = 0  # an unknown person, number or gender agrees with anything
+MASCULINE, FEMININE, NEUTER = 1, 2, 3
+SINGULAR, PLURAL = 1, 2
+FIRST, SECOND, THIRD = 1, 2, 3
+
+# pronoun -> (person, number, gender); archaic forms because LitBank is 19th-century fiction
+PRONOUNS: dict[str, tuple[int, int, int]] = {
+    **dict.fromkeys(("i", "me", "my", "mine", "myself"), (FIRST, SINGULAR, UNKNOWN)),
+    **dict.fromkeys(("we", "us", "our", "ours", "ourselves"), (FIRST, PLURAL, UNKNOWN)),
+    **dict.fromkeys(("you", "your", "yours"), (SECOND, UNKNOWN, UNKNOWN)),
+    **dict.fromkeys(("yourself", "thou", "thee", "thy", "thine", "thyself"), (SECOND, SINGULAR, UNKNOWN)),
+    **dict.fromkeys(("yourselves", "ye"), (SECOND, PLURAL, UNKNOWN)),
+    **dict.fromkeys(("he", "him", "his", "himself"), (THIRD, SINGULAR, MASCULINE)),
+    **dict.fromkeys(("she", "her", "hers", "herself"), (THIRD, SINGULAR, FEMININE)),
+    **dict.fromkeys(("it", "its", "itself"), (THIRD, SINGULAR, NEUTER)),
+    **dict.fromkeys(("they", "them", "their", "theirs", "themselves", "themself"), (THIRD, PLURAL, UNKNOWN)),
+}
+POSSESSIVES = frozenset({"my", "mine", "our", "ours", "your", "yours", "thy", "thine", "his", "hers", "its", "their"})
+DEMONSTRATIVES = {"this": SINGULAR, "that": SINGULAR, "these": PLURAL, "those": PLURAL}
+INDEFINITES = frozenset({"a", "an", "some", "another", "any", "one", "no", "many", "several", "few"})
+MASCULINE_NOUNS = frozenset(
+    "mr mr. sir lord king prince duke earl count baron monsieur master father brother son man boy husband uncle "
+    "nephew grandfather gentleman fellow lad".split()
+)
+FEMININE_NOUNS = frozenset(
+    "mrs mrs. miss ms ms. lady queen princess duchess countess madame mademoiselle mistress mother sister daughter "
+    "woman girl wife aunt niece grandmother widow maid".split()
+)
+HEAD_STOPS = frozenset({"of", "who", "which", "that", ","})  # heuristic head: the word before the first of these
+
+PRONOUN, PROPER, NOMINAL, DEMONSTRATIVE = range(4)  # mention types, the conjunction classes
+TYPE_COUNT = 4
+
+
+class ResolverModelError(ValueError):
+    """A file that is not a saved :class:`MentionRanker` (or one this code cannot read); the message names it."""
+
+
+# ---- syntax -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Syntax:
+    """A dependency parse of one document, one entry per token.
+
+    ``head[t]`` is the index of the token ``t`` depends on, ``-1`` for the root of its sentence (or a head that
+    preprocessing dropped). ``form`` is kept to check that a parse belongs to the tokens it is used with.
+    """
+
+    form: tuple[str, ...]
+    upos: tuple[str, ...]
+    xpos: tuple[str, ...]
+    head: tuple[int, ...]
+    deprel: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        sizes = {len(self.form), len(self.upos), len(self.xpos), len(self.head), len(self.deprel)}
+        if len(sizes) != 1:
+            raise ValueError(f"a parse needs one form, upos, xpos, head and deprel per token, got lengths {sizes}")
+
+    def __len__(self) -> int:
+        return len(self.form)
+
+    def restricted(self, kept: Sequence[int]) -> Syntax:
+        """The parse of the tokens ``kept`` (old indices, in order), heads renumbered; dropped heads become -1."""
+        new_index = {old: new for new, old in enumerate(kept)}
+        return Syntax(
+            tuple(self.form[t] for t in kept),
+            tuple(self.upos[t] for t in kept),
+            tuple(self.xpos[t] for t in kept),
+            tuple(new_index.get(self.head[t], -1) for t in kept),
+            tuple(self.deprel[t] for t in kept),
+        )
+
+
+def read_conllu_syntax(path: str | os.PathLike) -> Syntax:
+    """The parse in a CoNLL-U file, sentences concatenated, over its syntactic words (as coref.conll aligns them).
+
+    Multiword-token ranges and empty nodes are skipped, like :func:`coref.conll._read_conllu_tokens` does, so
+    token ``t`` here is token ``t`` of the CoNLL file read with that CoNLL-U file.
+    """
+    form, upos, xpos, head, deprel = [], [], [], [], []
+    sentence_start = 0
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            sentence_start = len(form)
+            continue
+        columns = line.split("\t")
+        if line.startswith("#") or not columns[0].isdigit():
+            continue
+        if len(columns) < 8 or not columns[6].isdigit():
+            raise ConllError(str(path), number, "a CoNLL-U word line needs 10 TAB-separated columns and a HEAD")
+        form.append(columns[1])
+        upos.append(columns[3])
+        xpos.append(columns[4])
+        head.append(sentence_start + int(columns[6]) - 1 if int(columns[6]) else -1)
+        deprel.append(columns[7])
+    return Syntax(tuple(form), tuple(upos), tuple(xpos), tuple(head), tuple(deprel))
+
+
+# ---- documents ----------------------------------------------------------------------------------------------
+
+
+def resolver_documents(corpus: str, split: str, data_dir: DataDir) -> list[Document]:
+    """A corpus split as the resolver sees it: EntityNLM's preprocessing with case and numbers kept.
+
+    Mentions (gold, no singletons, outermost only) and token positions are exactly those of the default
+    preprocessing; only the words keep their case and digits, which the features need.
+    """
+    return preprocess_documents(load_corpus(corpus, split, data_dir).documents, RESOLVER_PREPROCESSING)[0]
+
+
+def resolver_syntax(corpus: str, split: str, data_dir: DataDir, documents: Sequence[Document]) -> list[Syntax | None]:
+    """The parse of each of ``documents`` (from :func:`resolver_documents`), or None where the corpus has none.
+
+    Only OntoGUM ships parses (``DATA/ontogum/conllu/NAME.conllu``); they are aligned to the preprocessed
+    tokens with :func:`coref.preprocess.kept_tokens`, and refused unless the words agree.
+    """
+    parses: dict[tuple[str, int], Syntax] = {}
+    for name in corpus_names(corpus):
+        if name == "ontogum":
+            folder = resolve_data_dir(data_dir) / "ontogum" / "conllu"
+            for raw in load_corpus(name, split, data_dir).documents:
+                path = folder / f"{raw.id}.conllu"
+                if path.is_file():
+                    parses[raw.key] = _aligned_parse(read_conllu_syntax(path), raw, path)
+    result = [parses.get(document.key) for document in documents]
+    for document, parse in zip(documents, result):
+        if parse is not None and parse.form != document.tokens:
+            raise ValueError(f"document {document.id!r}: its parse does not match its tokens")
+    return result
+
+
+def _aligned_parse(parse: Syntax, raw: Document, path: Path) -> Syntax:
+    if parse.form != raw.tokens:
+        raise ValueError(f"{path}: its {len(parse)} words do not match the {len(raw.tokens)} of document {raw.id!r}")
+    return parse.restricted(kept_tokens(raw, RESOLVER_PREPROCESSING))
+
+
+# ---- mentions -----------------------------------------------------------------------------------------------
+
+
+def mention_heads(document: Document, syntax: Syntax | None = None) -> list[int]:
+    """The token index of the head of every mention (``document.mentions`` order).
+
+    With a parse: the token of the span whose head lies outside it (the first, punctuation aside, if several).
+    Without: the word before the first "of", "who", "which", "that" or comma after the span's first word, else
+    the last word.
+    """
+    return [
+        _syntactic_head(mention.start, mention.end, syntax)
+        if syntax is not None
+        else _heuristic_head(mention.start, mention.end, document.tokens)
+        for mention in document.mentions
+    ]
+
+
+def _syntactic_head(start: int, end: int, syntax: Syntax) -> int:
+    outside = [t for t in range(start, end) if not start <= syntax.head[t] < end and syntax.deprel[t] != "punct"]
+    return outside[0] if outside else end - 1
+
+
+def _heuristic_head(start: int, end: int, tokens: Sequence[str]) -> int:
+    for t in range(start + 1, end):
+        if tokens[t].lower() in HEAD_STOPS:
+            return t - 1
+    return end - 1
+
+
+def _proper_words(document: Document) -> set[str]:
+    """Capitalised words seen somewhere not at a sentence start: the heuristic's proper names."""
+    starts = {start for start, _ in document.sentences}
+    return {
+        token
+        for t, token in enumerate(document.tokens)
+        if t not in starts and token[:1].isupper() and token.lower() not in PRONOUNS
+    }
+
+
+def _mention_type(words: Sequence[str], head: int, tags: tuple[str, str] | None, proper: set[str]) -> int:
+    """PRONOUN, DEMONSTRATIVE, PROPER or NOMINAL; ``head`` indexes ``words``, ``tags`` are its (upos, xpos)."""
+    head_word = words[head].lower()
+    if head_word in PRONOUNS or (tags is not None and tags[1] in ("PRP", "PRP$")):
+        return PRONOUN
+    if words[0].lower() in DEMONSTRATIVES:
+        return DEMONSTRATIVE
+    if tags is not None:
+        return PROPER if tags[0] == "PROPN" or tags[1] in ("NNP", "NNPS") else NOMINAL
+    return PROPER if words[head] in proper else NOMINAL
+
+
+def _fine_type(words: Sequence[str], head: int, kind: int) -> str:
+    """A finer class than the type, as a feature: the pronoun's form class or the nominal's determiner."""
+    first, head_word = words[0].lower(), words[head].lower()
+    if kind == PRONOUN:
+        if head_word.endswith(("self", "selves")):
+            return "pronoun:reflexive"
+        return "pronoun:possessive" if head_word in POSSESSIVES else "pronoun:personal"
+    if kind != NOMINAL:
+        return "demonstrative" if kind == DEMONSTRATIVE else "proper"
+    if first == "the":
+        return "nominal:definite"
+    if first in INDEFINITES:
+        return "nominal:indefinite"
+    return "nominal:possessed" if first in POSSESSIVES or "'s" in words else "nominal:bare"
+
+
+def _agreement(words: Sequence[str], head: int, kind: int, xpos: str | None) -> tuple[int, int, int]:
+    """(person, number, gender) from the lexicons and the head's tag; UNKNOWN where nothing says."""
+    lower = [word.lower() for word in words]
+    if kind == PRONOUN and lower[head] in PRONOUNS:
+        return PRONOUNS[lower[head]]
+    number = UNKNOWN
+    if "and" in lower[1:-1]:
+        number = PLURAL  # a coordination refers to a group
+    elif lower[0] in DEMONSTRATIVES:
+        number = DEMONSTRATIVES[lower[0]]
+    elif xpos is not None and xpos.startswith("NN"):
+        number = PLURAL if xpos.endswith("S") else SINGULAR
+    gender = UNKNOWN
+    for word in (lower[0], lower[head]):
+        if word in MASCULINE_NOUNS:
+            gender = MASCULINE
+        elif word in FEMININE_NOUNS:
+            gender = FEMININE
+    return UNKNOWN, number, gender
+
+
+def _code(text: str) -> int:
+    """A stable 32-bit code of a string (CRC-32), the same in every process, unlike ``hash``."""
+    return zlib.crc32(text.encode("utf-8"))
+
+
+@dataclass(frozen=True)
+class _Mentions:
+    """Per-mention attributes of one document as arrays over its mentions (index ``j - 1`` for mention ``j``).
+
+    ``*_code`` arrays hold stable string codes; ``words`` says which lowercased word types (columns, numbered
+    per document) each mention contains, and ``head_word`` / ``text`` are word and whole-string ids.
+    """
+
+    kind: np.ndarray
+    fine_code: np.ndarray
+    head_code: np.ndarray
+    first_code: np.ndarray
+    deprel_code: np.ndarray
+    length: np.ndarray
+    person: np.ndarray
+    number: np.ndarray
+    gender: np.ndarray
+    sentence: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    text: np.ndarray
+    head_word: np.ndarray
+    words: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+
+def describe_mentions(document: Document, syntax: Syntax | None = None) -> _Mentions:
+    """The attributes the features read, for every mention of ``document``."""
+    if syntax is not None and syntax.form != document.tokens:
+        raise ValueError(f"document {document.id!r}: the parse given does not match its tokens")
+    proper = _proper_words(document)
+    sentence_of = document.sentence_of()
+    word_ids: dict[str, int] = {}  # lowercased word -> column of ``words``
+    texts: dict[str, int] = {}  # lowercased mention string -> id
+    rows, word_lists = [], []
+    for mention, head in zip(document.mentions, mention_heads(document, syntax)):
+        words = document.tokens[mention.start : mention.end]
+        lower = [word.lower() for word in words]
+        local = head - mention.start
+        tags = (syntax.upos[head], syntax.xpos[head]) if syntax is not None else None
+        kind = _mention_type(words, local, tags, proper)
+        rows.append(
+            (  # in the field order of _Mentions
+                kind,
+                _code(_fine_type(words, local, kind)),
+                _code(lower[local]),
+                _code(lower[0]),
+                _code(syntax.deprel[head] if syntax is not None else ""),
+                min(len(words), 5),
+                *_agreement(words, local, kind, tags[1] if tags else None),
+                sentence_of[mention.start],
+                mention.start,
+                mention.end,
+                texts.setdefault(" ".join(lower), len(texts)),
+                word_ids.setdefault(lower[local], len(word_ids)),
+            )
+        )
+        word_lists.append([word_ids.setdefault(word, len(word_ids)) for word in lower])
+    words = np.zeros((len(rows), max(len(word_ids), 1)), dtype=bool)
+    for index, word_list in enumerate(word_lists):
+        words[index, word_list] = True
+    table = np.array(rows, dtype=np.int64).reshape(len(rows), len(fields(_Mentions)) - 1)
+    return _Mentions(*table.T, words=words)
+
+
+# ---- features -----------------------------------------------------------------------------------------------
+
+
+def _mix(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
+    """A stable 64-bit hash of two codes (the splitmix64 finaliser of ``a * golden ^ b``), elementwise."""
+    x = np.asarray(a, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15) ^ np.asarray(b, dtype=np.uint64)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def _feature(template: str, values: np.ndarray) -> np.ndarray:
+    """The codes of one categorical feature: its template's name hashed with each (integer or code) value."""
+    return _mix(np.full(len(values), _code(template), dtype=np.uint64), values.astype(np.uint64))
+
+
+def _buckets(values: np.ndarray) -> np.ndarray:
+    """0, 1, 2, 3, 4, then one bucket per power of two: 5-7, 8-15, 16-31, ... (negative values count as 0)."""
+    values = np.maximum(values, 0)
+    return np.where(values < 5, values, np.floor(np.log2(np.maximum(values, 1))).astype(np.int64) + 3)
+
+
+def _mention_features(mentions: _Mentions, index: np.ndarray, role: str) -> list[np.ndarray]:
+    """The features of one side of every arc (``role`` "anaphor" or "antecedent"), ``index`` its mentions."""
+    return [
+        _feature(f"{role}.type", mentions.kind[index]),
+        _feature(f"{role}.fine", mentions.fine_code[index]),
+        _feature(f"{role}.head", mentions.head_code[index]),
+        _feature(f"{role}.first", mentions.first_code[index]),
+        _feature(f"{role}.deprel", mentions.deprel_code[index]),
+        _feature(f"{role}.length", mentions.length[index]),
+        _feature(f"{role}.number", mentions.number[index]),
+        _feature(f"{role}.gender", mentions.gender[index]),
+    ]
+
+
+def _compatible(attribute: np.ndarray, ana: np.ndarray, ante: np.ndarray) -> np.ndarray:
+    a, b = attribute[ana], attribute[ante]
+    return (a == b) | (a == UNKNOWN) | (b == UNKNOWN)
+
+
+def _pair_features(mentions: _Mentions, ana: np.ndarray, ante: np.ndarray) -> list[np.ndarray]:
+    """The features of the anaphor-antecedent pair of every arc."""
+    overlap = mentions.words.astype(np.int32) @ mentions.words.T.astype(np.int32)  # shared word types
+    sizes = mentions.words.sum(axis=1)
+    shared = overlap[ana, ante]
+    head_contained = mentions.words[ante, mentions.head_word[ana]] | mentions.words[ana, mentions.head_word[ante]]
+    agreement = (
+        _compatible(mentions.person, ana, ante) * 4
+        + _compatible(mentions.number, ana, ante) * 2
+        + _compatible(mentions.gender, ana, ante)
+    )
+    both_pronouns = (mentions.kind[ana] == PRONOUN) & (mentions.kind[ante] == PRONOUN)
+    head_pair = _mix(mentions.head_code[ana], mentions.head_code[ante])
+    return [
+        _feature("bias", np.zeros(len(ana), dtype=np.int64)),
+        _feature("exact_match", mentions.text[ana] == mentions.text[ante]),
+        _feature("head_match", mentions.head_word[ana] == mentions.head_word[ante]),
+        _feature("head_contained", head_contained),
+        _feature("tokens_contained", (shared == sizes[ana]) | (shared == sizes[ante])),
+        _feature("sentence_distance", np.minimum(mentions.sentence[ana] - mentions.sentence[ante], 5)),
+        _feature("mention_distance", _buckets(ana - ante)),
+        _feature("token_distance", _buckets(mentions.start[ana] - mentions.end[ante])),
+        _feature("agreement", agreement),
+        _feature("pronoun_pair", np.where(both_pronouns, head_pair, np.uint64(0))),
+        _feature("head_pair", head_pair),
+    ]
+
+
+def arc_features(document: Document, syntax: Syntax | None = None) -> np.ndarray:
+    """The hashed feature indices of every real arc ``i -> j`` (``1 <= i < j``), one row per arc.
+
+    Rows run anaphor by anaphor, antecedents in document order (``np.tril_indices(n, -1)``), so the arcs of
+    mention ``j`` are rows ``(j-1)(j-2)/2`` to ``j(j-1)/2 - 1``. Every feature appears plain and conjoined
+    with the anaphor's type, the antecedent's type and their pair, as in cort. The root arc has no features.
+    """
+    mentions = describe_mentions(document, syntax)
+    ana, ante = np.tril_indices(len(mentions), -1)
+    base = np.stack(
+        [
+            *_mention_features(mentions, ana, "anaphor"),
+            *_mention_features(mentions, ante, "antecedent"),
+            *_pair_features(mentions, ana, ante),
+        ],
+        axis=1,
+    )
+    ana_kind, ante_kind = mentions.kind[ana], mentions.kind[ante]
+    # distinct class numbers for "anaphor type", "antecedent type" and "type pair", each mixed into every feature
+    conjunctions = [1 + ana_kind, 1 + TYPE_COUNT + ante_kind, 1 + TYPE_COUNT * (2 + ana_kind) + ante_kind]
+    codes = np.concatenate([base, *(_mix(base, classes[:, None]) for classes in conjunctions)], axis=1)
+    return (codes & np.uint64((1 << HASH_BITS) - 1)).astype(np.intp)
+
+
+def _arcs_of(features: np.ndarray, j: int) -> np.ndarray:
+    """The feature rows of the arcs ``1 -> j`` .. ``j-1 -> j`` (see :func:`arc_features`)."""
+    first = (j - 1) * (j - 2) // 2
+    return features[first : first + j - 1]
+
+
+def _best(scores: np.ndarray) -> int:
+    """The index of the best candidate (0 is the root), ties to the closest antecedent, the root last (cort)."""
+    return len(scores) - 1 - int(np.argmax(scores[::-1]))
+
+
+# ---- learning -----------------------------------------------------------------------------------------------
+
+
+class _AveragedPerceptron:
+    """cort's latent structured perceptron with cost-augmented decoding, averaged by the running-sum trick.
+
+    ``totals`` accumulates every update times the step at which it happened, so that the average of the
+    weights over all steps is ``weights - totals / step`` without storing a copy per step.
+    """
+
+    def __init__(self, size: int, cost_scaling: float) -> None:
+        self.weights = np.zeros(size)
+        self.totals = np.zeros(size)
+        self.step = 1
+        self.cost_scaling = cost_scaling
+
+    def learn_document(self, features: np.ndarray, entities: np.ndarray) -> None:
+        """One online update per anaphor of a document, in document order; ``entities`` are its gold labels."""
+        for j in range(1, len(entities) + 1):
+            self.learn_anaphor(_arcs_of(features, j), entities[: j - 1] == entities[j - 1])
+
+    def learn_anaphor(self, arcs: np.ndarray, coreferent: np.ndarray) -> None:
+        """Update on one anaphor; ``arcs`` are its real arcs' feature rows, ``coreferent`` marks gold antecedents."""
+        scores = np.concatenate([[0.0], self.weights[arcs].sum(axis=1)])
+        consistent = np.concatenate([[not coreferent.any()], coreferent])
+        cost = np.where(consistent, 0.0, 1.0)
+        cost[ROOT] = 0.0 if consistent[ROOT] else 2.0
+        predicted = _best(scores + self.cost_scaling * cost)
+        target = _best(np.where(consistent, scores, -np.inf))
+        if predicted != target:
+            self._add(arcs, target, 1.0)
+            self._add(arcs, predicted, -1.0)
+        self.step += 1
+
+    def _add(self, arcs: np.ndarray, antecedent: int, delta: float) -> None:
+        if antecedent != ROOT:
+            np.add.at(self.weights, arcs[antecedent - 1], delta)
+            np.add.at(self.totals, arcs[antecedent - 1], delta * self.step)
+
+    def averaged(self) -> np.ndarray:
+        return (self.weights - self.totals / self.step).astype(np.float32)
+
+
+# ---- the model ----------------------------------------------------------------------------------------------
+
+
+class MentionRanker:
+    """A trained mention-ranking resolver: averaged weights over hashed features, and how they were trained."""
+
+    def __init__(self, weights: np.ndarray, settings: dict[str, object] | None = None) -> None:
+        weights = np.asarray(weights, dtype=np.float32)
+        if weights.shape != (1 << HASH_BITS,):
+            raise ValueError(f"expected {1 << HASH_BITS} weights, got an array of shape {weights.shape}")
+        self.weights = weights
+        self.settings = dict(settings or {})
+
+    @classmethod
+    def train(
+        cls,
+        documents: Sequence[Document],
+        syntax: Sequence[Syntax | None] | None = None,
+        *,
+        epochs: int = 5,
+        seed: int = 23,
+        cost_scaling: float = 100.0,
+        progress: bool = True,
+        on_epoch: Callable[[int, MentionRanker], None] | None = None,
+    ) -> MentionRanker:
+        """Train on documents with gold clusters (reference-notes §2.1); ``on_epoch(epoch, averaged model)``.
+
+        Updates are online, one per anaphor (not batched per document), as in cort. Documents are shuffled each
+        epoch by a generator seeded with ``seed``; features are recomputed per document and epoch rather than
+        cached, which keeps memory small (LitBank's cache would take ~0.8 GB) at the price of a few seconds.
+        """
+        syntax = _per_document(documents, syntax)
+        learner = _AveragedPerceptron(1 << HASH_BITS, cost_scaling)
+        order = np.random.default_rng(seed)
+        settings = {"epochs": epochs, "seed": seed, "cost_scaling": cost_scaling}
+        with tqdm(total=epochs * len(documents), desc="training", unit="doc", disable=not progress) as bar:
+            for epoch in range(1, epochs + 1):
+                for index in order.permutation(len(documents)):
+                    document = documents[index]
+                    entities = np.array([mention.entity for mention in document.mentions])
+                    learner.learn_document(arc_features(document, syntax[index]), entities)
+                    bar.update()
+                if on_epoch is not None:
+                    on_epoch(epoch, cls(learner.averaged(), {**settings, "epochs": epoch}))
+        return cls(learner.averaged(), settings)
+
+    def arc_scores(self, document: Document, syntax: Syntax | None = None) -> np.ndarray:
+        """The ``(n+1, n+1)`` score table of :mod:`coref.kbest`: ``[j, i]`` scores arc ``i -> j`` for ``i < j``.
+
+        The root column scores 0.0 and entries with ``i >= j`` are ``-inf``; no cost term (prediction time).
+        """
+        n = len(document.mentions)
+        table = np.full((n + 1, n + 1), -np.inf)
+        table[1:, ROOT] = 0.0
+        ana, ante = np.tril_indices(n, -1)
+        table[ana + 1, ante + 1] = self.weights[arc_features(document, syntax)].sum(axis=1, dtype=np.float64)
+        return table
+
+    def predict(self, document: Document, syntax: Syntax | None = None) -> Document:
+        """``document`` with the clusters of the greedy antecedent tree, singletons removed (cort writes none)."""
+        clustered = document_with_clusters(document, greedy_tree(self.arc_scores(document, syntax)).partition)
+        sizes = Counter(mention.entity for mention in clustered.mentions)
+        return clustered.replace(mentions=[mention for mention in clustered.mentions if sizes[mention.entity] > 1])
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the model atomically as a compressed ``.npz``: the nonzero weights, format tag and settings."""
+        nonzero = np.flatnonzero(self.weights).astype(np.uint32)
+        with atomic_path(path) as partial, open(partial, "wb") as file:
+            np.savez_compressed(
+                file,
+                format=np.array(MODEL_FORMAT),
+                feature_version=np.array(FEATURE_VERSION),
+                hash_bits=np.array(HASH_BITS),
+                indices=nonzero,
+                values=self.weights[nonzero],
+                settings=np.array(json.dumps(self.settings)),
+            )
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> MentionRanker:
+        """Read a model :meth:`save` wrote; anything else is a :class:`ResolverModelError` naming the file."""
+        stored = _read_archive(path)
+        if str(stored.get("format", "")) != MODEL_FORMAT:
+            raise ResolverModelError(f"{path}: not a resolver model (no {MODEL_FORMAT!r} format tag)")
+        missing = sorted(set(MODEL_ARRAYS) - stored.keys())
+        if missing:
+            raise ResolverModelError(f"{path}: incomplete resolver model (no {', '.join(missing)})")
+        version, bits = int(stored["feature_version"]), int(stored["hash_bits"])
+        if (version, bits) != (FEATURE_VERSION, HASH_BITS):
+            raise ResolverModelError(
+                f"{path}: features version {version} with 2^{bits} weights, but this code has version "
+                f"{FEATURE_VERSION} with 2^{HASH_BITS}: retrain the model"
+            )
+        weights = np.zeros(1 << HASH_BITS, dtype=np.float32)
+        weights[stored["indices"]] = stored["values"]
+        return cls(weights, json.loads(str(stored["settings"])))
+
+
+def _read_archive(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """The arrays of an ``.npz`` file, or a :class:`ResolverModelError` naming the file."""
+    if not Path(path).is_file():
+        raise ResolverModelError(f"{path}: no such resolver model file")
+    if not zipfile.is_zipfile(path):
+        raise ResolverModelError(f"{path}: not a resolver model (not an .npz archive)")
+    try:
+        with np.load(path, allow_pickle=False) as loaded:
+            return {name: loaded[name] for name in loaded.files}
+    except (OSError, ValueError, zipfile.BadZipFile) as error:
+        raise ResolverModelError(f"{path}: not a resolver model ({error})") from error
+
+
+def _per_document(documents: Sequence[Document], syntax: Sequence[Syntax | None] | None) -> list[Syntax | None]:
+    if syntax is None:
+        return [None] * len(documents)
+    if len(syntax) != len(documents):
+        raise ValueError(f"{len(documents)} documents but {len(syntax)} parses (use None for a missing one)")
+    return list(syntax)
+
+
+def evaluate_resolver(
+    model: MentionRanker, documents: Sequence[Document], syntax: Sequence[Syntax | None] | None = None
+) -> tuple[list[Document], CorefEvaluation]:
+    """The model's predictions for ``documents`` and their scores against the documents' own (gold) clusters."""
+    parses = _per_document(documents, syntax)
+    predictions = [model.predict(document, parse) for document, parse in zip(documents, parses)]
+    return predictions, evaluate(documents, predictions)
+
+
+# ---- command line -------------------------------------------------------------------------------------------
+
+
+def _summary(evaluation: CorefEvaluation) -> str:
+    return (
+        f"CoNLL F1 {100 * evaluation.conll_f1:.2f} (MUC {100 * evaluation.muc.f1:.2f}, "
+        f"B3 {100 * evaluation.bcub.f1:.2f}, CEAFe {100 * evaluation.ceafe.f1:.2f})"
+    )
+
+
+def _load(corpus: str, split: str, data_dir: DataDir) -> tuple[list[Document], list[Syntax | None]]:
+    documents = resolver_documents(corpus, split, data_dir)
+    return documents, resolver_syntax(corpus, split, data_dir, documents)
+
+
+def _train_command(args: argparse.Namespace) -> int:
+    train, train_syntax = _load(args.corpus, "train", args.data_dir)
+    dev, dev_syntax = _load(args.corpus, "dev", args.data_dir)
+    parsed = sum(parse is not None for parse in train_syntax)
+    print(f"{args.corpus}: {len(train)} training documents ({parsed} parsed), {len(dev)} dev documents")
+
+    scoring = []  # seconds spent scoring dev, kept out of the training time
+
+    def report(epoch: int, model: MentionRanker) -> None:
+        started = time.perf_counter()
+        tqdm.write(f"epoch {epoch}: dev {_summary(evaluate_resolver(model, dev, dev_syntax)[1])}")
+        scoring.append(time.perf_counter() - started)
+
+    started = time.perf_counter()
+    model = MentionRanker.train(
+        train, train_syntax, epochs=args.epochs, seed=args.seed, cost_scaling=args.cost_scaling, on_epoch=report
+    )
+    training = time.perf_counter() - started - sum(scoring)
+    model.settings["corpus"] = args.corpus
+    model.save(args.out)
+    print(f"trained in {training:.1f} s (+ {sum(scoring):.1f} s scoring dev); model saved to {args.out}")
+    return 0
+
+
+def _predict_command(args: argparse.Namespace) -> int:
+    model = MentionRanker.load(args.model)
+    documents, syntax = _load(args.corpus, args.split, args.data_dir)
+    predictions, evaluation = evaluate_resolver(model, documents, syntax)
+    with atomic_path(args.out) as partial:
+        write_conll(predictions, partial)
+    print(format_table(evaluation))
+    if args.json:
+        write_text_atomic(args.json, json.dumps(evaluation.to_json(), indent=2) + "\n")
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m coref.resolver", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    data_help = "folder holding the corpora (default: $ENTITYLM_DATA; sample needs none)"
+
+    train = commands.add_parser("train", help="train on a corpus's train split, scoring dev after each epoch")
+    train.add_argument("--corpus", required=True, help="sample, litbank, ontogum, conll2012, or several joined by '+'")
+    train.add_argument("--data-dir", help=data_help)
+    train.add_argument("--out", required=True, help="model file to write (.npz)")
+    train.add_argument("--epochs", type=int, default=5)
+    train.add_argument("--seed", type=int, default=23)
+    train.add_argument("--cost-scaling", type=float, default=100.0)
+    train.set_defaults(run=_train_command)
+
+    predict = commands.add_parser("predict", help="resolve a split, write CoNLL and score it against its gold")
+    predict.add_argument("--model", required=True, help="a model written by train")
+    predict.add_argument("--corpus", required=True)
+    predict.add_argument("--split", required=True)
+    predict.add_argument("--data-dir", help=data_help)
+    predict.add_argument("--out", required=True, help="CoNLL file to write")
+    predict.add_argument("--json", help="also write the scores as JSON here")
+    predict.set_defaults(run=_predict_command)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; errors print one line and return 2."""
+    args = _parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except (CorpusError, ConllError, EvaluationError, ResolverModelError, ValueError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

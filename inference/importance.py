@@ -49,6 +49,16 @@ def log_importance_weights(model: Program, guide: Program, batch: DocumentBatch,
     return log_p - log_q
 
 
+def log_mean_exp(log_weights: torch.Tensor) -> torch.Tensor:
+    """log of the mean weight over dim 0 (the particles)."""
+    return torch.logsumexp(log_weights, 0) - math.log(log_weights.shape[0])
+
+
+def effective_sample_size(log_weights: torch.Tensor) -> torch.Tensor:
+    """(sum w)^2 / sum w^2 over dim 0 (the particles), between 1 and N."""
+    return torch.exp(2 * torch.logsumexp(log_weights, 0) - torch.logsumexp(2 * log_weights, 0))
+
+
 @dataclass(frozen=True)
 class ImportanceEstimate:
     """Log importance weights (P, B) of B documents and what follows from them."""
@@ -62,7 +72,7 @@ class ImportanceEstimate:
     @property
     def log_marginal(self) -> torch.Tensor:
         """(B,) log p_hat(x): the log of the mean weight."""
-        return torch.logsumexp(self.log_weights, dim=0) - math.log(self.particles)
+        return log_mean_exp(self.log_weights)
 
     @property
     def elbo(self) -> torch.Tensor:
@@ -72,7 +82,7 @@ class ImportanceEstimate:
     @property
     def ess(self) -> torch.Tensor:
         """(B,) effective sample size (sum w)^2 / sum w^2, between 1 and N."""
-        return torch.exp(2 * torch.logsumexp(self.log_weights, 0) - torch.logsumexp(2 * self.log_weights, 0))
+        return effective_sample_size(self.log_weights)
 
     def normalized_weights(self) -> torch.Tensor:
         """(P, B) the self-normalised weights of each document's particles."""

@@ -23,7 +23,6 @@ ongoing mention, e_current): the LSTMs read words only and are shared by all par
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import pyro
@@ -34,6 +33,7 @@ from coref.document import Document, EntityAnnotation, Mention
 from generative.batch import DocumentBatch
 from generative.density import LogDensity
 from generative.entitynlm import NEW_ENTITY_SITE, EntityNLM, EntityProposal
+from inference.importance import effective_sample_size, log_mean_exp
 
 RESAMPLING = ("never", "sentence")
 
@@ -87,11 +87,6 @@ class ParticleStructures:
         """One particle's annotation of the first ``length`` stream tokens of one document."""
         R, E, L = (value[particle, document, :length].tolist() for value in (self.R, self.E, self.L))
         return EntityAnnotation(tuple(R), tuple(E), tuple(L))
-
-
-def effective_sample_size(log_weights: torch.Tensor) -> torch.Tensor:
-    """(sum w)^2 / sum w^2 over dim 0."""
-    return torch.exp(2 * torch.logsumexp(log_weights, 0) - torch.logsumexp(2 * log_weights, 0))
 
 
 def systematic_resampling(log_weights: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -154,7 +149,7 @@ def sample_structures(
             ess = effective_sample_size(log_weights)
             ess_sum += torch.where(at_end, ess, torch.zeros_like(ess))
             chosen_to_resample = may_resample[:, t] & (ess < ess_threshold * particles)
-            log_marginal += torch.where(chosen_to_resample, _log_mean_exp(log_weights), torch.zeros_like(ess))
+            log_marginal += torch.where(chosen_to_resample, log_mean_exp(log_weights), torch.zeros_like(ess))
             ancestors = torch.where(
                 chosen_to_resample, systematic_resampling(log_weights), torch.arange(particles, device=device)[:, None]
             )
@@ -165,7 +160,7 @@ def sample_structures(
             log_joint = log_joint.gather(0, ancestors)
             log_weights = torch.where(chosen_to_resample, torch.zeros_like(log_weights), log_weights)
             resamplings += chosen_to_resample.long()
-    log_marginal += _log_mean_exp(log_weights)
+    log_marginal += log_mean_exp(log_weights)
     if not torch.isfinite(log_marginal).all():
         bad = [batch.keys[i][0] for i in (~torch.isfinite(log_marginal)).nonzero().flatten().tolist()]
         raise FloatingPointError(f"non-finite weights for documents {bad}")
@@ -173,10 +168,6 @@ def sample_structures(
     return ParticleStructures(
         history["R"], history["E"], history["L"], log_weights, log_joint, log_marginal, resamplings, stage_ess
     )
-
-
-def _log_mean_exp(log_weights: torch.Tensor) -> torch.Tensor:
-    return torch.logsumexp(log_weights, 0) - math.log(log_weights.shape[0])
 
 
 def stream_to_document(document: Document, annotation: EntityAnnotation, name: str | None = None,

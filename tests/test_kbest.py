@@ -270,6 +270,15 @@ def test_trees_agree_with_networkx_arborescence_iterator(seed):
     assert {entry.partition for entry in kbest} == set(networkx_best)
 
 
+def test_exact_kbest_handles_a_long_document_with_a_large_cluster():
+    # 150 mentions whose every arc scores alike: far too many trees per partition for the tree enumeration.
+    scores = table([[0.0] + [1.0 + 0.001 * i for i in range(j - 1)] for j in range(1, 151)])
+    kbest = exact_kbest(scores, 100)
+    assert len({entry.partition for entry in kbest}) == 100
+    assert kbest[0].partition == greedy_tree(scores).partition
+    assert all(a.score >= b.score - 1e-9 for a, b in zip(kbest, kbest[1:]))
+
+
 # Back to documents -----------------------------------------------------------------------------------------------
 
 

@@ -1,0 +1,330 @@
+"""Coreference reranking with EntityNLM (paper §5.2, Table 2): a base resolver's k-best lists reranked by
+log p(R, E, L, X).
+
+    python -m inference.rerank --resolver runs/resolver/litbank.npz --corpus litbank --data-dir DATA \\
+        --k 100 --json runs/rerank/litbank.json
+
+For every document of the dev and test splits the resolver (:mod:`coref.resolver`) scores all antecedent arcs
+over the gold mentions; each generator ("heuristic", the paper's; "exact") turns the table into a k-best list
+of partitions, and EntityNLM scores every distinct partition once (eq. 12), all candidates of a document in one
+run that shares the LSTM. :mod:`coref.rerank` then picks the interpolation weight on dev and prints Table 2 for
+test: the base one-best, EntityNLM alone, EntityNLM + resolver score, and the oracle, with approximate
+randomization p-values against the base.
+
+EntityNLM's new-entity embedding u = normalise(r_1 + sigma * eps) (eq. 7) is taken at its mean (eps = 0):
+otherwise every score would carry sampling noise of a few tenths of a nat, as large as some differences
+between candidates, and a rerun would rank differently. Scores are cached per (document, partition) in a JSON
+file (``--cache DIR``, default beside ``--json OUT``) rewritten atomically after each document, so an interrupted
+run resumes where it stopped and a second run (other generator, other k) rescores nothing it has seen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import sys
+import time
+from collections.abc import Sequence
+from functools import partial
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from coref.atomic import write_text_atomic
+from coref.corpora import CorpusError
+from coref.document import Document
+from coref.kbest import Partition, document_with_clusters
+from coref.rerank import (
+    DEFAULT_GRID,
+    GENERATORS,
+    CandidateList,
+    RerankResult,
+    base_choice,
+    document_candidates,
+    format_table,
+    format_weight,
+    interpolated_choice,
+    oracle_choice,
+    rerank_experiment,
+)
+from coref.resolver import MentionRanker, ResolverModelError, resolver_documents, resolver_syntax
+from generative.batch import make_batch
+from generative.entitynlm import Annotation, EntityNLM
+from inference.checkpoint import Checkpoint, CheckpointError, entitynlm_modules, pretrained
+from inference.common import prepared_documents, resolve_device, set_seed
+
+CACHE_FORMAT = 1
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m inference.rerank", description=__doc__.split("\n")[0])
+    parser.add_argument("--resolver", required=True, help="resolver model written by `python -m coref.resolver train`")
+    parser.add_argument("--checkpoint", help="EntityNLM checkpoint (default: the bundled one)")
+    parser.add_argument("--corpus", required=True, help="sample, litbank, ontogum, ...")
+    parser.add_argument("--data-dir", help="folder holding the corpora (default: $ENTITYLM_DATA; sample needs none)")
+    parser.add_argument("--k", type=int, default=100, help="k-best list length (paper: 100)")
+    parser.add_argument("--generator", choices=[*GENERATORS, "both"], default="both", help="k-best generator")
+    parser.add_argument("--dev-split", default="dev", help="split the interpolation weight is chosen on")
+    parser.add_argument("--test-split", default="test", help="split Table 2 is reported on")
+    parser.add_argument("--json", metavar="OUT", help="also write every figure as JSON")
+    parser.add_argument("--cache", metavar="DIR", help="folder of the EntityNLM score cache (default: OUT's folder)")
+    parser.add_argument("--chunk", type=int, default=64, help="candidates scored per EntityNLM run")
+    parser.add_argument("--trials", type=int, default=10_000, help="approximate randomization trials")
+    parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.k < 1 or args.chunk < 1 or args.trials < 1:
+        parser.error("--k, --chunk and --trials must be at least 1")
+    return args
+
+
+# ---- the score cache ----------------------------------------------------------------------------------------
+
+
+def file_fingerprint(path: Path) -> str:
+    """SHA-256 of a file's bytes: the identity of a checkpoint, whatever its name."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def document_fingerprint(document: Document) -> str:
+    """A key for ``document`` that changes when its words or mentions do (a changed preprocessing, corpus)."""
+    content = json.dumps([document.id, document.part, document.tokens, [m.span for m in document.mentions]])
+    return hashlib.sha256(content.encode("utf-8")).hexdigest()[:32]
+
+
+def partition_fingerprint(partition: Partition) -> str:
+    """A key for a partition of mentions ``1..n``: the hash of every mention's cluster number by first mention."""
+    cluster = {mention: number for number, members in enumerate(sorted(partition, key=min)) for mention in members}
+    labels = ",".join(str(cluster[mention]) for mention in sorted(cluster))
+    return hashlib.sha256(labels.encode("ascii")).hexdigest()[:32]
+
+
+class ScoreCache:
+    """EntityNLM log-probabilities by (document, partition) for one checkpoint, kept in a JSON file (or only in
+    memory when ``path`` is None). A file made with another checkpoint or format is ignored and replaced."""
+
+    def __init__(self, path: Path | None, checkpoint: str) -> None:
+        self.path = path
+        self.checkpoint = checkpoint
+        self.scores: dict[str, dict[str, float]] = {}
+        if path is not None and path.is_file():
+            stored = json.loads(path.read_text(encoding="utf-8"))
+            if stored.get("format") == CACHE_FORMAT and stored.get("checkpoint") == checkpoint:
+                self.scores = stored["scores"]
+            else:
+                print(f"{path}: made with another checkpoint or format; starting a new cache", file=sys.stderr)
+
+    def get(self, document: str, partition: str) -> float | None:
+        return self.scores.get(document, {}).get(partition)
+
+    def put(self, document: str, partition: str, log_prob: float) -> None:
+        self.scores.setdefault(document, {})[partition] = log_prob
+
+    def save(self) -> None:
+        if self.path is not None:
+            payload = {"format": CACHE_FORMAT, "checkpoint": self.checkpoint, "scores": self.scores}
+            write_text_atomic(self.path, json.dumps(payload))
+
+
+# ---- EntityNLM as the reranking language model -----------------------------------------------------------------
+
+
+def noise_free(checkpoint: Checkpoint) -> Checkpoint:
+    """The checkpoint with new-entity embeddings at their mean (sigma = 0 in eq. 7): deterministic scores."""
+    return dataclasses.replace(checkpoint, config={**checkpoint.config, "new_entity_scale": 0.0})
+
+
+def check_same_mentions(resolver_document: Document, model_document: Document) -> None:
+    """Refuse to score a resolver document's partitions on an EntityNLM document with other mentions or tokens."""
+    if len(resolver_document.tokens) != len(model_document.tokens) or [m.span for m in resolver_document.mentions] != [
+        m.span for m in model_document.mentions
+    ]:
+        raise ValueError(
+            f"document {resolver_document.id!r}: the resolver's and EntityNLM's preprocessing disagree "
+            f"({len(resolver_document.tokens)} vs {len(model_document.tokens)} tokens, "
+            f"{len(resolver_document.mentions)} vs {len(model_document.mentions)} mentions or different spans)"
+        )
+
+
+def candidate_log_joint(
+    model: EntityNLM, checkpoint: Checkpoint, document: Document, partitions: Sequence[Partition], device: torch.device
+) -> list[float]:
+    """log p(R, E, L, X) (eq. 12) of ``document``'s words under each partition of its mentions, in one run."""
+    candidates = [document_with_clusters(document, partition) for partition in partitions]
+    stacked = Annotation.of(make_batch(candidates, checkpoint.vocabulary))  # (P, T): candidate p as document p
+    per_particle = Annotation(*(values.unsqueeze(1).to(device) for values in (stacked.R, stacked.E, stacked.L)))
+    words = make_batch([document], checkpoint.vocabulary).to(device)
+    with torch.no_grad():
+        return model.log_joint(words, per_particle)[:, 0].tolist()
+
+
+class EntityNLMScorer:
+    """The :data:`coref.rerank.LanguageModel` of EntityNLM: cached log p(R, E, L, X) of candidate partitions.
+
+    It is called with the resolver's documents and scores the EntityNLM document of the same key (lowercased,
+    numbers replaced, vocabulary applied), after checking the two have the same mentions.
+    """
+
+    def __init__(self, checkpoint: Checkpoint, model_documents: Sequence[Document], device: torch.device,
+                 chunk: int, cache: ScoreCache) -> None:
+        self.checkpoint = checkpoint
+        self.model = entitynlm_modules(noise_free(checkpoint), device)[0]
+        self.documents = {document.key: document for document in model_documents}
+        self.device = device
+        self.chunk = chunk
+        self.cache = cache
+        self.scored = self.reused = 0
+        self.seconds = 0.0
+
+    def __call__(self, document: Document, partitions: Sequence[Partition]) -> list[float]:
+        if document.key not in self.documents:
+            raise ValueError(f"document {document.id!r} part {document.part} is not among EntityNLM's documents")
+        model_document = self.documents[document.key]
+        check_same_mentions(document, model_document)
+        name = document_fingerprint(model_document)
+        keys = [partition_fingerprint(partition) for partition in partitions]
+        missing = [(key, partition) for key, partition in zip(keys, partitions) if self.cache.get(name, key) is None]
+        started = time.perf_counter()
+        for start in range(0, len(missing), self.chunk):
+            chunk = missing[start : start + self.chunk]
+            partitions_chunk = [partition for _, partition in chunk]
+            scores = candidate_log_joint(self.model, self.checkpoint, model_document, partitions_chunk, self.device)
+            for (key, _), score in zip(chunk, scores):
+                self.cache.put(name, key, score)
+        if missing:
+            self.cache.save()
+        self.seconds += time.perf_counter() - started
+        self.scored += len(missing)
+        self.reused += len(partitions) - len(missing)
+        return [self.cache.get(name, key) for key in keys]
+
+
+# ---- the experiment ---------------------------------------------------------------------------------------------
+
+
+def split_candidates(
+    args: argparse.Namespace, split: str, ranker: MentionRanker, scorer: EntityNLMScorer, generators: Sequence[str]
+) -> tuple[dict[str, list[CandidateList]], list[dict]]:
+    """Every document's candidate list per generator, and per-document sizes for the JSON."""
+    documents = resolver_documents(args.corpus, split, args.data_dir)
+    syntax = resolver_syntax(args.corpus, split, args.data_dir, documents)
+    lists: dict[str, list[CandidateList]] = {generator: [] for generator in generators}
+    sizes = []
+    for document, parse in tqdm(list(zip(documents, syntax)), desc=f"{args.corpus}/{split}: candidates",
+                                unit="doc"):
+        table = ranker.arc_scores(document, parse)
+        candidates = document_candidates(document, table, generators, args.k, scorer)
+        for generator in generators:
+            lists[generator].append(candidates[generator])
+        sizes.append({
+            "document": document.id, "part": document.part, "mentions": len(document.mentions),
+            "list_length": {generator: candidates[generator].list_length for generator in generators},
+            "distinct_candidates": {generator: len(candidates[generator].candidates) for generator in generators},
+            "scored_candidates": len({c.partition for lst in candidates.values() for c in lst.candidates}),
+        })
+    return lists, sizes
+
+
+def per_document_choices(lists: Sequence[CandidateList], weight: float) -> list[dict]:
+    """Which candidate each system chose in each document, and its CoNLL F1 there."""
+    systems = {"base": base_choice, "entitynlm": partial(interpolated_choice, weight=0.0),
+               "interpolated": partial(interpolated_choice, weight=weight), "oracle": oracle_choice}
+    rows = []
+    for candidates in lists:
+        row: dict[str, object] = {"document": candidates.key[0], "part": candidates.key[1]}
+        for name, choose in systems.items():
+            index = choose(candidates)
+            row[name] = {"index": index, "conll_f1": candidates.candidates[index].evaluation.conll_f1}
+        rows.append(row)
+    return rows
+
+
+def run(args: argparse.Namespace) -> tuple[dict, dict[str, RerankResult]]:
+    """The experiment: every figure as JSON, and each generator's :class:`RerankResult` for the tables."""
+    started = time.perf_counter()
+    set_seed(args.seed)
+    device = resolve_device(args.device)
+    ranker = MentionRanker.load(args.resolver)
+    path = Path(args.checkpoint) if args.checkpoint else pretrained("entitynlm.pt")
+    checkpoint = Checkpoint.load(path)
+    if checkpoint.kind != "entitynlm":
+        raise CheckpointError(f"{path}: an entitynlm checkpoint is needed, this one is {checkpoint.kind}")
+    fingerprint = file_fingerprint(path)
+    cache_dir = args.cache or (Path(args.json).parent if args.json else None)
+    cache_path = Path(cache_dir) / f"entitynlm_scores_{args.corpus}_{fingerprint[:12]}.json" if cache_dir else None
+    model_documents = [
+        document
+        for split in (args.dev_split, args.test_split)
+        for document in prepared_documents(args.corpus, split, args.data_dir, checkpoint.preprocess,
+                                           checkpoint.vocabulary, quiet=True)
+    ]
+    scorer = EntityNLMScorer(checkpoint, model_documents, device, args.chunk, ScoreCache(cache_path, fingerprint))
+    generators = list(GENERATORS) if args.generator == "both" else [args.generator]
+    dev, dev_sizes = split_candidates(args, args.dev_split, ranker, scorer, generators)
+    test, test_sizes = split_candidates(args, args.test_split, ranker, scorer, generators)
+    experiments = {
+        generator: rerank_experiment(dev[generator], test[generator], DEFAULT_GRID, "EntityNLM", args.trials,
+                                     args.seed)
+        for generator in generators
+    }
+    figures = {
+        generator: {
+            **experiment.to_json(),
+            "dev_choices": per_document_choices(dev[generator], experiment.weight),
+            "test_choices": per_document_choices(test[generator], experiment.weight),
+        }
+        for generator, experiment in experiments.items()
+    }
+    result = {
+        "corpus": args.corpus, "dev_split": args.dev_split, "test_split": args.test_split, "k": args.k,
+        "resolver": str(args.resolver), "checkpoint": str(path), "checkpoint_sha256": fingerprint,
+        "device": str(device), "trials": args.trials, "seed": args.seed,
+        "cache": str(cache_path) if cache_path else None, "generators": figures,
+        "documents": {args.dev_split: dev_sizes, args.test_split: test_sizes},
+        "entitynlm": {"scored": scorer.scored, "reused": scorer.reused, "seconds": scorer.seconds},
+        "seconds": time.perf_counter() - started,
+    }
+    return result, experiments
+
+
+def format_result(result: dict, experiments: dict[str, RerankResult]) -> str:
+    """Per generator: the chosen weight, the dev grid and Table 2 on test; then what EntityNLM scoring cost."""
+    blocks = []
+    for generator, experiment in experiments.items():
+        grid = ", ".join(f"{format_weight(w)}: {100 * f1:.2f}" for w, f1 in experiment.dev_f1_by_weight.items())
+        blocks.append(
+            f"{result['corpus']}/{result['test_split']}, {generator} k-best (k={result['k']}); lambda chosen on "
+            f"{result['dev_split']}: {format_weight(experiment.weight)} "
+            f"(dev CoNLL F1 {100 * experiment.dev_f1_by_weight[experiment.weight]:.2f})\n"
+            f"dev CoNLL F1 by lambda: {grid}\n{format_table(experiment.test)}"
+        )
+    scored = result["entitynlm"]
+    blocks.append(
+        f"EntityNLM scored {scored['scored']} candidates in {scored['seconds']:.1f} s "
+        f"({scored['reused']} more taken from the cache); total {result['seconds']:.1f} s"
+    )
+    return "\n\n".join(blocks)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        result, experiments = run(args)
+    except (CorpusError, CheckpointError, ResolverModelError, ValueError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(format_result(result, experiments))
+    if args.json:
+        write_text_atomic(args.json, json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -36,23 +36,7 @@ from generative.batch import make_batch
 from inference import rerank as cli
 from inference.checkpoint import Checkpoint, pretrained
 from inference.common import prepared_documents
-
-NO = -math.inf
-
-
-def table(rows: list[list[float]]) -> np.ndarray:
-    """A score table from its lower-triangular rows: ``rows[j-1]`` holds the scores of arcs 0..j-1 -> j."""
-    scores = np.full((len(rows) + 1, len(rows) + 1), NO)
-    for j, row in enumerate(rows, start=1):
-        scores[j, :j] = row
-    return scores
-
-
-def random_table(rng: np.random.Generator, n: int, impossible: float = 0.0) -> np.ndarray:
-    scores = table([list(rng.normal(size=j)) for j in range(1, n + 1)])
-    for j in range(2, n + 1):
-        scores[j, 1:j][rng.random(j - 1) < impossible] = NO
-    return scores
+from tests.test_kbest import random_table, table
 
 
 def story(entities: list[int], name: str = "story") -> Document:

@@ -8,7 +8,9 @@ A corpus is a name and a split:
   annotated, split 80/10/10 by our fixed protocol table ``coref/data/litbank_splits.tsv``;
 - ``ontogum`` (train, dev, test, test2): OntoGUM (Zhu et al. 2021), GUM in the OntoNotes scheme, with GUM's
   own splits and the out-of-domain GENTLE documents as test2; sentence boundaries come from the CoNLL-U files;
-- ``conll2012`` (train, dev, test): the CoNLL-2012 shared task data, which is licensed (LDC): bring your own.
+- ``conll2012`` (train, dev, test): the CoNLL-2012 shared task data, which is licensed (LDC): bring your own;
+- ``inscript`` (train, dev, test): InScript (Modi et al. 2016), 910 crowdsourced script stories, split 637/91/182
+  by the JSON table that came with it; its labels and chains become mentions as :mod:`coref.inscript` says.
 
 Every corpus but ``sample`` lives under a data directory (``--data-dir`` or ``ENTITYLM_DATA``), in the layout
 that ``python -m coref.corpora download`` writes::
@@ -16,6 +18,7 @@ that ``python -m coref.corpora download`` writes::
     DATA/litbank/splits.tsv   DATA/litbank/conll/NAME.conll
     DATA/ontogum/splits.tsv   DATA/ontogum/conll/NAME.conll   DATA/ontogum/conllu/NAME.conllu
     DATA/conll2012/train/ development/ test/   (*_conll files at any depth; *_gold_conll preferred)
+    DATA/inscript/splits/modi_split_637_91_182.json   DATA/inscript/corpus/SCENARIO/STORY.xml   (copied by hand)
 
 ``"litbank+ontogum"`` names the concatenation of several corpora. Files are read leniently by default: a
 malformed mention is dropped and reported in :attr:`Corpus.problems`, so that one annotation error does not
@@ -47,6 +50,7 @@ from tqdm import tqdm
 from coref.atomic import atomic_path, write_text_atomic
 from coref.conll import ConllError, Problem, read_conll
 from coref.document import Document
+from coref.inscript import InscriptError, LabelCounts, read_story
 from coref.preprocess import preprocess_documents
 
 DATA_ENV = "ENTITYLM_DATA"
@@ -56,6 +60,7 @@ SPLITS = {
     "litbank": ("train", "dev", "test"),
     "ontogum": ("train", "dev", "test", "test2"),
     "conll2012": ("train", "dev", "test"),
+    "inscript": ("train", "dev", "test"),
 }
 SPLIT_ALIASES = {"development": "dev"}  # the CoNLL-2012 folder name
 CONLL2012_FOLDERS = {"train": "train", "dev": "development", "test": "test"}
@@ -256,12 +261,57 @@ def _load_conll2012(split: str, data_dir: DataDir, strict: bool) -> tuple[list[D
     return _read_files([(path, None) for path in paths], strict)
 
 
+INSCRIPT_SPLITS = Path("inscript") / "splits" / "modi_split_637_91_182.json"
+
+
+def inscript_split_ids(data_dir: DataDir, split: str) -> tuple[Path, list[str]]:
+    """The InScript corpus folder and the story ids (``bath_001``) of ``split``, from the split JSON table."""
+    base = resolve_data_dir(data_dir)
+    table_path = base / INSCRIPT_SPLITS
+    if not table_path.is_file():
+        raise CorpusError(
+            f"corpus 'inscript' not found: {table_path} does not exist; InScript is not downloadable here: "
+            f"put its corpus/ folder and that split table under {base / 'inscript'} (see its SOURCE.md)"
+        )
+    try:
+        ids = json.loads(table_path.read_text(encoding="utf-8"))[split]
+    except (json.JSONDecodeError, KeyError, TypeError) as error:
+        raise CorpusError(f"{table_path}: expected a JSON object mapping {split!r} to a list of story ids") from error
+    if not ids:
+        raise CorpusError(f"{table_path} lists no story of split {split!r}")
+    return base / "inscript", ids
+
+
+def load_inscript(split: str, data_dir: DataDir = None) -> tuple[list[Document], LabelCounts]:
+    """The stories of one InScript split, in the table's order, and what the reader did with their labels."""
+    root, ids = inscript_split_ids(data_dir, split)
+    documents: list[Document] = []
+    counts = LabelCounts()
+    for story in ids:
+        path = root / "corpus" / story.rsplit("_", 1)[0] / f"{story}.xml"
+        if not path.is_file():
+            raise CorpusError(f"{path} is missing: the InScript corpus is incomplete")
+        try:
+            document, story_counts = read_story(path, story)
+        except InscriptError as error:
+            raise CorpusError(str(error)) from error
+        documents.append(document)
+        counts += story_counts
+    return documents, counts
+
+
+def _load_inscript(split: str, data_dir: DataDir, strict: bool) -> tuple[list[Document], list[Problem]]:
+    """InScript has no lenient mode: a story the reader cannot use is an error whatever ``strict`` says."""
+    return load_inscript(split, data_dir)[0], []
+
+
 Loader = Callable[[str, DataDir, bool], tuple[list[Document], list[Problem]]]
 LOADERS: dict[str, Loader] = {
     "sample": _load_sample,
     "litbank": _load_litbank,
     "ontogum": _load_ontogum,
     "conll2012": _load_conll2012,
+    "inscript": _load_inscript,
 }
 
 

@@ -47,6 +47,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--dev-split", default="dev")
     parser.add_argument("--out", required=True, help="output folder: model.pt (best weights), last.pt (for --resume)")
     parser.add_argument("--vocab-size", type=int, default=10_000, help="words incl. <unk> <num> <s> </s> (paper 10K)")
+    parser.add_argument("--keep-singletons", action="store_true",
+                        help="keep singleton entities (InScript's entity prediction needs them; the paper's "
+                             "CoNLL-2012 preprocessing drops them)")
     parser.add_argument("--embedding-size", type=int, default=128, help="paper grid {32, 48, 64, 128, 256}")
     parser.add_argument("--hidden-size", type=int, default=128, help="paper grid {32, 48, 64, 128, 256}")
     parser.add_argument("--dropout", type=float, default=0.2, help="paper grid {0.2, 0.5}")
@@ -187,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     set_seed(args.seed)
     device = resolve_device(args.device)
-    preprocess = PreprocessConfig()
+    preprocess = PreprocessConfig(drop_singletons=not args.keep_singletons)
     resumed = Checkpoint.load(out / "last.pt") if args.resume else None
     train_docs = prepared_documents(args.corpus, args.train_split, args.data_dir, preprocess)
     vocabulary = resumed.vocabulary if resumed else Vocabulary.build(train_docs, max_size=args.vocab_size)

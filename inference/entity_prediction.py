@@ -1,0 +1,275 @@
+"""Entity prediction on InScript (Ji et al. 2017, §5.3, Table 3): which entity does the next mention refer to?
+
+    python -m inference.entity_prediction --checkpoint runs/inscript/model.pt --data-dir DATA --json out.json
+
+The protocol (Modi et al. 2017, as adapted by the paper): R is given, so the positions of mention starts are
+known; after the first three sentences of a story, at each of its first (at most) 30 mention starts, a
+predictor sees the left context with its gold entities and names the entity of the mention: one mentioned
+before, or "new". Accuracy over all such slots of the test split, and per scenario.
+
+Predictors:
+
+- **always-new**;
+- **shallow features**: a linear (conditional-logit) classifier over the candidates (every entity mentioned so
+  far, and "new") with the features of Modi et al. (2017): recency of the entity's last mention and its
+  frequency so far; fitted by maximum likelihood on every mention of the training split;
+- **EntityNLM**: argmax of p(E_t | R_t = 1, history) (eq. 4) in one teacher-forced run over the story's gold
+  R, E, L: the history is the words and gold entities of the left context only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from pyro.poutine.messenger import Messenger
+from tqdm import tqdm
+
+from coref.atomic import write_text_atomic
+from coref.corpora import CorpusError
+from coref.document import Document, encode_entities
+from generative.batch import batches_by_length
+from generative.entitynlm import Annotation, EntityNLM
+from inference.checkpoint import Checkpoint, CheckpointError, entitynlm_modules
+from inference.common import prepared_documents, resolve_device, set_seed
+
+NEW = -1  # the prediction "a new entity"
+PAPER = {"always-new": 31.08, "shallow features": 45.34, "Modi et al. (2017)": 62.65, "EntityNLM": 74.23,
+         "human": 77.35}
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A mention start to predict: its token, the gold entity (NEW for a first mention) and the entities so far,
+    each with its last mention's token and sentence and its mention count."""
+
+    document: str
+    token: int
+    gold: int
+    known: tuple[int, ...]
+    last_token: tuple[int, ...]
+    last_sentence: tuple[int, ...]
+    count: tuple[int, ...]
+    sentence: int
+
+
+def slots(document: Document, skip_sentences: int = 3, max_slots: int | None = 30) -> list[Slot]:
+    """The prediction slots of a story: its mention starts from sentence ``skip_sentences`` on, the first
+    ``max_slots`` of them (all mentions with ``skip_sentences=0, max_slots=None``, as training uses)."""
+    sentence_of = document.sentence_of()
+    seen: dict[int, tuple[int, int, int]] = {}  # entity -> (last token, last sentence, count)
+    found = []
+    for mention in document.mentions:
+        sentence = sentence_of[mention.start]
+        if sentence >= skip_sentences and (max_slots is None or len(found) < max_slots):
+            known = tuple(seen)
+            found.append(Slot(
+                document.id, mention.start, mention.entity if mention.entity in seen else NEW, known,
+                tuple(seen[e][0] for e in known), tuple(seen[e][1] for e in known), tuple(seen[e][2] for e in known),
+                sentence,
+            ))
+        count = seen.get(mention.entity, (0, 0, 0))[2]
+        seen[mention.entity] = (mention.end - 1, sentence, count + 1)
+    return found
+
+
+# ---- the shallow-feature baseline -----------------------------------------------------------------------------
+
+
+def candidate_features(slot: Slot) -> np.ndarray:
+    """(1 + known entities, 6) features of the candidates: "new" has an indicator and log(1 + known entities);
+    a known entity has log(1 + tokens since its last mention), log(1 + sentences since), log(1 + its mentions so
+    far) and whether it is the most recently mentioned entity."""
+    known = len(slot.known)
+    rows = np.zeros((known + 1, 6))
+    rows[0, :2] = 1.0, math.log1p(known)
+    if known:
+        rows[1:, 2] = np.log1p(slot.token - np.array(slot.last_token))
+        rows[1:, 3] = np.log1p(slot.sentence - np.array(slot.last_sentence))
+        rows[1:, 4] = np.log1p(np.array(slot.count))
+        rows[1 + int(np.argmax(slot.last_token)), 5] = 1.0
+    return rows
+
+
+def _target(slot: Slot) -> int:
+    return 0 if slot.gold == NEW else 1 + slot.known.index(slot.gold)
+
+
+class ShallowClassifier:
+    """A conditional logit over the candidates of a slot: score = w . features (see :func:`candidate_features`)."""
+
+    def __init__(self, weights: np.ndarray) -> None:
+        self.weights = weights
+
+    @classmethod
+    def fit(cls, training: Sequence[Slot], steps: int = 200) -> ShallowClassifier:
+        """Maximum likelihood (L-BFGS) on the training slots."""
+        features = [torch.tensor(candidate_features(slot), dtype=torch.float64) for slot in training]
+        targets = [_target(slot) for slot in training]
+        padded = torch.nn.utils.rnn.pad_sequence(features, batch_first=True)  # (S, C, F)
+        valid = torch.nn.utils.rnn.pad_sequence([torch.ones(len(f), dtype=torch.bool) for f in features],
+                                                batch_first=True)
+        target = torch.tensor(targets)
+        weights = torch.zeros(padded.shape[-1], dtype=torch.float64, requires_grad=True)
+        optimizer = torch.optim.LBFGS([weights], max_iter=steps, line_search_fn="strong_wolfe")
+
+        def loss() -> torch.Tensor:
+            optimizer.zero_grad()
+            logits = (padded @ weights).masked_fill(~valid, -math.inf)
+            value = torch.nn.functional.cross_entropy(logits, target)
+            value.backward()
+            return value
+
+        optimizer.step(loss)
+        return cls(weights.detach().numpy())
+
+    def predict(self, slot: Slot) -> int:
+        choice = int(np.argmax(candidate_features(slot) @ self.weights))
+        return NEW if choice == 0 else slot.known[choice - 1]
+
+
+# ---- EntityNLM ---------------------------------------------------------------------------------------------
+
+
+class EntityChoices(Messenger):
+    """Records, at every E site, the model's most probable entity slot (over known entities and the new one)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.best: dict[int, torch.Tensor] = {}
+
+    def _postprocess_message(self, msg: dict) -> None:
+        if msg["type"] == "sample" and msg["name"].startswith("E_"):
+            categorical = msg["fn"].base_dist if hasattr(msg["fn"], "base_dist") else msg["fn"]
+            self.best[int(msg["name"][2:])] = categorical.logits.argmax(-1)  # (1, B), stays on the device
+
+
+@torch.no_grad()
+def entitynlm_predictions(model: EntityNLM, documents: Sequence[Document], slots_of: dict[str, list[Slot]],
+                          vocabulary, device: torch.device, batch_tokens: int = 20_000) -> dict[tuple[str, int], int]:
+    """EntityNLM's prediction at every slot, as an entity label of the document (NEW for the new slot)."""
+    predictions = {}
+    by_key = {document.key: document for document in documents}
+    for batch in tqdm(batches_by_length(documents, vocabulary, batch_tokens), desc="EntityNLM", unit="batch"):
+        batch = batch.to(device)
+        with EntityChoices() as choices:
+            model.story(batch, 1, Annotation.of(batch))
+        for b, key in enumerate(batch.keys):
+            document = by_key[key]
+            stream = _stream_positions(document)
+            for slot in slots_of[document.id]:  # entity slot k holds the (k + 1)-th entity by first mention
+                chosen = int(choices.best[stream[slot.token]][0, b])
+                predictions[document.id, slot.token] = NEW if chosen >= len(slot.known) else slot.known[chosen]
+    return predictions
+
+
+def _stream_positions(document: Document) -> list[int]:
+    """The position of every document token in the token stream (sentence words, then ``</s>``)."""
+    positions = []
+    for number, (start, end) in enumerate(document.sentences):
+        positions.extend(range(start + number, end + number))
+    return positions
+
+
+# ---- the command ---------------------------------------------------------------------------------------------
+
+
+def accuracy_table(all_slots: Sequence[Slot], predictions: dict[str, dict[tuple[str, int], int]]) -> dict:
+    """Accuracy (%) of every predictor, overall and per scenario (the story id's prefix)."""
+    table = {}
+    for name, predicted in predictions.items():
+        correct: Counter[str] = Counter()
+        total: Counter[str] = Counter()
+        for slot in all_slots:
+            scenario = slot.document.split("_")[0]
+            hit = predicted[slot.document, slot.token] == slot.gold
+            for group in ("all", scenario):
+                correct[group] += hit
+                total[group] += 1
+        table[name] = {group: 100 * correct[group] / total[group] for group in total}
+    return table
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m inference.entity_prediction", description=__doc__.split("\n")[0])
+    parser.add_argument("--checkpoint", required=True, help="EntityNLM trained on InScript (inference.train)")
+    parser.add_argument("--corpus", default="inscript")
+    parser.add_argument("--split", default="test")
+    parser.add_argument("--train-split", default="train", help="fits the shallow-feature baseline")
+    parser.add_argument("--data-dir", help="folder holding the corpora (default: $ENTITYLM_DATA)")
+    parser.add_argument("--skip-sentences", type=int, default=3, help="predict after this many sentences (paper 3)")
+    parser.add_argument("--max-slots", type=int, default=30, help="at most this many slots per story (paper 30)")
+    parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", metavar="OUT", help="also write the results as JSON")
+    return parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> dict:
+    set_seed(args.seed)
+    device = resolve_device(args.device)
+    checkpoint = Checkpoint.load(args.checkpoint)
+    if checkpoint.kind != "entitynlm":
+        raise CheckpointError(f"{args.checkpoint}: an entitynlm checkpoint is needed, this one is {checkpoint.kind}")
+    if checkpoint.preprocess.drop_singletons:
+        raise CheckpointError(f"{args.checkpoint}: trained without singletons; entity prediction needs a model "
+                              "trained with --keep-singletons")
+    model = entitynlm_modules(checkpoint, device)[0]
+    started = time.perf_counter()
+    training, test = (prepared_documents(args.corpus, split, args.data_dir, checkpoint.preprocess,
+                                         checkpoint.vocabulary, quiet=True) for split in (args.train_split, args.split))
+    shallow = ShallowClassifier.fit([slot for document in training for slot in slots(document, 0, None)])
+    slots_of = {document.id: slots(document, args.skip_sentences, args.max_slots) for document in test}
+    all_slots = [slot for document in test for slot in slots_of[document.id]]
+    for document in test:
+        encode_entities(document)  # a clear error for a story the model cannot read
+    predictions = {
+        "always-new": defaultdict(lambda: NEW),
+        "shallow features": {(slot.document, slot.token): shallow.predict(slot) for slot in all_slots},
+        "EntityNLM": entitynlm_predictions(model, test, slots_of, checkpoint.vocabulary, device),
+    }
+    return {
+        "corpus": args.corpus, "split": args.split, "checkpoint": str(args.checkpoint), "stories": len(test),
+        "slots": len(all_slots), "new_slots": sum(slot.gold == NEW for slot in all_slots),
+        "accuracy": accuracy_table(all_slots, predictions), "paper": PAPER,
+        "shallow_weights": shallow.weights.tolist(), "seconds": time.perf_counter() - started,
+    }
+
+
+def format_result(result: dict) -> str:
+    accuracy = result["accuracy"]
+    scenarios = sorted(group for group in accuracy["EntityNLM"] if group != "all")
+    lines = [f"{result['corpus']}/{result['split']}: {result['stories']} stories, {result['slots']} slots "
+             f"({result['new_slots']} new entities)",
+             f"{'predictor':<20} {'accuracy':>8} {'paper':>7}  " + " ".join(f"{s[:7]:>7}" for s in scenarios)]
+    for name, row in accuracy.items():
+        lines.append(f"{name:<20} {row['all']:>8.2f} {result['paper'][name]:>7.2f}  "
+                     + " ".join(f"{row[s]:>7.2f}" for s in scenarios))
+    for name in ("Modi et al. (2017)", "human"):
+        lines.append(f"{name:<20} {'':>8} {result['paper'][name]:>7.2f}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        result = run(args)
+    except (CorpusError, CheckpointError, ValueError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(format_result(result))
+    if args.json:
+        write_text_atomic(args.json, json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""The entity-prediction protocol (paper §5.3): slots, the shallow baseline, EntityNLM's left-context-only
+predictions, and the command on the embedded sample corpus."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from coref.corpora import load_corpus
+from coref.document import Document, Mention
+from coref.preprocess import PreprocessConfig, Vocabulary, preprocess_documents
+from generative.entitynlm import EntityNLM, EntityNLMConfig
+from inference import entity_prediction, train
+from inference.entity_prediction import NEW, ShallowClassifier, Slot, entitynlm_predictions, slots
+
+# five one-word sentences... with entities 1 2 1 3 1 2 over six sentences
+STORY = Document(
+    "bath_001",
+    ["a", "b", "a", "c", "a", "b"],
+    [(i, i + 1) for i in range(6)],
+    [Mention(0, 1, 1), Mention(1, 2, 2), Mention(2, 3, 1), Mention(3, 4, 3), Mention(4, 5, 1), Mention(5, 6, 2)],
+)
+
+
+def test_slots_start_after_three_sentences_and_are_capped():
+    found = slots(STORY, skip_sentences=3, max_slots=2)
+    assert [(slot.token, slot.gold) for slot in found] == [(3, NEW), (4, 1)]
+    assert found[1].known == (1, 2, 3) and found[1].last_token == (2, 1, 3) and found[1].count == (2, 1, 1)
+    assert len(slots(STORY, 0, None)) == 6 and slots(STORY, 0, None)[0].gold == NEW
+
+
+def test_shallow_classifier_learns_that_the_most_recent_entity_comes_back():
+    def recent_slot(known: int, token: int) -> Slot:
+        last = tuple(range(token - known, token))
+        return Slot("d", token, known - 1, tuple(range(known)), last, last, (1,) * known, token)
+
+    training = [recent_slot(known, 10 + known) for known in range(1, 6)] * 5
+    classifier = ShallowClassifier.fit(training)
+    assert all(classifier.predict(slot) == slot.gold for slot in training)
+    new_only = [Slot("d", 5, NEW, (0, 1), (1, 2), (1, 2), (1, 1), 5)] * 4 + training[:1]
+    assert ShallowClassifier.fit(new_only).predict(new_only[0]) == NEW
+
+
+def truncated(document: Document, end: int) -> Document:
+    """The document's first ``end`` tokens (a mention running past them is cut)."""
+    sentences = [(s, min(e, end)) for s, e in document.sentences if s < end]
+    mentions = [Mention(m.start, min(m.end, end), m.entity) for m in document.mentions if m.start < end]
+    return Document(document.id, document.tokens[:end], sentences, mentions)
+
+
+def test_entitynlm_predictions_see_only_the_left_context():
+    documents, _ = preprocess_documents(load_corpus("sample", "dev").documents, PreprocessConfig(drop_singletons=False))
+    vocabulary = Vocabulary.build(documents)
+    torch.manual_seed(0)
+    config = EntityNLMConfig(vocab_size=len(vocabulary), embedding_size=8, hidden_size=8, dropout=0.0,
+                             softmax="full", new_entity_scale=0.0)
+    model = EntityNLM(config, list(vocabulary.counts)).eval()
+    with torch.no_grad():  # known entities favoured by distance, so that the predictions vary
+        model.heads.entity.bilinear.weight.normal_(0.0, 3.0)
+        model.heads.entity.distance_weights.fill_(1.0)
+    document = documents[0]
+    found = slots(document, 1, 6)
+    full = entitynlm_predictions(model, [document], {document.id: found}, vocabulary, torch.device("cpu"))
+    assert len(full) == len(found) and len(set(full.values())) > 1  # not a constant predictor
+    for slot in found:
+        alone = truncated(document, slot.token + 1)
+        left = entitynlm_predictions(model, [alone], {document.id: [slot]}, vocabulary, torch.device("cpu"))
+        assert left[document.id, slot.token] == full[document.id, slot.token]
+
+
+@pytest.fixture(scope="module")
+def tiny_models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("runs")
+    common = ["--model", "entitynlm", "--corpus", "sample", "--epochs", "1", "--embedding-size", "16",
+              "--hidden-size", "16", "--batch-tokens", "1000", "--device", "cpu"]
+    assert train.main([*common, "--keep-singletons", "--out", str(root / "with")]) == 0
+    assert train.main([*common, "--out", str(root / "without")]) == 0
+    return root / "with" / "model.pt", root / "without" / "model.pt"
+
+
+def test_the_command_reports_every_predictor(tiny_models, tmp_path, capsys):
+    out = tmp_path / "result.json"
+    argv = ["--checkpoint", str(tiny_models[0]), "--corpus", "sample", "--device", "cpu", "--json", str(out)]
+    assert entity_prediction.main(argv) == 0
+    result = json.loads(out.read_text())
+    assert set(result["accuracy"]) == {"always-new", "shallow features", "EntityNLM"}
+    documents, _ = preprocess_documents(load_corpus("sample", "test").documents,
+                                        PreprocessConfig(drop_singletons=False))
+    assert result["slots"] == sum(len(slots(document)) for document in documents)
+    assert result["accuracy"]["always-new"]["all"] == pytest.approx(100 * result["new_slots"] / result["slots"])
+    assert all(0 <= row["all"] <= 100 for row in result["accuracy"].values())
+    assert "EntityNLM" in capsys.readouterr().out
+
+
+def test_a_model_trained_without_singletons_is_refused(tiny_models, capsys):
+    assert entity_prediction.main(["--checkpoint", str(tiny_models[1]), "--corpus", "sample", "--device", "cpu"]) == 2
+    assert "--keep-singletons" in capsys.readouterr().err
+
+
+def test_the_inscript_test_split_has_the_protocol_s_slots(data_dir):
+    if not (data_dir / "inscript").is_dir():
+        pytest.skip(f"corpus 'inscript' unavailable: {data_dir / 'inscript'} does not exist")
+    documents, _ = preprocess_documents(load_corpus("inscript", "test", data_dir).documents,
+                                        PreprocessConfig(drop_singletons=False))
+    found = [slots(document) for document in documents]
+    assert len(documents) == 182 and sum(map(len, found)) == 5_418
+    assert max(map(len, found)) == 30 and sum(len(story) == 30 for story in found) == 169

@@ -13,7 +13,15 @@ from coref.document import Document, Mention
 from coref.preprocess import PreprocessConfig, Vocabulary, preprocess_documents
 from generative.entitynlm import EntityNLM, EntityNLMConfig
 from inference import entity_prediction, train
-from inference.entity_prediction import NEW, ShallowClassifier, Slot, entitynlm_predictions, slots
+from inference.entity_prediction import (
+    NEW,
+    EntityScores,
+    ShallowClassifier,
+    Slot,
+    entitynlm_scores,
+    slots,
+    tune_new_bias,
+)
 
 # five one-word sentences... with entities 1 2 1 3 1 2 over six sentences
 STORY = Document(
@@ -62,12 +70,23 @@ def test_entitynlm_predictions_see_only_the_left_context():
         model.heads.entity.distance_weights.fill_(1.0)
     document = documents[0]
     found = slots(document, 1, 6)
-    full = entitynlm_predictions(model, [document], {document.id: found}, vocabulary, torch.device("cpu"))
-    assert len(full) == len(found) and len(set(full.values())) > 1  # not a constant predictor
+    full = entitynlm_scores(model, [document], {document.id: found}, vocabulary, torch.device("cpu"))
+    assert len(full) == len(found) and len({score.prediction() for score in full.values()}) > 1  # not constant
     for slot in found:
         alone = truncated(document, slot.token + 1)
-        left = entitynlm_predictions(model, [alone], {document.id: [slot]}, vocabulary, torch.device("cpu"))
-        assert left[document.id, slot.token] == full[document.id, slot.token]
+        (left,) = entitynlm_scores(model, [alone], {document.id: [slot]}, vocabulary, torch.device("cpu")).values()
+        assert left.best_known == full[document.id, slot.token].best_known
+        assert left.new_margin == pytest.approx(full[document.id, slot.token].new_margin, abs=1e-5)
+
+
+def test_the_new_entity_bias_moves_predictions_towards_new_and_is_tuned_on_dev():
+    unsure = EntityScores(best_known=7, new_margin=-0.6)
+    assert unsure.prediction() == 7 and unsure.prediction(1.0) == NEW
+    assert EntityScores(None, float("inf")).prediction(-100.0) == NEW
+    dev = [Slot("d", t, NEW if t < 3 else 7, (7,), (0,), (0,), (1,), 1) for t in range(1, 5)]
+    scores = {("d", t): EntityScores(7, -0.6 if t < 3 else -2.0) for t in range(1, 5)}
+    bias, curve = tune_new_bias(dev, scores)
+    assert bias == 0.75 and curve[bias] == 1.0 and curve[0.0] == 0.5
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +104,8 @@ def test_the_command_reports_every_predictor(tiny_models, tmp_path, capsys):
     argv = ["--checkpoint", str(tiny_models[0]), "--corpus", "sample", "--device", "cpu", "--json", str(out)]
     assert entity_prediction.main(argv) == 0
     result = json.loads(out.read_text())
-    assert set(result["accuracy"]) == {"always-new", "shallow features", "EntityNLM"}
+    assert set(result["accuracy"]) == {"always-new", "shallow features", "EntityNLM",
+                                       "EntityNLM, new-entity bias tuned on dev"}
     documents, _ = preprocess_documents(load_corpus("sample", "test").documents,
                                         PreprocessConfig(drop_singletons=False))
     assert result["slots"] == sum(len(slots(document)) for document in documents)

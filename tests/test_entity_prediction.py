@@ -79,6 +79,14 @@ def test_entitynlm_predictions_see_only_the_left_context():
         assert left.new_margin == pytest.approx(full[document.id, slot.token].new_margin, abs=1e-5)
 
 
+def test_mcnemar_counts_only_the_slots_one_predictor_gets_right():
+    found = [Slot("d", t, 1, (1, 2), (0, 0), (0, 0), (1, 1), 1) for t in range(12)]
+    always_right = {("d", t): 1 for t in range(12)}
+    always_wrong = {("d", t): 2 for t in range(12)}
+    assert entity_prediction.mcnemar_p(found, always_right, always_wrong) == pytest.approx(2 * 0.5**12)
+    assert entity_prediction.mcnemar_p(found, always_right, always_right) == 1.0
+
+
 def test_the_new_entity_bias_moves_predictions_towards_new_and_is_tuned_on_dev():
     unsure = EntityScores(best_known=7, new_margin=-0.6)
     assert unsure.prediction() == 7 and unsure.prediction(1.0) == NEW
@@ -111,6 +119,7 @@ def test_the_command_reports_every_predictor(tiny_models, tmp_path, capsys):
     assert result["slots"] == sum(len(slots(document)) for document in documents)
     assert result["accuracy"]["always-new"]["all"] == pytest.approx(100 * result["new_slots"] / result["slots"])
     assert all(0 <= row["all"] <= 100 for row in result["accuracy"].values())
+    assert 0 < result["p_entitynlm_vs_shallow"] <= 1
     assert "EntityNLM" in capsys.readouterr().out
 
 

@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import argparse
+import json
 import random
 import sys
+from collections.abc import Callable
 
 import numpy as np
 import pyro
 import torch
 
-from coref.corpora import load_corpus
+from coref.atomic import write_text_atomic
+from coref.conll import ConllError
+from coref.corpora import CorpusError, load_corpus
 from coref.document import Document
 from coref.preprocess import PreprocessConfig, Vocabulary, preprocess_documents
+from inference.checkpoint import CheckpointError
+
+# What bad input raises: the commands report these in one line (exit status 2), never as a traceback.
+USER_ERRORS = (CorpusError, CheckpointError, ConllError, ValueError, OSError, FloatingPointError)
 
 
 def set_seed(seed: int) -> None:
@@ -50,3 +59,18 @@ def prepared_documents(
         if loaded.problems:
             print(f"  ({len(loaded.problems)} reader problems, {dropped} malformed mentions dropped)", file=sys.stderr)
     return documents
+
+
+def run_command(run: Callable[[argparse.Namespace], dict], format_result: Callable[[dict], str],
+                args: argparse.Namespace) -> int:
+    """Run a command: bad input gives one line on stderr and exit status 2; the result is printed and, with
+    ``--json OUT``, written to OUT."""
+    try:
+        result = run(args)
+    except USER_ERRORS as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(format_result(result))
+    if getattr(args, "json", None):
+        write_text_atomic(args.json, json.dumps(result, indent=2) + "\n")
+    return 0

@@ -24,7 +24,6 @@ Predictors:
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
@@ -37,14 +36,12 @@ import torch
 from pyro.poutine.messenger import Messenger
 from tqdm import tqdm
 
-from coref.atomic import write_text_atomic
-from coref.corpora import CorpusError
 from coref.document import Document, encode_entities
 from coref.preprocess import Vocabulary
 from generative.batch import batches_by_length
 from generative.entitynlm import Annotation, EntityNLM
 from inference.checkpoint import Checkpoint, CheckpointError, entitynlm_modules
-from inference.common import prepared_documents, resolve_device, set_seed
+from inference.common import prepared_documents, resolve_device, run_command, set_seed
 
 NEW = -1  # the prediction "a new entity"
 PAPER = {"always-new": 31.08, "shallow features": 45.34, "Modi et al. (2017)": 62.65, "EntityNLM": 74.23,
@@ -318,16 +315,7 @@ def format_result(result: dict) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    try:
-        result = run(args)
-    except (CorpusError, CheckpointError, ValueError, OSError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    print(format_result(result))
-    if args.json:
-        write_text_atomic(args.json, json.dumps(result, indent=2) + "\n")
-    return 0
+    return run_command(run, format_result, parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ is again an unbiased estimate of p(x), with far less variance on long documents.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
@@ -27,14 +26,12 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from coref.atomic import write_text_atomic
-from coref.corpora import CorpusError
 from coref.document import Document
 from coref.preprocess import EOS
 from generative.batch import DocumentBatch, batches_by_length, token_stream
 from generative.entitynlm import EntityNLM, EntityProposal
 from inference.checkpoint import Checkpoint, CheckpointError, entitynlm_modules, ngram_model, pretrained, rnnlm_module
-from inference.common import prepared_documents, resolve_device, set_seed
+from inference.common import prepared_documents, resolve_device, run_command, set_seed
 from inference.importance import estimate_marginal
 from inference.smc import sample_structures
 
@@ -163,16 +160,7 @@ def format_result(result: dict) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    try:
-        result = run(args)
-    except (CorpusError, CheckpointError, ValueError, OSError, FloatingPointError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    print(format_result(result))
-    if args.json:
-        write_text_atomic(args.json, json.dumps(result, indent=2) + "\n")
-    return 0
+    return run_command(run, format_result, parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -128,3 +128,12 @@ def pretrained(name: str) -> Path:
     if not path.is_file():
         raise CheckpointError(f"no bundled checkpoint {name!r} in {PRETRAINED}")
     return path
+
+
+def entitynlm_checkpoint(path: str | os.PathLike | None = None) -> tuple[Path, Checkpoint]:
+    """An EntityNLM checkpoint and where it was read from: ``path``, or the bundled one when it is None."""
+    path = Path(path) if path else pretrained("entitynlm.pt")
+    checkpoint = Checkpoint.load(path)
+    if checkpoint.kind != "entitynlm":
+        raise CheckpointError(f"{path}: an entitynlm checkpoint is needed, this one is {checkpoint.kind}")
+    return path, checkpoint

@@ -40,7 +40,7 @@ from coref.document import Document, encode_entities
 from coref.preprocess import Vocabulary
 from generative.batch import batches_by_length
 from generative.entitynlm import Annotation, EntityNLM
-from inference.checkpoint import Checkpoint, CheckpointError, entitynlm_modules
+from inference.checkpoint import CheckpointError, entitynlm_checkpoint, entitynlm_modules
 from inference.common import prepared_documents, resolve_device, run_command, set_seed
 
 NEW = -1  # the prediction "a new entity"
@@ -262,9 +262,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def run(args: argparse.Namespace) -> dict:
     set_seed(args.seed)
     device = resolve_device(args.device)
-    checkpoint = Checkpoint.load(args.checkpoint)
-    if checkpoint.kind != "entitynlm":
-        raise CheckpointError(f"{args.checkpoint}: an entitynlm checkpoint is needed, this one is {checkpoint.kind}")
+    _, checkpoint = entitynlm_checkpoint(args.checkpoint)
     if checkpoint.preprocess.drop_singletons:
         raise CheckpointError(f"{args.checkpoint}: trained without singletons; entity prediction needs a model "
                               "trained with --keep-singletons")

@@ -30,7 +30,15 @@ from coref.document import Document
 from coref.preprocess import EOS
 from generative.batch import DocumentBatch, batches_by_length, token_stream
 from generative.entitynlm import EntityNLM, EntityProposal
-from inference.checkpoint import Checkpoint, CheckpointError, entitynlm_modules, ngram_model, pretrained, rnnlm_module
+from inference.checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    entitynlm_checkpoint,
+    entitynlm_modules,
+    ngram_model,
+    pretrained,
+    rnnlm_module,
+)
 from inference.common import prepared_documents, resolve_device, run_command, set_seed
 from inference.importance import estimate_marginal
 from inference.smc import sample_structures
@@ -82,10 +90,7 @@ def baseline_log_likelihood(checkpoint: Checkpoint, documents: list[Document], b
 def run(args: argparse.Namespace) -> dict:
     set_seed(args.seed)
     device = resolve_device(args.device)
-    path = Path(args.checkpoint) if args.checkpoint else pretrained("entitynlm.pt")
-    checkpoint = Checkpoint.load(path)
-    if checkpoint.kind != "entitynlm":
-        raise CheckpointError(f"{path}: an entitynlm checkpoint is needed, this one is {checkpoint.kind}")
+    path, checkpoint = entitynlm_checkpoint(args.checkpoint)
     baselines = [(p, Checkpoint.load(p)) for p in baseline_paths(args)]
     for baseline_path, baseline in baselines:
         checkpoint.require_vocabulary(baseline.vocabulary, f"baseline {baseline_path}")

@@ -33,15 +33,14 @@ import torch
 from tqdm import tqdm
 
 from coref.atomic import atomic_path, write_text_atomic
-from coref.conll import ConllError, format_conll, read_conll
-from coref.corpora import CorpusError
+from coref.conll import format_conll, read_conll
 from coref.document import Document, Mention, bracketed
 from coref.metrics import evaluate
 from coref.preprocess import EOS, Vocabulary, drop_singletons, kept_tokens, preprocess_document
 from generative.batch import batches_by_length
 from generative.entitynlm import EntityNLM, EntityProposal
-from inference.checkpoint import Checkpoint, CheckpointError, entitynlm_modules, pretrained
-from inference.common import prepared_documents, resolve_device, set_seed
+from inference.checkpoint import Checkpoint, entitynlm_checkpoint, entitynlm_modules
+from inference.common import USER_ERRORS, prepared_documents, resolve_device, set_seed
 from inference.smc import ParticleStructures, sample_structures, stream_to_document
 
 METHODS = {"sir": "never", "smc": "sentence"}
@@ -219,10 +218,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def load_model(args: argparse.Namespace, device: torch.device) -> tuple[Checkpoint, EntityNLM, EntityProposal]:
-    path = Path(args.checkpoint) if args.checkpoint else pretrained("entitynlm.pt")
-    checkpoint = Checkpoint.load(path)
-    if checkpoint.kind != "entitynlm":
-        raise CheckpointError(f"{path}: an entitynlm checkpoint is needed, this one is {checkpoint.kind}")
+    _, checkpoint = entitynlm_checkpoint(args.checkpoint)
     model, proposal = entitynlm_modules(checkpoint, device)
     return checkpoint, model, proposal
 
@@ -339,7 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         result = evaluate_map(args) if args.evaluate else analyse(args)
-    except (CorpusError, CheckpointError, ConllError, ValueError, OSError, FloatingPointError) as error:
+    except USER_ERRORS as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     if args.evaluate:

@@ -34,7 +34,6 @@ import torch
 from tqdm import tqdm
 
 from coref.atomic import write_text_atomic
-from coref.corpora import CorpusError
 from coref.document import Document
 from coref.kbest import Partition, document_with_clusters
 from coref.rerank import (
@@ -50,11 +49,11 @@ from coref.rerank import (
     oracle_choice,
     rerank_experiment,
 )
-from coref.resolver import MentionRanker, ResolverModelError, resolver_documents, resolver_syntax
+from coref.resolver import MentionRanker, resolver_documents, resolver_syntax
 from generative.batch import make_batch
 from generative.entitynlm import Annotation, EntityNLM
-from inference.checkpoint import Checkpoint, CheckpointError, entitynlm_modules, pretrained
-from inference.common import prepared_documents, resolve_device, set_seed
+from inference.checkpoint import Checkpoint, entitynlm_checkpoint, entitynlm_modules
+from inference.common import USER_ERRORS, prepared_documents, resolve_device, set_seed
 
 CACHE_FORMAT = 1
 
@@ -252,10 +251,7 @@ def run(args: argparse.Namespace) -> tuple[dict, dict[str, RerankResult]]:
     set_seed(args.seed)
     device = resolve_device(args.device)
     ranker = MentionRanker.load(args.resolver)
-    path = Path(args.checkpoint) if args.checkpoint else pretrained("entitynlm.pt")
-    checkpoint = Checkpoint.load(path)
-    if checkpoint.kind != "entitynlm":
-        raise CheckpointError(f"{path}: an entitynlm checkpoint is needed, this one is {checkpoint.kind}")
+    path, checkpoint = entitynlm_checkpoint(args.checkpoint)
     fingerprint = file_fingerprint(path)
     cache_dir = args.cache or (Path(args.json).parent if args.json else None)
     cache_path = Path(cache_dir) / f"entitynlm_scores_{args.corpus}_{fingerprint[:12]}.json" if cache_dir else None
@@ -317,7 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         result, experiments = run(args)
-    except (CorpusError, CheckpointError, ResolverModelError, ValueError, OSError) as error:
+    except USER_ERRORS as error:  # a bad resolver model file is a ValueError
         print(f"error: {error}", file=sys.stderr)
         return 2
     print(format_result(result, experiments))

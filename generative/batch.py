@@ -47,6 +47,12 @@ def token_stream(document: Document, vocabulary: Vocabulary) -> TokenStream:
     return stream
 
 
+def stream_positions(document: Document) -> list[int]:
+    """Where every token of ``document`` stands in its token stream (sentence ``k`` is shifted by the ``k``
+    ``</s>`` before it)."""
+    return [token + number for number, (start, end) in enumerate(document.sentences) for token in range(start, end)]
+
+
 @dataclass(frozen=True)
 class DocumentBatch:
     """B documents as (B, T) tensors, padded at the end; ``mask`` marks the real target tokens.

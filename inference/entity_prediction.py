@@ -38,7 +38,7 @@ from tqdm import tqdm
 
 from coref.document import Document, encode_entities
 from coref.preprocess import Vocabulary
-from generative.batch import batches_by_length
+from generative.batch import batches_by_length, stream_positions
 from generative.entitynlm import Annotation, EntityNLM
 from inference.checkpoint import CheckpointError, entitynlm_checkpoint, entitynlm_modules
 from inference.common import prepared_documents, resolve_device, run_command, set_seed
@@ -182,7 +182,7 @@ def entitynlm_scores(
             model.story(batch, 1, Annotation.of(batch))
         for b, key in enumerate(batch.keys):
             document = by_key[key]
-            stream = _stream_positions(document)
+            stream = stream_positions(document)
             for slot in slots_of[document.id]:  # entity slot k holds the (k + 1)-th entity by first mention
                 logits = recorded.logits[stream[slot.token]][b].double().cpu()
                 known = len(slot.known)
@@ -201,14 +201,6 @@ def tune_new_bias(dev_slots: Sequence[Slot], scores: dict[tuple[str, int], Entit
                 for bias in grid}
     best = max(accuracy.values())
     return min((bias for bias in grid if accuracy[bias] == best), key=abs), accuracy
-
-
-def _stream_positions(document: Document) -> list[int]:
-    """The position of every document token in the token stream (sentence words, then ``</s>``)."""
-    positions = []
-    for number, (start, end) in enumerate(document.sentences):
-        positions.extend(range(start + number, end + number))
-    return positions
 
 
 # ---- the command ---------------------------------------------------------------------------------------------

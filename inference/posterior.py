@@ -257,7 +257,7 @@ def analyse(args: argparse.Namespace) -> dict:
         on_original = [onto_original(s, original, kept) for s in posterior.structures]
         draws = np.random.choice(len(on_original), size=args.samples, p=posterior.weights / posterior.weights.sum())
         samples += [on_original[p].replace(id=f"{original.id}#sample{k}") for k, p in enumerate(draws)]
-        maps.append(on_original[int(np.argmax(posterior.log_joint))])
+        maps.append(onto_original(posterior.map_structure, original, kept))
         table = coreference_marginals(on_original, posterior.weights, args.min_probability)
         marginals[original.id] = table.to_json()
         plot_marginals(table, out / f"heatmap-{_file_name(original.id)}.png", f"{original.id}: posterior coreference")

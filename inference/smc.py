@@ -30,7 +30,7 @@ import torch
 from pyro import poutine
 
 from coref.document import Document, EntityAnnotation, Mention
-from generative.batch import DocumentBatch
+from generative.batch import DocumentBatch, stream_positions
 from generative.density import LogDensity
 from generative.entitynlm import NEW_ENTITY_SITE, EntityNLM, EntityProposal
 from inference.importance import effective_sample_size, log_mean_exp
@@ -71,17 +71,6 @@ class ParticleStructures:
 
     def normalized_weights(self) -> torch.Tensor:
         return torch.softmax(self.log_weights, dim=0)
-
-    def draw(self, samples: int, generator: torch.Generator | None = None) -> torch.Tensor:
-        """(samples, B) particle indices drawn with replacement in proportion to the final weights."""
-        return torch.multinomial(self.normalized_weights().T, samples, replacement=True, generator=generator).T
-
-    def map_particle(self) -> torch.Tensor:
-        """(B,) the particle with the highest joint log p(X, R, E, L): the sampled structure closest to the MAP.
-
-        Not the highest *weight*: a weight p/q also rewards structures the proposal under-rates.
-        """
-        return self.log_joint.argmax(dim=0)
 
     def annotation(self, particle: int, document: int, length: int) -> EntityAnnotation:
         """One particle's annotation of the first ``length`` stream tokens of one document."""
@@ -170,28 +159,20 @@ def sample_structures(
     )
 
 
-def stream_to_document(document: Document, annotation: EntityAnnotation, name: str | None = None,
-                       part: int | None = None) -> Document:
+def stream_to_document(document: Document, annotation: EntityAnnotation) -> Document:
     """``document`` with the mentions of a sampled annotation of its token stream (words and ``</s>`` per sentence).
 
     A mention starts where R_t = 1 follows a token with L = 1 and lasts L_t tokens (the tracker keeps R, E, L
     consistent inside it). A sampled mention may run over a sentence end or the document's end (the model
     gives that small but non-zero probability); it is cut there, and one left empty is dropped.
     """
-    position: list[int | None] = []  # stream position -> document token, None for </s>
-    for start, end in document.sentences:
-        position.extend(range(start, end))
-        position.append(None)
+    token_at = {position: token for token, position in enumerate(stream_positions(document))}  # no </s> in it
     R, E, L = annotation.R, annotation.E, annotation.L
     mentions = []
     for t in range(len(R)):
-        if R[t] == 1 and (t == 0 or L[t - 1] == 1) and position[t] is not None:
+        if R[t] == 1 and (t == 0 or L[t - 1] == 1) and t in token_at:
             end = t
-            while end < min(t + L[t], len(R)) and position[end] is not None:
+            while end < min(t + L[t], len(R)) and end in token_at:
                 end += 1
-            mentions.append(Mention(position[t], position[end - 1] + 1, E[t]))
-    return document.replace(
-        id=document.id if name is None else name,
-        part=document.part if part is None else part,
-        mentions=mentions,
-    )
+            mentions.append(Mention(token_at[t], token_at[end - 1] + 1, E[t]))
+    return document.replace(mentions=mentions)

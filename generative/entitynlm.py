@@ -27,6 +27,7 @@ cheap (reference-notes §1.11): exponential sentence distance, and the swapped-d
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import pyro
@@ -40,9 +41,11 @@ from coref.document import EntityAnnotation
 from generative.batch import DocumentBatch
 from generative.config import LanguageModelConfig
 from generative.density import LogDensity
-from generative.encoder import WordEncoder
+from generative.encoder import BidirectionalWordEncoder, WordEncoder
+from generative.gold import AnnotationTerms, annotation_terms, repeat_rows
 from generative.softmax import make_softmax
 
+PROPOSAL_CONTEXTS = ("forward", "bidirectional")  # what the proposal reads: x_<=t (the paper's), or all of x
 NEW_ENTITY_SITE = "new_entity"  # the eq. 7 noise sites: a density, not part of the structure's probability
 IMPOSSIBLE = -1e4  # logit of an unavailable entity slot: a large negative number, not -inf (NaN-safe)
 GROWTH_INTERVAL = 32  # the entity table is resized at most once per this many steps (one host sync)
@@ -63,8 +66,11 @@ class EntityNLMConfig(LanguageModelConfig):
     new_entity_scale: float = 0.01  # sigma of eq. 7; 0 makes new entities deterministic (tests enumerate)
     distance: str = "paper"
     update: str = "paper"
+    proposal: str = "forward"  # the proposal the commands use by default (a key of PROPOSAL_CONTEXTS)
 
     def __post_init__(self) -> None:
+        if self.proposal not in PROPOSAL_CONTEXTS:
+            raise ValueError(f"proposal must be one of {PROPOSAL_CONTEXTS}, got {self.proposal!r}")
         if self.distance not in ("paper", "reference"):
             raise ValueError(f"distance must be 'paper' or 'reference', got {self.distance!r}")
         if self.update not in ("paper", "reference"):
@@ -100,12 +106,13 @@ class EntityHead(nn.Module):
         self.distance_weights = nn.Parameter(torch.zeros(2 if distance == "paper" else 1))
 
     def forward(
-        self, h: torch.Tensor, entities: EntityTable, position: int, sentence: torch.Tensor
+        self, h: torch.Tensor, entities: EntityTable, position: int | torch.Tensor, sentence: torch.Tensor
     ) -> dist.Categorical:
+        """The choice at token ``position`` (a step, or (P, B) steps) of sentence ``sentence`` (P, B)."""
         scores = (entities.embeddings @ self.bilinear(h).unsqueeze(-1)).squeeze(-1)  # (P, B, C)
         known = entities.known_slots()
         if self.distance == "paper":
-            tokens_since = (position - entities.last_position).clamp(min=0)
+            tokens_since = (_column(position) - entities.last_position).clamp(min=0)
             sentences_since = (sentence[..., None] - entities.last_sentence).clamp(min=0)
             features = torch.stack([tokens_since.log1p(), sentences_since.log1p()], dim=-1)
             scores = scores + known * (features @ self.distance_weights)
@@ -173,8 +180,8 @@ class EntityTable:
     count: torch.Tensor
 
     @classmethod
-    def empty(cls, particles: int, documents: int, size: int, like: torch.Tensor) -> EntityTable:
-        capacity = GROWTH_INTERVAL + 1
+    def empty(cls, particles: int, documents: int, size: int, like: torch.Tensor,
+              capacity: int = GROWTH_INTERVAL + 1) -> EntityTable:
         zeros = like.new_zeros((particles, documents, capacity))
         return cls(like.new_zeros((particles, documents, capacity, size)), zeros, zeros.clone(), zeros[..., 0].long())
 
@@ -209,11 +216,12 @@ class EntityTable:
         self.embeddings = torch.where(hit[..., None], embedding[..., None, :], self.embeddings)
         return hit
 
-    def mention(self, where: torch.Tensor, slot: torch.Tensor, embedding: torch.Tensor, position: int,
+    def mention(self, where: torch.Tensor, slot: torch.Tensor, embedding: torch.Tensor, position: int | torch.Tensor,
                 sentence: torch.Tensor) -> None:
-        """An entity mentioned at ``position``: its updated embedding and where it was last seen."""
+        """An entity mentioned at ``position`` (a step, or (P, B) steps): its updated embedding and where it was
+        last seen."""
         hit = self.write(where, slot, embedding)
-        self.last_position = torch.where(hit, torch.full_like(self.last_position, position), self.last_position)
+        self.last_position = torch.where(hit, _column(position), self.last_position).to(self.last_position)
         self.last_sentence = torch.where(hit, sentence[..., None].to(self.last_sentence), self.last_sentence)
 
 
@@ -352,6 +360,11 @@ class EntityTracker:
         self.entities.write(needed, self.entities.count, F.normalize(prototype, dim=-1))
 
 
+def _column(position: int | torch.Tensor) -> torch.Tensor | int:
+    """A step, or (P, B) steps made to broadcast against the (P, B, C) entity slots."""
+    return position if isinstance(position, int) else position[..., None]
+
+
 def _at(gold: Annotation | None, name: str, t: int) -> torch.Tensor | None:
     return None if gold is None else getattr(gold, name)[..., t]
 
@@ -432,9 +445,33 @@ class EntityNLM(PyroModule):
         """log p(R, E, L, X) of the gold annotation, per document (B,): the training objective (eq. 9)."""
         return self.log_joint(batch, Annotation.of(batch)).squeeze(0)
 
-    def log_joint(self, batch: DocumentBatch, annotation: Annotation) -> torch.Tensor:
+    def log_joint(self, batch: DocumentBatch, annotation: Annotation, noise: torch.Tensor | None = None
+                  ) -> torch.Tensor:
         """log p(R, E, L, X) (eq. 12) of each annotation, (P, B) for (P, B, T) annotations ((1, B) for (B, T)):
-        P candidate structures of the same words in one run, sharing the LSTM, as reranking needs."""
+        P candidate structures of the same words in one run, sharing the LSTM, as reranking needs.
+
+        Computed the fast way (:mod:`generative.gold`), equal to :meth:`program_log_joint`; ``noise`` as there.
+        """
+        terms = self.token_log_probs(batch, annotation, noise)
+        return terms.total.view(-1, batch.size)
+
+    def token_log_probs(self, batch: DocumentBatch, annotation: Annotation, noise: torch.Tensor | None = None
+                        ) -> AnnotationTerms:
+        """Per-token log p(R_t), p(E_t), p(L_t), p(x_t) of each annotation, (P * B, T) rows (document fastest).
+
+        ``noise`` (P * B, K, D) is eps of eq. 7 for each row's K-th new entity (drawn when not given).
+        """
+        states = self.encoder(batch)
+        terms = annotation_terms(self.heads, self.config, batch, annotation, states[:, :-1], states[:, 1:], noise)
+        rows = terms.R.shape[0]
+        h_previous = repeat_rows(states[:, :-1], rows)
+        words = self.softmax(h_previous + self.entity_to_word(terms.entity_context))  # eq. 6
+        X = words.log_prob(repeat_rows(batch.words, rows)) * repeat_rows(batch.mask, rows)
+        return dataclasses.replace(terms, X=X)
+
+    def program_log_joint(self, batch: DocumentBatch, annotation: Annotation) -> torch.Tensor:
+        """:meth:`log_joint` read off the Pyro program itself, token by token: the definition the fast path
+        is tested against."""
         particles = annotation.R.shape[0] if annotation.R.dim() == 3 else 1
         with LogDensity(observed=True) as density:
             self.story(batch, particles, annotation)
@@ -442,18 +479,26 @@ class EntityNLM(PyroModule):
 
 
 class EntityProposal(PyroModule):
-    """The proposal Q(R, E, L | X): EntityNLM's heads reading h_t, the state after x_t (paper §5.1).
+    """The proposal Q(R, E, L | X): EntityNLM's heads reading the state at x_t, and the particle's own entities.
+
+    ``context="forward"`` is the paper's (§5.1): an LSTM state h_t that has read x_<=t, so Q cannot know where
+    a mention ends or whom a pronoun refers to until the words after it arrive. ``context="bidirectional"``
+    reads the whole document (:class:`BidirectionalWordEncoder`): q(R_t, E_t, L_t | x_1:T, z_<t). The sites,
+    masks and entity table are the same either way, so both are guides of the same model.
 
     ``temperature`` (not a parameter: set it before sampling) divides the logits of R, E and L. Trained on gold
     annotations, Q is sharper than the model's posterior, which makes importance weights heavy-tailed; a
     temperature above 1 widens it. Any Q with full support gives a valid estimator; the choice is made on dev.
     """
 
-    def __init__(self, config: EntityNLMConfig, temperature: float = 1.0) -> None:
+    def __init__(self, config: EntityNLMConfig, temperature: float = 1.0, context: str = "forward") -> None:
         super().__init__()
+        if context not in PROPOSAL_CONTEXTS:
+            raise ValueError(f"context must be one of {PROPOSAL_CONTEXTS}, got {context!r}")
         self.config = config
         self.temperature = temperature
-        self.encoder = WordEncoder(config)
+        self.context = context
+        self.encoder = BidirectionalWordEncoder(config) if context == "bidirectional" else WordEncoder(config)
         self.heads = EntityHeads(config)
 
     def guide(self, batch: DocumentBatch, particles: int = 1, annotated: bool = False) -> None:
@@ -477,8 +522,16 @@ class EntityProposal(PyroModule):
         tracker.choose(t, h_current, gold)
         tracker.update(h_current)
 
-    def log_likelihood(self, batch: DocumentBatch) -> torch.Tensor:
-        """log Q(R, E, L | X) of the gold annotation, per document (B,): the proposal's supervised objective."""
+    def log_likelihood(self, batch: DocumentBatch, noise: torch.Tensor | None = None) -> torch.Tensor:
+        """log Q(R, E, L | X) of the gold annotation, per document (B,): the proposal's supervised objective.
+
+        Computed the fast way (:mod:`generative.gold`), equal to :meth:`program_log_likelihood`.
+        """
+        states = self.encoder(batch)[:, 1:]  # h_t, having read x_t: what the heads and the update read
+        return annotation_terms(self.heads, self.config, batch, Annotation.of(batch), states, states, noise).total
+
+    def program_log_likelihood(self, batch: DocumentBatch) -> torch.Tensor:
+        """:meth:`log_likelihood` read off the Pyro guide, token by token."""
         with LogDensity(observed=True) as density:
             self.guide(batch, 1, True)
         return density.total.squeeze(0)

@@ -98,13 +98,24 @@ def _map_tensors(value: Any, function) -> Any:
 # ---- from checkpoints to models and back ------------------------------------------------------------------------
 
 
-def entitynlm_modules(checkpoint: Checkpoint, device: torch.device | str = "cpu") -> tuple[EntityNLM, EntityProposal]:
+PROPOSAL_WEIGHTS = {"forward": "proposal", "bidirectional": "bidirectional_proposal"}  # context -> weights key
+
+
+def entitynlm_modules(checkpoint: Checkpoint, device: torch.device | str = "cpu", proposal: str | None = None
+                      ) -> tuple[EntityNLM, EntityProposal]:
+    """The model and a proposal of an EntityNLM checkpoint: ``proposal`` "forward" (the paper's) or
+    "bidirectional", by default the one the checkpoint names (chosen on dev)."""
     config = EntityNLMConfig(**checkpoint.config)
+    context = proposal or config.proposal
+    key = PROPOSAL_WEIGHTS.get(context)
+    if key not in checkpoint.weights:
+        raise CheckpointError(f"this checkpoint has no {context} proposal (it has "
+                              f"{sorted(c for c, k in PROPOSAL_WEIGHTS.items() if k in checkpoint.weights)})")
     model = EntityNLM(config, list(checkpoint.vocabulary.counts))
-    proposal = EntityProposal(config)
+    guide = EntityProposal(config, context=context)
     model.load_state_dict(checkpoint.weights["model"])
-    proposal.load_state_dict(checkpoint.weights["proposal"])
-    return model.to(device).eval(), proposal.to(device).eval()
+    guide.load_state_dict(checkpoint.weights[key])
+    return model.to(device).eval(), guide.to(device).eval()
 
 
 def rnnlm_module(checkpoint: Checkpoint, device: torch.device | str = "cpu") -> RNNLM:

@@ -28,10 +28,10 @@ from coref.corpora import CorpusError
 from coref.document import sentence_chunks
 from coref.preprocess import PreprocessConfig, Vocabulary, apply_vocabulary
 from generative.batch import DocumentBatch, batches_by_length, token_stream
-from generative.entitynlm import EntityNLM, EntityNLMConfig, EntityProposal
+from generative.entitynlm import PROPOSAL_CONTEXTS, EntityNLM, EntityNLMConfig, EntityProposal
 from generative.ngram import KneserNeyConfig, KneserNeyLM
 from generative.rnnlm import RNNLM, RNNLMConfig
-from inference.checkpoint import Checkpoint, CheckpointError, module_weights
+from inference.checkpoint import PROPOSAL_WEIGHTS, Checkpoint, CheckpointError, module_weights
 from inference.common import prepared_documents, resolve_device, set_seed
 from inference.importance import ImportanceEstimate, importance_log_densities, log_importance_weights
 
@@ -57,6 +57,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--distance", choices=("paper", "reference"), default="paper")
     parser.add_argument("--update", choices=("paper", "reference"), default="paper")
     parser.add_argument("--new-entity-scale", type=float, default=0.01, help="sigma of eq. 7")
+    parser.add_argument("--proposals", nargs="+", choices=PROPOSAL_CONTEXTS, default=list(PROPOSAL_CONTEXTS),
+                        help="EntityNLM: the proposals trained beside the model (forward: the paper's; "
+                             "bidirectional: reads the whole text); the first is the checkpoint's default")
     parser.add_argument("--optimizer", choices=("adam", "adagrad"), default="adam")
     parser.add_argument("--lr", type=float, help="default: the paper's (Adam 1e-3, AdaGrad 0.1)")
     parser.add_argument("--clip-norm", type=float, default=None, help="gradient norm clipping (paper: none)")
@@ -93,8 +96,10 @@ class Trainee:
         self.kind = args.model
         if args.model == "entitynlm":
             self.config = EntityNLMConfig(**sizes, distance=args.distance, update=args.update,
-                                          new_entity_scale=args.new_entity_scale)
-            self.modules = {"model": EntityNLM(self.config, counts), "proposal": EntityProposal(self.config)}
+                                          new_entity_scale=args.new_entity_scale, proposal=args.proposals[0])
+            self.modules = {"model": EntityNLM(self.config, counts)}
+            for context in args.proposals:
+                self.modules[PROPOSAL_WEIGHTS[context]] = EntityProposal(self.config, context=context)
         else:
             self.config = RNNLMConfig(**sizes)
             self.modules = {"model": RNNLM(self.config, counts)}

@@ -32,7 +32,7 @@ def trained(tmp_path_factory) -> dict[str, Path]:
 def test_training_writes_checkpoints_that_carry_vocabulary_and_options(trained):
     checkpoint = Checkpoint.load(trained["entitynlm"])
     assert checkpoint.kind == "entitynlm" and checkpoint.config["hidden_size"] == 16
-    assert set(checkpoint.weights) == {"model", "proposal"}
+    assert set(checkpoint.weights) == {"model", "proposal", "bidirectional_proposal"}
     assert checkpoint.training["args"]["corpus"] == "sample" and len(checkpoint.training["state"]["history"]) == 2
     assert checkpoint.preprocess.lowercase and len(checkpoint.vocabulary) > 100
     history = checkpoint.training["state"]["history"]
@@ -80,6 +80,37 @@ def test_marginal_perplexity_by_smc(trained, tmp_path, capsys):
     assert math.isclose(result["perplexity"], math.exp(-result["log_likelihood"] / result["tokens"]))
     assert all(1 <= row["ess"] <= 20 and row["resamplings"] >= 0 for row in result["per_document"])
     assert "EntityNLM perplexity (SMC)" in capsys.readouterr().out
+
+
+def strict_json(path: Path) -> dict:
+    """Parse a JSON file, refusing the NaN and Infinity that Python's json writes but JSON does not allow."""
+    def refuse(constant: str):
+        raise ValueError(f"{path}: {constant} is not JSON")
+
+    return json.loads(path.read_text(), parse_constant=refuse)
+
+
+def test_both_samplers_side_by_side_equal_each_sampler_alone(trained, tmp_path, capsys):
+    common = ["--checkpoint", str(trained["entitynlm"]), "--baseline", "none", "--particles", "20", "--device", "cpu"]
+    results = {}
+    for sampler in ("is", "smc", "both"):
+        assert marginal_ppl.main([*common, "--sampler", sampler, "--json", str(tmp_path / f"{sampler}.json")]) == 0
+        results[sampler] = strict_json(tmp_path / f"{sampler}.json")  # N = 20: every k-hat is null, with a note
+    both = results["both"]
+    assert both["sampler"] == "both" and set(both["samplers"]) == {"is", "smc"}
+    for sampler in ("is", "smc"):  # each column is that sampler's run alone with the same seed
+        alone = results[sampler]
+        assert both["samplers"][sampler]["perplexity"] == alone["perplexity"]
+        assert [row[sampler] for row in both["per_document"]] == \
+            [{k: v for k, v in row.items() if k not in ("document", "part", "tokens")} for row in alone["per_document"]]
+    assert both["samplers"]["is"]["elbo_perplexity"] == results["is"]["elbo_perplexity"]
+    for row in both["per_document"]:
+        assert row["smc"]["resamplings"] >= 0 and 1 <= row["smc"]["stage_ess"] <= 20
+        for statistics in (row["is"], row["smc"]):
+            assert statistics["psis_khat"] is None and "fewer than 5" in statistics["psis_khat_note"]
+    out = capsys.readouterr().out
+    assert "importance sampling (IS)" in out and "ESS</s>" in out and "n/a: a k-hat ArviZ could not fit" in out
+    assert "EntityNLM perplexity (importance sampling)" in out and "EntityNLM perplexity (SMC)" in out
 
 
 def test_the_same_seed_gives_the_same_estimate(trained, tmp_path):

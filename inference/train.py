@@ -4,10 +4,9 @@
 
 EntityNLM's model is fitted by maximum likelihood on the gold R, E, L and words (paper eq. 9), its proposal by
 supervised maximum likelihood on the same annotation (the parameters are disjoint, so one optimiser serves both
-and each keeps the weights of its own best dev score). ``--refine-proposal rws`` then fits the proposal to the
-model's posterior on text alone (the wake-phi update of reweighted wake-sleep) and reports the dev ESS before
-and after. Dev selection and early stopping use the per-token dev NLL (the joint for EntityNLM, as in paper
-§5.1). ``OUT/model.pt`` holds the best weights, ``OUT/last.pt`` the state to ``--resume`` from; both are
+and each keeps the weights of its own best dev score); ``python -m inference.refine`` can then fit a proposal
+to the model's posterior on text alone. Dev selection and early stopping use the per-token dev NLL (the joint
+for EntityNLM, as in paper §5.1). ``OUT/model.pt`` holds the best weights, ``OUT/last.pt`` the state to ``--resume`` from; both are
 written atomically after every epoch.
 """
 
@@ -33,7 +32,6 @@ from generative.ngram import KneserNeyConfig, KneserNeyLM
 from generative.rnnlm import RNNLM, RNNLMConfig
 from inference.checkpoint import PROPOSAL_WEIGHTS, Checkpoint, CheckpointError, module_weights
 from inference.common import prepared_documents, resolve_device, set_seed
-from inference.importance import ImportanceEstimate, importance_log_densities, log_importance_weights
 
 PAPER_LEARNING_RATES = {"adam": 1e-3, "adagrad": 0.1}
 
@@ -74,9 +72,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--order", type=int, default=5, help="n-gram order")
     parser.add_argument("--discount-fallback", action="store_true",
                         help="n-gram: use KenLM's fallback discounts (0.5, 1, 1.5) where count-of-counts give none")
-    parser.add_argument("--refine-proposal", choices=("none", "rws"), default="none")
-    parser.add_argument("--refine-steps", type=int, default=50)
-    parser.add_argument("--refine-particles", type=int, default=10)
     parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--resume", action="store_true", help="continue from OUT/last.pt")
@@ -129,37 +124,6 @@ def evaluate(trainee: Trainee, batches: list[DocumentBatch]) -> dict[str, float]
             for name, value in trainee.log_likelihoods(batch).items():
                 totals[name] = totals.get(name, 0.0) - float(value)
     return {name: total / tokens for name, total in totals.items()}
-
-
-def dev_ess(trainee: Trainee, batches: list[DocumentBatch], particles: int) -> float:
-    """Mean ESS fraction (ESS / N) of the proposal's importance weights on ``batches``."""
-    trainee.train(False)
-    model, proposal = trainee.modules["model"], trainee.modules["proposal"]
-    with torch.no_grad():
-        ess = [ImportanceEstimate(log_importance_weights(model.model, proposal.guide, batch, particles)).ess
-               for batch in batches]
-    return float(torch.cat(ess).mean()) / particles
-
-
-def refine_proposal(trainee: Trainee, batches: list[DocumentBatch], args: argparse.Namespace,
-                    optimizer: torch.optim.Optimizer) -> None:
-    """Fit the proposal to the model's posterior on text alone: the wake-phi update of reweighted wake-sleep
-    (Le et al. 2019), minimising -sum_i w_i log q(z_i | x) with self-normalised weights w_i of z_i ~ q.
-
-    It is computed on our particle-vectorised draws (pyro.infer.ReweightedWakeSleep vectorises with a plate of
-    its own, which our explicit particles plate does not nest under); the model's parameters stay fixed.
-    """
-    model, proposal = trainee.modules["model"], trainee.modules["proposal"]
-    model.eval()
-    proposal.train(True)
-    for step in tqdm(range(args.refine_steps), desc="refine proposal (RWS wake-phi)", unit="batch"):
-        batch = batches[step % len(batches)]
-        log_p, log_q = importance_log_densities(model.model, proposal.guide, batch, args.refine_particles)
-        weights = torch.softmax(log_p - log_q.detach(), dim=0)
-        loss = -(weights * log_q).sum() / batch.num_tokens
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
 
 
 # ---- the n-gram ---------------------------------------------------------------------------------------------
@@ -267,17 +231,6 @@ def run(args: argparse.Namespace) -> int:
 
     summary = {"model": trainee.kind, "epochs": state["epoch"], "best_dev_nll": state["best"],
                "best_dev_perplexity": {k: math.exp(v) for k, v in state["best"].items()}}
-    if args.refine_proposal == "rws":
-        for name, module in trainee.modules.items():
-            module.load_state_dict(best_weights[name])
-        summary["dev_ess_fraction_before"] = dev_ess(trainee, dev_batches, args.refine_particles)
-        refine_optimizer = torch.optim.Adam(trainee.modules["proposal"].parameters(), lr=1e-4)
-        # particles multiply the work of a batch: keep particles x tokens at about --batch-tokens
-        refine_batches = batches_by_length(train_docs, vocabulary, args.batch_tokens // args.refine_particles)
-        refine_proposal(trainee, [b.to(device) for b in refine_batches], args, refine_optimizer)
-        summary["dev_ess_fraction_after"] = dev_ess(trainee, dev_batches, args.refine_particles)
-        best_weights["proposal"] = module_weights(trainee.modules["proposal"])
-        checkpoint(best_weights, {"args": vars(args), "state": state, "refinement": summary}).save(out / "model.pt")
     print(json.dumps(summary, indent=2))
     return 0
 

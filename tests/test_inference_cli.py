@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from inference import marginal_ppl, train
+from inference import marginal_ppl, refine, train
 from inference.checkpoint import Checkpoint, CheckpointError
 
 TINY = ["--embedding-size", "16", "--hidden-size", "16", "--batch-tokens", "1000", "--seed", "0"]
@@ -147,9 +147,21 @@ def test_bad_checkpoints_and_devices_give_one_line_errors(trained, tmp_path, cap
         assert "no CUDA device" in capsys.readouterr().err
 
 
-def test_rws_refinement_reports_ess_before_and_after(tmp_path, capsys):
-    argv = ["--model", "entitynlm", "--epochs", "1", *TINY, "--out", str(tmp_path / "r"), "--device", "cpu",
-            "--refine-proposal", "rws", "--refine-steps", "2", "--refine-particles", "4"]
-    assert train.main(argv) == 0
+def test_refinement_evaluates_keeps_the_best_and_resumes(trained, tmp_path, capsys):
+    out = tmp_path / "refined.pt"
+    argv = ["--checkpoint", str(trained["entitynlm"]), "--proposal", "bidirectional", "--out", str(out),
+            "--steps", "2", "--particles", "4", "--chunk", "40", "--eval-every", "1", "--device", "cpu"]
+    assert refine.main(argv) == 0
     summary = json.loads(capsys.readouterr().out)
-    assert 0 < summary["dev_ess_fraction_before"] <= 1 and 0 < summary["dev_ess_fraction_after"] <= 1
+    assert summary["proposal"] == "bidirectional" and summary["steps"] == 2
+    for figures in (summary["before"], summary["best"]):
+        assert 0 < figures["ess_fraction"] <= 1 and figures["log_likelihood_per_token"] < 0
+    assert summary["best"]["log_likelihood_per_token"] >= summary["before"]["log_likelihood_per_token"]
+    refined, original = Checkpoint.load(out), Checkpoint.load(trained["entitynlm"])
+    assert refined.weights["proposal"].keys() == original.weights["proposal"].keys()
+    assert len(refined.training["refinement"]["history"]) == 3  # before, and after each step
+    assert refine.main([*argv[:-6], "--steps", "3", "--eval-every", "1", "--device", "cpu"]) == 0  # resumes
+    assert "resumed from" in capsys.readouterr().err
+    assert len(Checkpoint.load(out).training["refinement"]["history"]) == 4
+    assert refine.main([*argv[:-6], "--steps", "0", "--device", "cpu"]) == 2
+    assert "--steps" in capsys.readouterr().err

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 from pathlib import Path
@@ -33,8 +34,9 @@ def evaluate(corpus: str, args: argparse.Namespace) -> dict:
     result = marginal_ppl.run(marginal_ppl.parse_args(argv))
     result["ess_summary"] = {"mean": statistics.mean(result["ess"]), "median": statistics.median(result["ess"]),
                              "min": min(result["ess"])}
-    result["khat_summary"] = {"median": statistics.median(result["psis_khat"]),
-                              "share_above_0.7": sum(k > 0.7 for k in result["psis_khat"]) / len(result["psis_khat"])}
+    khats = [math.inf if k is None else k for k in result["psis_khat"]]  # None: ArviZ fitted no tail (too few)
+    result["khat_summary"] = {"median": statistics.median(khats),
+                              "share_above_0.7": sum(k > 0.7 for k in khats) / len(khats)}
     return result
 
 

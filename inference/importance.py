@@ -59,6 +59,21 @@ def effective_sample_size(log_weights: torch.Tensor) -> torch.Tensor:
     return torch.exp(2 * torch.logsumexp(log_weights, 0) - torch.logsumexp(2 * log_weights, 0))
 
 
+def psis_khat(log_weights: torch.Tensor) -> np.ndarray:
+    """(B,) Pareto k-hat of each document's log weights (P, B), from ArviZ's PSIS (k > 0.7: unreliable).
+
+    ArviZ fits a generalised Pareto distribution to the largest min(0.2 N, 3 sqrt N) weights and returns
+    infinity when fewer than 5 of them lie strictly above the cut-off: always at N <= 20, and also when the
+    largest weights are tied or the others underflow (more than about 708 nats below the largest).
+    """
+    import arviz as az  # imported here: arviz is slow to import and only the diagnostics need it
+
+    as_numpy = log_weights.detach().double().cpu().numpy().T
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # arviz warns on few samples and on its own deprecations
+        return np.asarray(az.psislw(as_numpy)[1])
+
+
 @dataclass(frozen=True)
 class ImportanceEstimate:
     """Log importance weights (P, B) of B documents and what follows from them."""
@@ -89,13 +104,8 @@ class ImportanceEstimate:
         return torch.softmax(self.log_weights, dim=0)
 
     def psis_khat(self) -> np.ndarray:
-        """(B,) Pareto k-hat of each document's weights (ArviZ PSIS); needs a few particles to be meaningful."""
-        import arviz as az  # imported here: arviz is slow to import and only the diagnostics need it
-
-        log_weights = self.log_weights.detach().double().cpu().numpy().T
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # arviz warns on few samples and on its own deprecations
-            return np.asarray(az.psislw(log_weights)[1])
+        """(B,) Pareto k-hat of each document's weights (ArviZ PSIS): see :func:`psis_khat`."""
+        return psis_khat(self.log_weights)
 
     def check_finite(self, what: str) -> None:
         """Raise instead of letting NaN or infinity reach a reported number."""

@@ -94,10 +94,13 @@ def annotations(steps: int, max_length: int):
     yield from extend(0, 0, [], [], [])
 
 
-def exact_log_marginal(model: EntityNLM, words: list[int]) -> tuple[torch.Tensor, list, torch.Tensor]:
-    """log p(x) by enumeration, with every annotation and its joint log-probability."""
+def exact_log_marginal(model: EntityNLM, words: list[int], sentence: list[int] | None = None
+                       ) -> tuple[torch.Tensor, list, torch.Tensor]:
+    """log p(x) by enumeration, with every annotation and its joint log-probability (``sentence``: each token's
+    sentence number, 0 throughout when not given)."""
     every = list(annotations(len(words), model.config.max_mention_length))
-    batch = tiny_batch([{"words": words, "R": R, "E": E, "L": L} for R, E, L in every])
+    sentence = sentence if sentence is not None else [0] * len(words)
+    batch = tiny_batch([{"words": words, "sentence": sentence, "R": R, "E": E, "L": L} for R, E, L in every])
     with torch.no_grad():
         joint = model.log_likelihood(batch)
     return torch.logsumexp(joint, 0), every, joint

@@ -37,6 +37,7 @@ import torch
 
 from coref.atomic import write_text_atomic
 from coref.preprocess import EOS
+from generative.entitynlm import PROPOSAL_CONTEXTS
 from inference import marginal_ppl
 from inference.checkpoint import entitynlm_checkpoint
 from inference.common import resolve_device, set_seed
@@ -54,6 +55,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seeds", type=int, default=5, help="R, runs of each sampler on each document")
     parser.add_argument("--seed", type=int, default=0, help="the first seed")
     parser.add_argument("--max-documents", type=int, help="only the split's first documents")
+    parser.add_argument("--proposal", choices=PROPOSAL_CONTEXTS, help="default: the checkpoint's")
     parser.add_argument("--proposal-temperature", type=float, default=1.0)
     parser.add_argument("--batch-tokens", type=int, default=20_000, help="particles x padded tokens per batch")
     parser.add_argument("--device", default="cpu")

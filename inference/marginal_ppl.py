@@ -40,7 +40,7 @@ from tqdm import tqdm
 from coref.document import Document
 from coref.preprocess import EOS
 from generative.batch import DocumentBatch, batches_by_length, token_stream
-from generative.entitynlm import EntityNLM, EntityProposal
+from generative.entitynlm import PROPOSAL_CONTEXTS, EntityNLM, EntityProposal
 from inference.checkpoint import (
     Checkpoint,
     CheckpointError,
@@ -80,6 +80,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="is: importance sampling (the paper, eq. 11); smc: sequential Monte Carlo resampling "
                              "at sentence ends (an unbiased estimate too, with far less variance); both: the two "
                              "side by side, each from the same random state")
+    parser.add_argument("--proposal", choices=PROPOSAL_CONTEXTS,
+                        help="forward: the paper's proposal (reads x_<=t); bidirectional: reads the whole text "
+                             "(default: the checkpoint's, chosen on dev)")
     parser.add_argument("--proposal-temperature", type=float, default=1.0,
                         help="divide the proposal's R/E/L logits by this (> 1 widens it; 1 = as trained)")
     parser.add_argument("--baseline", action="append", metavar="CKPT",
@@ -142,7 +145,7 @@ def load_modules_and_batches(args: argparse.Namespace, checkpoint: Checkpoint, d
     """The checkpoint's model and proposal (at ``--proposal-temperature``), the corpus split after its
     preprocessing (its first ``max_documents``), and those in batches of about ``--batch-tokens`` particles x
     tokens, on the device."""
-    model, proposal = entitynlm_modules(checkpoint, device)
+    model, proposal = entitynlm_modules(checkpoint, device, args.proposal)
     proposal.temperature = args.proposal_temperature
     documents = prepared_documents(args.corpus, args.split, args.data_dir, checkpoint.preprocess,
                                    checkpoint.vocabulary, quiet=True)[:max_documents]
@@ -166,7 +169,7 @@ def run(args: argparse.Namespace) -> dict:
     result = {
         "corpus": args.corpus, "split": args.split, "checkpoint": str(path), "device": str(device),
         "documents": len(first.keys), "tokens": tokens, "particles": args.particles,
-        "proposal_temperature": args.proposal_temperature, "sampler": args.sampler,
+        "proposal": proposal.context, "proposal_temperature": args.proposal_temperature, "sampler": args.sampler,
         "samplers": {name: sampler_run.totals(tokens) for name, sampler_run in runs.items()},
         "baselines": {}, "seconds": sum(sampler_run.seconds for sampler_run in runs.values()),
     }

@@ -5,7 +5,8 @@
 2. Peak memory of N = 100 particles on the longest document (resident set size of a fresh process on CPU,
    ``torch.cuda.max_memory_allocated`` on a GPU).
 3. Training throughput (tokens per second, forward + backward on gold annotation): EntityNLM (model and
-   proposal) against the RNNLM, on the same batches.
+   proposal, by the fast known-annotation path and by the Pyro program token by token) against the RNNLM, on
+   the same batches, both as trained (200-token pieces) and on whole documents.
 
     python benchmarks/speed.py --data-dir DATA [--checkpoint CKPT] [--device cpu|cuda] [--out benchmarks/results]
 
@@ -19,6 +20,7 @@ import argparse
 import json
 import platform
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -29,7 +31,9 @@ import torch
 from pyro.infer import Importance
 
 from coref.atomic import write_text_atomic
+from coref.document import sentence_chunks
 from generative.batch import batches_by_length, make_batch
+from generative.entitynlm import PROPOSAL_CONTEXTS, Annotation, EntityNLMConfig, EntityProposal
 from generative.rnnlm import RNNLM, RNNLMConfig
 from inference.checkpoint import Checkpoint, entitynlm_modules, pretrained
 from inference.common import prepared_documents, resolve_device, set_seed
@@ -61,23 +65,47 @@ def importance_throughput(model, proposal, batch, particles: int, device: torch.
             "speedup": sequential / vectorised}
 
 
-def training_throughput(model, proposal, rnnlm, batches, device: torch.device) -> dict:
-    """Tokens per second of a forward + backward pass on gold annotation, EntityNLM against the RNNLM."""
+def training_throughput(model, proposals: dict, rnnlm, batches, device: torch.device, repeats: int = 3) -> dict:
+    """Tokens per second of a forward + backward pass on gold annotation, each EntityNLM variant against the
+    RNNLM on the same batches: the fast path (model + the paper's proposal, and + both proposals) and the Pyro
+    program token by token (the cost before the fast path). After a warm-up pass, the variants run in turn
+    ``repeats`` times and each keeps its median time, so that a slow spell of the machine hits all alike."""
     tokens = sum(batch.num_tokens for batch in batches)
+    forward, bidirectional = proposals["forward"], proposals["bidirectional"]
 
-    def entitynlm_step():
+    def rnnlm_step(batch):
+        return -rnnlm.log_likelihood(batch).sum()
+
+    def fast_step(batch):
+        return -(model.log_likelihood(batch).sum() + forward.log_likelihood(batch).sum())
+
+    def fast_both_step(batch):
+        return fast_step(batch) - bidirectional.log_likelihood(batch).sum()
+
+    def program_step(batch):
+        return -(model.program_log_joint(batch, Annotation.of(batch)).sum() + forward.program_log_likelihood(batch).sum())
+
+    variants = {"rnnlm": rnnlm_step, "entitynlm_fast": fast_step, "entitynlm_fast_both_proposals": fast_both_step,
+                "entitynlm_program": program_step}
+
+    def run(step) -> None:
         for batch in batches:
-            (-(model.log_likelihood(batch).sum() + proposal.log_likelihood(batch).sum())).backward()
+            step(batch).backward()
         sync(device)
 
-    def rnnlm_step():
-        for batch in batches:
-            (-rnnlm.log_likelihood(batch).sum()).backward()
-        sync(device)
-
-    entitynlm_seconds, rnnlm_seconds = timed(entitynlm_step), timed(rnnlm_step)
-    return {"tokens": tokens, "entitynlm_tokens_per_s": tokens / entitynlm_seconds,
-            "rnnlm_tokens_per_s": tokens / rnnlm_seconds, "rnnlm_over_entitynlm": entitynlm_seconds / rnnlm_seconds}
+    for step in variants.values():
+        step(batches[0]).backward()  # warm-up
+    seconds = {name: [] for name in variants}
+    for _ in range(repeats):
+        for name, step in variants.items():
+            seconds[name].append(timed(lambda: run(step)))
+    median = {name: statistics.median(values) for name, values in seconds.items()}
+    result = {"tokens": tokens, "repeats": repeats}
+    for name, value in median.items():
+        result[f"{name}_tokens_per_s"] = tokens / value
+        if name != "rnnlm":
+            result[f"{name}_over_rnnlm"] = value / median["rnnlm"]
+    return result
 
 
 PEAK_MEMORY_CHILD = """
@@ -132,13 +160,22 @@ def main() -> int:
                            cwd=Path(__file__).resolve().parents[1])
     peak_mib = float(child.stdout.strip().splitlines()[-1])
 
-    # 3. training throughput on the same batches
+    # 3. training throughput on the same batches: the training setting (200-token pieces, 4,000-token batches)
+    #    and whole documents; the RNNLM and the second proposal are fresh modules of the same sizes
+    config = EntityNLMConfig(**loaded.config)
     rnnlm = RNNLM(RNNLMConfig(**{k: loaded.config[k] for k in ("vocab_size", "embedding_size", "hidden_size",
                                                                  "dropout", "softmax")}),
                   list(loaded.vocabulary.counts)).to(device)
-    model.train(), proposal.train(), rnnlm.train()
-    batches = [b.to(device) for b in batches_by_length(documents[:4], loaded.vocabulary, 8_000)]
-    training = training_throughput(model, proposal, rnnlm, batches, device)
+    proposals = {context: EntityProposal(config, context=context).to(device) for context in PROPOSAL_CONTEXTS}
+    for module in (model, rnnlm, *proposals.values()):
+        module.train()
+    pieces = [piece for document in documents[:4] for piece in sentence_chunks(document, 200)]
+    training = {
+        "pieces_200": training_throughput(model, proposals, rnnlm, [b.to(device) for b in batches_by_length(
+            pieces, loaded.vocabulary, 4_000)], device),
+        "whole_documents": training_throughput(model, proposals, rnnlm, [b.to(device) for b in batches_by_length(
+            documents[:4], loaded.vocabulary, 8_000)], device, repeats=1),
+    }
 
     result = {"machine": platform.platform(), "device": str(device), "torch_threads": torch.get_num_threads(),
               "checkpoint": checkpoint_path, "config": loaded.config, "importance_sampling": throughput,
@@ -153,10 +190,19 @@ def main() -> int:
         (f"IS throughput, vectorised at N={args.particles}",
          f"{throughput[f'vectorised_token_particles_per_s_at_{args.particles}']:,.0f}"),
         (f"peak memory, N={args.particles}, longest LitBank test document (MiB)", f"{peak_mib:,.0f}"),
-        ("training tokens/s, EntityNLM (model + proposal)", f"{training['entitynlm_tokens_per_s']:,.0f}"),
-        ("training tokens/s, RNNLM", f"{training['rnnlm_tokens_per_s']:,.0f}"),
-        ("RNNLM / EntityNLM training speed", f"{training['rnnlm_over_entitynlm']:.1f}x"),
     ]
+    for setting, label in (("pieces_200", "200-token pieces"), ("whole_documents", "whole documents")):
+        figures = training[setting]
+        rows += [
+            (f"training tokens/s, {label}: RNNLM", f"{figures['rnnlm_tokens_per_s']:,.0f}"),
+            (f"training tokens/s, {label}: EntityNLM model + paper proposal, fast path",
+             f"{figures['entitynlm_fast_tokens_per_s']:,.0f} ({figures['entitynlm_fast_over_rnnlm']:.2f}x RNNLM cost)"),
+            (f"training tokens/s, {label}: EntityNLM model + both proposals, fast path",
+             f"{figures['entitynlm_fast_both_proposals_tokens_per_s']:,.0f} "
+             f"({figures['entitynlm_fast_both_proposals_over_rnnlm']:.2f}x)"),
+            (f"training tokens/s, {label}: EntityNLM model + paper proposal, Pyro program",
+             f"{figures['entitynlm_program_tokens_per_s']:,.0f} ({figures['entitynlm_program_over_rnnlm']:.2f}x)"),
+        ]
     table = "\n".join(["| measure | value |", "|---|---:|", *(f"| {name} | {value} |" for name, value in rows)])
     processor = platform.processor() or platform.machine()
     header = f"Device: {device} ({processor}), torch threads {torch.get_num_threads()}\n\n"

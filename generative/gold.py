@@ -20,11 +20,15 @@ documents.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 
 from generative.batch import DocumentBatch
+
+if TYPE_CHECKING:  # the model's module imports this one
+    from generative.entitynlm import Annotation, EntityHeads, EntityNLMConfig, EntityTable
 
 
 @dataclass(frozen=True)
@@ -61,10 +65,10 @@ def repeat_rows(value: torch.Tensor, rows: int) -> torch.Tensor:
 
 
 def annotation_terms(
-    heads,
-    config,
+    heads: EntityHeads,
+    config: EntityNLMConfig,
     batch: DocumentBatch,
-    annotation,
+    annotation: Annotation,
     choice_states: torch.Tensor,
     update_states: torch.Tensor,
     noise: torch.Tensor | None = None,
@@ -135,7 +139,8 @@ def annotation_terms(
     return AnnotationTerms(R_terms, E_terms, L_terms, entity_context)
 
 
-def _candidate_table(heads, config, rows: int, slots: int, like: torch.Tensor, noise: torch.Tensor | None):
+def _candidate_table(heads: EntityHeads, config: EntityNLMConfig, rows: int, slots: int, like: torch.Tensor,
+                     noise: torch.Tensor | None) -> EntityTable:
     """An entity table (particle dimension 1) whose slot k holds the k-th new entity's embedding (eq. 7)."""
     from generative.entitynlm import EntityTable  # the table is the program's; imported late (no cycle)
 

@@ -8,8 +8,8 @@ rate) is one ``python -m inference.train`` run in ``OUT/<name>``, trained with e
 runs go one after another; rerunning the same command after an interruption resumes the unfinished run from
 its ``last.pt`` and passes over the finished ones (a finished run resumed trains no further). Then
 ``OUT/grid.json`` lists each configuration's best dev NLL and its learning curve, ``OUT/curves.png`` plots
-the curves, and ``OUT/best.pt`` is a copy of the best configuration's ``model.pt`` (lowest dev NLL of the
-model: the joint for EntityNLM, as the paper selects).
+the curves, and ``OUT/best.pt`` is the best configuration's ``model.pt`` (lowest dev NLL of the model: the
+joint for EntityNLM, as the paper selects), each EntityNLM proposal taken from the run with its lowest dev NLL.
 """
 
 from __future__ import annotations
@@ -17,13 +17,12 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from coref.atomic import write_text_atomic
-from inference.checkpoint import Checkpoint
+from inference.checkpoint import PROPOSAL_WEIGHTS, Checkpoint
 from inference.train import main as train_main
 
 PAPER_SIZES = (32, 48, 64, 128, 256)
@@ -87,6 +86,21 @@ def collect(args: argparse.Namespace) -> dict:
     return {"model": args.model, "corpus": args.corpus, "runs": runs, "best": best}
 
 
+def best_checkpoint(args: argparse.Namespace, summary: dict) -> Checkpoint:
+    """The best configuration's checkpoint. Each EntityNLM proposal in it comes from the run whose dev NLL of
+    that proposal is lowest: a proposal's supervised fit does not involve the model, so a grid may train the
+    proposals once, beside one configuration (``-- --proposals`` with no name trains a model alone)."""
+    folder = Path(args.out)
+    best = Checkpoint.load(folder / summary["best"] / "model.pt")
+    for key in PROPOSAL_WEIGHTS.values():
+        trained = {name: run["best_dev_nll"][key] for name, run in summary["runs"].items() if key in run["best_dev_nll"]}
+        if trained:
+            source = min(trained, key=trained.get)
+            best.weights[key] = Checkpoint.load(folder / source / "model.pt").weights[key]
+            best.training.setdefault("proposals_from", {})[key] = source
+    return best
+
+
 def plot_curves(summary: dict, path: Path) -> None:
     """Dev (solid) and train (dashed) per-token NLL of the model by epoch, one colour per configuration."""
     import matplotlib
@@ -120,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if summary["runs"]:
         plot_curves(summary, Path(args.out) / "curves.png")
     if summary["best"]:
-        shutil.copyfile(Path(args.out) / summary["best"] / "model.pt", Path(args.out) / "best.pt")
+        best_checkpoint(args, summary).save(Path(args.out) / "best.pt")
     print(json.dumps({name: run["best_dev_nll"] for name, run in summary["runs"].items()} | {"best": summary["best"]},
                      indent=2))
     return 0

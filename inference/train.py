@@ -55,9 +55,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--distance", choices=("paper", "reference"), default="paper")
     parser.add_argument("--update", choices=("paper", "reference"), default="paper")
     parser.add_argument("--new-entity-scale", type=float, default=0.01, help="sigma of eq. 7")
-    parser.add_argument("--proposals", nargs="+", choices=PROPOSAL_CONTEXTS, default=list(PROPOSAL_CONTEXTS),
+    parser.add_argument("--proposals", nargs="*", choices=PROPOSAL_CONTEXTS, default=list(PROPOSAL_CONTEXTS),
                         help="EntityNLM: the proposals trained beside the model (forward: the paper's; "
-                             "bidirectional: reads the whole text); the first is the checkpoint's default")
+                             "bidirectional: reads the whole text); the first is the checkpoint's default; none "
+                             "trains the model alone (the proposal's fit does not depend on the model)")
     parser.add_argument("--optimizer", choices=("adam", "adagrad"), default="adam")
     parser.add_argument("--lr", type=float, help="default: the paper's (Adam 1e-3, AdaGrad 0.1)")
     parser.add_argument("--clip-norm", type=float, default=None, help="gradient norm clipping (paper: none)")
@@ -91,7 +92,8 @@ class Trainee:
         self.kind = args.model
         if args.model == "entitynlm":
             self.config = EntityNLMConfig(**sizes, distance=args.distance, update=args.update,
-                                          new_entity_scale=args.new_entity_scale, proposal=args.proposals[0])
+                                          new_entity_scale=args.new_entity_scale,
+                                          proposal=(args.proposals or PROPOSAL_CONTEXTS)[0])
             self.modules = {"model": EntityNLM(self.config, counts)}
             for context in args.proposals:
                 self.modules[PROPOSAL_WEIGHTS[context]] = EntityProposal(self.config, context=context)

@@ -42,7 +42,7 @@ from generative.batch import DocumentBatch
 from generative.config import LanguageModelConfig
 from generative.density import LogDensity
 from generative.encoder import BidirectionalWordEncoder, WordEncoder
-from generative.gold import AnnotationTerms, annotation_terms, repeat_rows
+from generative.gold import AnnotationTerms, annotation_terms
 from generative.softmax import make_softmax
 
 PROPOSAL_CONTEXTS = ("forward", "bidirectional")  # what the proposal reads: x_<=t (the paper's), or all of x
@@ -463,10 +463,12 @@ class EntityNLM(PyroModule):
         """
         states = self.encoder(batch)
         terms = annotation_terms(self.heads, self.config, batch, annotation, states[:, :-1], states[:, 1:], noise)
-        rows = terms.R.shape[0]
-        h_previous = repeat_rows(states[:, :-1], rows)
-        words = self.softmax(h_previous + self.entity_to_word(terms.entity_context))  # eq. 6
-        X = words.log_prob(repeat_rows(batch.words, rows)) * repeat_rows(batch.mask, rows)
+        rows, (size, steps) = terms.R.shape[0], batch.words.shape
+        # (P, B, T, H) against the (B, T) words: the softmax gathers each observed word's class rows once, not
+        # once per annotation (P candidates of a 3,000-token document would otherwise need gigabytes)
+        context = self.entity_to_word(terms.entity_context).view(rows // size, size, steps, -1)
+        words = self.softmax(states[:, :-1] + context)  # eq. 6
+        X = (words.log_prob(batch.words) * batch.mask).view(rows, steps)
         return dataclasses.replace(terms, X=X)
 
     def program_log_joint(self, batch: DocumentBatch, annotation: Annotation) -> torch.Tensor:

@@ -114,8 +114,9 @@ def plot_curves(summary: dict, path: Path) -> None:
         axis.plot(epochs, [r["dev_nll"]["model"] for r in run["history"]], "-o", ms=3, color=colour, label=name)
         axis.plot(epochs, [r["train_nll"]["model"] for r in run["history"]], "--", color=colour, alpha=0.5)
     what = "joint NLL of gold R, E, L, X" if summary["model"] == "entitynlm" else "NLL"
-    axis.set(xlabel="epoch", ylabel=f"{what} per token (nats)",
-             title=f"{summary['model']} on {summary['corpus']}: dev (solid), train (dashed); best {summary['best']}")
+    axis.set(xlabel="epoch", ylabel=f"{what} per token (nats)")
+    axis.set_title(f"{summary['model']} on {summary['corpus']}: dev (solid), train (dashed)\nbest on dev: "
+                   f"{summary['best']}", fontsize=10)
     axis.legend(fontsize=8)
     figure.tight_layout()
     figure.savefig(path, dpi=120)

@@ -1,17 +1,18 @@
-"""Marginal perplexity of EntityNLM by importance sampling (paper §5.1), beside its baselines on the same tokens.
+"""Marginal perplexity of EntityNLM by SMC or importance sampling (paper §5.1), beside its baselines.
 
     python -m inference.marginal_ppl                                  # bundled model, embedded sample corpus
     python -m inference.marginal_ppl --checkpoint runs/entitynlm/model.pt --corpus litbank --split test \\
         --data-dir DATA --baseline runs/rnnlm/model.pt --baseline runs/ngram/model.pt --json result.json
 
-R, E and L are latent at test time: for each document N annotations are drawn from the proposal and
-p(x) is estimated by the mean importance weight (eq. 11). Perplexity = exp(-sum_docs log p_hat(x) / tokens),
-over the word tokens and sentence ends every model predicts. Printed per document: tokens, log p_hat(x), ESS
-and PSIS k-hat; in total: the perplexity, the perplexity of the ELBO (the mean log weight, a bound), and the
-baselines' perplexities on the same tokens with the same vocabulary. ``--sampler smc`` replaces importance
-sampling by sequential Monte Carlo with the same proposal and particle count (:mod:`inference.smc`): particles
-are resampled at sentence ends when their ESS falls below half, and the product of the stages' mean weights
-is again an unbiased estimate of p(x), with far less variance on long documents.
+R, E and L are latent at test time: for each document N annotations are drawn from the proposal and p(x) is
+estimated from their weights. Perplexity = exp(-sum_docs log p_hat(x) / tokens), over the word tokens and
+sentence ends every model predicts, beside the baselines' perplexities on the same tokens with the same
+vocabulary. ``--sampler is`` is the paper's importance sampling (eq. 11: the mean importance weight; printed
+per document with ESS and PSIS k-hat, and in total with the ELBO perplexity, a bound). ``--sampler smc``, the
+default, is sequential Monte Carlo with the same proposal and particle count (:mod:`inference.smc`):
+particles are resampled at sentence ends when their ESS falls below half, and the product of the stages'
+mean weights is again an unbiased estimate of p(x); on dev it had the lower variance at equal particles and at
+equal seconds (``benchmarks/samplers.py``).
 
 ``--sampler both`` runs the two in turn, each from the same random state (so each column is what a run of
 that sampler alone with the same seed gives), and reports them side by side per document: for importance
@@ -76,10 +77,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--split", default="test")
     parser.add_argument("--data-dir", help="folder holding the corpora (default: $ENTITYLM_DATA)")
     parser.add_argument("--particles", type=int, default=100, help="importance samples per document (paper: 100)")
-    parser.add_argument("--sampler", default="is", choices=[*SAMPLERS, "both"],
-                        help="is: importance sampling (the paper, eq. 11); smc: sequential Monte Carlo resampling "
-                             "at sentence ends (an unbiased estimate too, with far less variance); both: the two "
-                             "side by side, each from the same random state")
+    parser.add_argument("--sampler", default="smc", choices=[*SAMPLERS, "both"],
+                        help="smc (default): sequential Monte Carlo resampling at sentence ends, an unbiased "
+                             "estimate with less variance at equal compute on dev (benchmarks/samplers.py); is: "
+                             "importance sampling (the paper, eq. 11); both: the two side by side, each from the "
+                             "same random state")
     parser.add_argument("--proposal", choices=PROPOSAL_CONTEXTS,
                         help="forward: the paper's proposal (reads x_<=t); bidirectional: reads the whole text "
                              "(default: the checkpoint's, chosen on dev)")

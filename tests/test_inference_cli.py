@@ -55,7 +55,8 @@ def test_resume_continues_where_the_last_epoch_ended(tmp_path):
 def test_marginal_perplexity_with_baselines(trained, tmp_path, capsys):
     out = tmp_path / "result.json"
     argv = ["--checkpoint", str(trained["entitynlm"]), "--baseline", str(trained["rnnlm"]),
-            "--baseline", str(trained["ngram"]), "--particles", "20", "--device", "cpu", "--json", str(out)]
+            "--baseline", str(trained["ngram"]), "--particles", "20", "--sampler", "is", "--device", "cpu",
+            "--json", str(out)]
     assert marginal_ppl.main(argv) == 0
     result = json.loads(out.read_text())
     for key in ("corpus", "split", "documents", "tokens", "particles", "log_likelihood", "perplexity",

@@ -30,7 +30,7 @@ def readme_sample_figures() -> dict[str, float]:
     text = README.read_text()
     block = text[text.index("<!-- main-job-output -->") :]
     return {
-        "entitynlm": float(re.search(r"EntityNLM perplexity \(importance sampling\): ([\d.]+)", block)[1]),
+        "entitynlm": float(re.search(r"EntityNLM perplexity \(SMC\): +([\d.]+)", block)[1]),
         "rnnlm": float(re.search(r"rnnlm perplexity: +([\d.]+)", block)[1]),
     }
 

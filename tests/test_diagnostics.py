@@ -126,7 +126,8 @@ def test_command_end_to_end_on_the_sample_corpus(tmp_path, capsys):
     assert diagnostics.main(["--particles", "5", "--device", "cpu", "--json", str(out)]) == 0
     result = strict_json(out)
     assert (result["corpus"], result["split"], result["documents"], result["particles"]) == ("sample", "test", 2, 5)
-    assert result["proposal"] == "forward" and result["baseline"].endswith("rnnlm.pt")
+    assert result["proposal"] == Checkpoint.load(pretrained("entitynlm.pt")).config["proposal"]
+    assert result["baseline"].endswith("rnnlm.pt")
     assert set(result["groups"]) == set(diagnostics.GROUPS)
     assert result["tokens"] == sum(row["tokens"] for row in result["per_document"])
     differences = result["largest_differences"]["tokens"]
@@ -152,9 +153,18 @@ def test_without_a_baseline_the_rnnlm_columns_are_empty(tmp_path, capsys):
     (["--documents", "0"], "--documents must be at least 1"),
     (["--checkpoint", str(pretrained("rnnlm.pt"))], "an entitynlm checkpoint is needed"),
     (["--baseline", str(pretrained("entitynlm.pt"))], "the baseline must be an rnnlm checkpoint"),
-    (["--proposal", "bidirectional"], "no bidirectional proposal"),
 ])
 def test_bad_input_gives_a_one_line_error(argv, message, capsys):
     assert diagnostics.main([*argv, "--device", "cpu"]) == 2
     error = capsys.readouterr().err
     assert message in error and error.strip().count("\n") == 0
+
+
+def test_a_proposal_the_checkpoint_lacks_is_a_one_line_error(tmp_path, capsys):
+    checkpoint = Checkpoint.load(pretrained("entitynlm.pt"))
+    del checkpoint.weights["bidirectional_proposal"]
+    checkpoint.save(tmp_path / "forward_only.pt")
+    argv = ["--checkpoint", str(tmp_path / "forward_only.pt"), "--proposal", "bidirectional", "--device", "cpu"]
+    assert diagnostics.main(argv) == 2
+    error = capsys.readouterr().err
+    assert "no bidirectional proposal" in error and error.strip().count("\n") == 0

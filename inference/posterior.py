@@ -38,7 +38,7 @@ from coref.document import Document, Mention, bracketed
 from coref.metrics import evaluate
 from coref.preprocess import EOS, Vocabulary, drop_singletons, kept_tokens, preprocess_document
 from generative.batch import batches_by_length
-from generative.entitynlm import EntityNLM, EntityProposal
+from generative.entitynlm import PROPOSAL_CONTEXTS, EntityNLM, EntityProposal
 from inference.checkpoint import Checkpoint, entitynlm_checkpoint, entitynlm_modules
 from inference.common import USER_ERRORS, prepared_documents, resolve_device, set_seed
 from inference.smc import ParticleStructures, sample_structures, stream_to_document
@@ -196,6 +196,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--checkpoint", help="EntityNLM checkpoint (default: the bundled one)")
     parser.add_argument("--method", default="smc", choices=[*METHODS, "both"],
                         help="sir: importance resampling; smc: resample at sentence ends (both: --evaluate only)")
+    parser.add_argument("--proposal", choices=PROPOSAL_CONTEXTS,
+                        help="forward (the paper's) or bidirectional (default: the checkpoint's)")
     parser.add_argument("--particles", type=int, default=100, help="particles per document")
     parser.add_argument("--samples", type=int, default=20, help="structures to draw per document")
     parser.add_argument("--ess-threshold", type=float, default=0.5, help="SMC resamples when ESS < this x particles")
@@ -219,7 +221,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def load_model(args: argparse.Namespace, device: torch.device) -> tuple[Checkpoint, EntityNLM, EntityProposal]:
     _, checkpoint = entitynlm_checkpoint(args.checkpoint)
-    model, proposal = entitynlm_modules(checkpoint, device)
+    model, proposal = entitynlm_modules(checkpoint, device, args.proposal)
     return checkpoint, model, proposal
 
 
@@ -283,7 +285,7 @@ def evaluate_map(args: argparse.Namespace) -> dict:
                               quiet=True)
     tokens = sum(len(document.tokens) + len(document.sentences) for document in gold)
     result = {"corpus": args.corpus, "split": args.split, "documents": len(gold), "tokens": tokens,
-              "particles": args.particles, "device": str(device), "methods": {}}
+              "particles": args.particles, "proposal": proposal.context, "device": str(device), "methods": {}}
     for method in METHODS if args.method == "both" else [args.method]:
         set_seed(args.seed)
         started = time.perf_counter()

@@ -14,6 +14,7 @@ import torch
 from coref.conll import read_conll
 from coref.document import Document, EntityAnnotation, Mention
 from inference import posterior
+from inference.checkpoint import Checkpoint, pretrained
 from inference.smc import sample_structures, stream_to_document, systematic_resampling
 from tests.test_entitynlm import EOS, annotations, tiny_batch, tiny_models
 
@@ -157,3 +158,9 @@ def test_the_command_refuses_bad_input_with_one_line(tmp_path, capsys):
     empty.write_text("")
     assert posterior.main(["--conll", str(empty), "--device", "cpu"]) == 2
     assert f"{empty}: no documents" in capsys.readouterr().err
+    forward_only = Checkpoint.load(pretrained("entitynlm.pt"))
+    del forward_only.weights["bidirectional_proposal"]
+    forward_only.save(tmp_path / "forward_only.pt")
+    argv = ["--text", "Hi.", "--checkpoint", str(tmp_path / "forward_only.pt"), "--proposal", "bidirectional"]
+    assert posterior.main([*argv, "--device", "cpu"]) == 2
+    assert "no bidirectional proposal" in capsys.readouterr().err

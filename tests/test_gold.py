@@ -117,7 +117,8 @@ def test_per_token_terms_add_up(data_dir):
     documents, vocabulary = real_documents("litbank", data_dir, tokens=120, documents=2)
     batch = make_batch(documents, vocabulary)
     model, _ = models(vocabulary, new_entity_scale=0.0)
-    terms = model.token_log_probs(batch, Annotation.of(batch))
+    with torch.no_grad():
+        terms = model.token_log_probs(batch, Annotation.of(batch))
     outside = ~batch.mask
     assert float(terms.X[outside].abs().max()) == 0 and float(terms.structure[outside].abs().max()) == 0
     assert bool((terms.E[batch.R == 0] == 0).all())  # entity choices only in mentions

@@ -1,9 +1,10 @@
 """Posterior samples of EntityNLM's coreference structure p(R, E, L | X): importance resampling and SMC.
 
-The proposal Q reads the words up to x_t (its LSTM runs forward), so it is a filtering proposal and the
-importance weight of a whole annotation factors over tokens:
+The proposal Q chooses each token's R, E, L from the words (up to x_t for the paper's proposal, all of them for
+the bidirectional one) and the particle's own history, so the importance weight of a whole annotation factors
+over tokens:
 
-    w_t = p(R_t, E_t, L_t, x_t | history) / q(R_t, E_t, L_t | history, x_{<=t}).
+    w_t = p(R_t, E_t, L_t, x_t | history) / q(R_t, E_t, L_t | history, x).
 
 :func:`sample_structures` runs the model and the proposal in lockstep, token by token, for N particles of every
 document of a batch (the same vectorised state as importance sampling: nothing loops over particles), and

@@ -10,7 +10,8 @@ text) at each temperature, and the refined checkpoint's proposal (``python -m in
 its JSON kept in ``--out`` so that an interrupted sweep resumes. The estimate log p_hat(x) is unbiased in
 p(x) whatever the proposal, and its downward bias in log space shrinks as the proposal nears the posterior,
 so the candidate with the highest total dev log-likelihood over LitBank and OntoGUM is chosen; the table
-gives its ESS and PSIS k-hat beside. Writes ``summary.json`` and ``summary.md``.
+gives its ESS and PSIS k-hat beside. Writes ``summary.json`` and ``summary.md``, and with ``--write CKPT`` the
+chosen candidate's checkpoint with the chosen proposal as its default (``config["proposal"]``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 
 from coref.atomic import write_text_atomic
 from inference import marginal_ppl
+from inference.checkpoint import Checkpoint
 
 CORPORA = ("litbank", "ontogum")
 
@@ -60,6 +62,8 @@ def main() -> int:
     parser.add_argument("--particles", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="benchmarks/results/proposal_choice")
+    parser.add_argument("--write", metavar="CKPT", help="also write the chosen candidate's checkpoint here, with "
+                                                        "the chosen proposal as its default")
     args = parser.parse_args()
     Path(args.out).mkdir(parents=True, exist_ok=True)
     runs = {name: {corpus: result(name, corpus, candidate, args) for corpus in CORPORA}
@@ -85,6 +89,12 @@ def main() -> int:
                                   for name, by_corpus in runs.items()}}
     write_text_atomic(Path(args.out) / "summary.json", json.dumps(summary, indent=2) + "\n")
     write_text_atomic(Path(args.out) / "summary.md", table + "\n")
+    if args.write:
+        path, proposal, temperature = candidates(args)[chosen]
+        checkpoint = Checkpoint.load(path)
+        checkpoint.config["proposal"] = proposal
+        checkpoint.training["proposal_choice"] = {"chosen": chosen, "temperature": temperature}
+        checkpoint.save(args.write)
     return 0
 
 

@@ -44,7 +44,10 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, l
     parser.add_argument("--dropouts", type=float, nargs="+", default=PAPER_DROPOUTS)
     parser.add_argument("--optimizers", nargs="+", choices=PAPER_OPTIMIZERS, default=PAPER_OPTIMIZERS)
     parser.add_argument("--plot-only", action="store_true", help="only collect the runs there are and plot")
-    return parser.parse_args(argv), extra
+    args = parser.parse_args(argv)
+    if min(args.sizes) < 1 or not all(0 <= dropout < 1 for dropout in args.dropouts):
+        parser.error("--sizes must be positive and --dropouts in [0, 1)")
+    return args, extra
 
 
 def configurations(args: argparse.Namespace) -> list[tuple[str, list[str]]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 
 from inference import grid
@@ -47,3 +48,13 @@ def test_finished_runs_are_not_trained_again(tmp_path, capsys):
     assert grid.main(argv) == 0
     assert "resumed from" in capsys.readouterr().err
     assert Checkpoint.load(out / "h8-d0.2-adam" / "model.pt").training["state"]["history"] == history
+
+
+@pytest.mark.parametrize("argv", [["--sizes", "0"], ["--dropouts", "1.5"], ["--optimizers", "sgd"]])
+def test_bad_grid_points_are_refused_in_one_line(argv, tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        grid.main(["--model", "rnnlm", "--out", str(tmp_path), *argv])
+    assert stop.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.startswith("python -m inference.grid: error:")
+    assert not list(tmp_path.iterdir())  # nothing trained, nothing written

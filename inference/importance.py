@@ -68,6 +68,8 @@ def psis_khat(log_weights: torch.Tensor) -> np.ndarray:
     """
     import arviz as az  # imported here: arviz is slow to import and only the diagnostics need it
 
+    if log_weights.shape[0] < 2:  # one weight has no tail (ArviZ fails on it): as "too few tail weights"
+        return np.full(log_weights.shape[1], np.inf)
     as_numpy = log_weights.detach().double().cpu().numpy().T
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # arviz warns on few samples and on its own deprecations

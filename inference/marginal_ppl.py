@@ -94,7 +94,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", metavar="OUT", help="also write the results as JSON")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.particles < 1:
+        parser.error(f"--particles must be at least 1, got {args.particles}")
+    if not args.proposal_temperature > 0:
+        parser.error(f"--proposal-temperature must be positive, got {args.proposal_temperature}")
+    return args
 
 
 def baseline_paths(args: argparse.Namespace) -> list[Path]:

@@ -166,3 +166,27 @@ def test_refinement_evaluates_keeps_the_best_and_resumes(trained, tmp_path, caps
     assert len(Checkpoint.load(out).training["refinement"]["history"]) == 4
     assert refine.main([*argv[:-6], "--steps", "0", "--device", "cpu"]) == 2
     assert "--steps" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--particles", "0"], "--particles must be at least 1"),
+    (["--particles", "-5"], "--particles must be at least 1"),
+    (["--proposal-temperature", "0"], "--proposal-temperature must be positive"),
+    (["--proposal-temperature", "-1"], "--proposal-temperature must be positive"),
+])
+def test_impossible_numbers_are_refused_in_one_line(argv, message, tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        marginal_ppl.main([*argv, "--device", "cpu", "--json", str(tmp_path / "out.json")])
+    assert stop.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert message in error and not (tmp_path / "out.json").exists()
+
+
+def test_one_particle_is_an_estimate_whose_khat_is_not_fitted(tmp_path):
+    out = tmp_path / "out.json"
+    assert marginal_ppl.main(["--particles", "1", "--sampler", "both", "--device", "cpu", "--json", str(out)]) == 0
+    result = json.loads(out.read_text(), parse_constant=lambda name: pytest.fail(f"{name} is not JSON"))
+    for row in result["per_document"]:
+        for sampler in ("is", "smc"):
+            assert row[sampler]["ess"] == 1 and row[sampler]["psis_khat"] is None
+            assert "fewer than 5" in row[sampler]["psis_khat_note"]

@@ -139,6 +139,17 @@ class _Complaints:
         self.problems.append(Problem(self.path, line, document, reason, dropped_mention))
 
 
+def read_utf8(path: str | Path) -> str:
+    """A text file's contents; a file that is not UTF-8 is a :class:`ConllError` at the line of the first bad
+    byte."""
+    data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise ConllError(str(path), line, f"not UTF-8 text (byte 0x{data[error.start]:02x})") from None
+
+
 def read_conll(
     path: str | Path, *, strict: bool = False, conllu: str | Path | None = None
 ) -> tuple[list[Document], list[Problem]]:
@@ -147,8 +158,7 @@ def read_conll(
     ``conllu`` names an aligned CoNLL-U file (same tokens, same order) whose sentences replace the file's own
     blank-line sentence breaks; OntoGUM needs it, since its CoNLL files have no sentence breaks.
     """
-    text = Path(path).read_text(encoding="utf-8")
-    return parse_conll(text, str(path), strict=strict, conllu=conllu)
+    return parse_conll(read_utf8(path), str(path), strict=strict, conllu=conllu)
 
 
 def parse_conll(
@@ -303,7 +313,7 @@ class _ConlluToken:
 def _read_conllu_tokens(path: str) -> list[_ConlluToken]:
     """The syntactic words of a CoNLL-U file (integer IDs: no multiword ranges, no empty nodes)."""
     tokens, sentence, in_sentence = [], 0, False
-    for number, line in enumerate(_lines_of(Path(path).read_text(encoding="utf-8")), start=1):
+    for number, line in enumerate(_lines_of(read_utf8(path)), start=1):
         line = line.rstrip("\r")
         if not line.strip():
             sentence += in_sentence

@@ -227,6 +227,10 @@ def load_model(args: argparse.Namespace, device: torch.device) -> tuple[Checkpoi
 
 def input_documents(args: argparse.Namespace) -> list[Document]:
     if args.text is not None:
+        try:
+            args.text.encode("utf-8")
+        except UnicodeEncodeError:  # undecodable bytes on the command line arrive as surrogates
+            raise ValueError("--text: not UTF-8 text") from None
         return [tokenize(args.text)]
     documents, problems = read_conll(args.conll)
     for problem in problems:

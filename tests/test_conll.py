@@ -488,3 +488,10 @@ def test_every_real_document_round_trips(corpus, request):
     documents, _ = request.getfixturevalue(corpus)
     for document in documents:
         assert parse_conll(format_conll([document]), document.id, strict=True) == ([document], [])
+
+
+def test_a_file_that_is_not_utf8_is_an_error_at_its_line(tmp_path):
+    path = tmp_path / "latin1.conll"
+    path.write_bytes(b"#begin document (x); part 000\nx\t0\t0\tcaf\xe9\t-\n#end document\n")
+    with pytest.raises(ConllError, match=r"latin1.conll:2: not UTF-8 text \(byte 0xe9\)"):
+        read_conll(path)

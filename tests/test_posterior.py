@@ -164,3 +164,5 @@ def test_the_command_refuses_bad_input_with_one_line(tmp_path, capsys):
     argv = ["--text", "Hi.", "--checkpoint", str(tmp_path / "forward_only.pt"), "--proposal", "bidirectional"]
     assert posterior.main([*argv, "--device", "cpu"]) == 2
     assert "no bidirectional proposal" in capsys.readouterr().err
+    assert posterior.main(["--text", "caf\udce9 au lait.", "--out", str(tmp_path / "out"), "--device", "cpu"]) == 2
+    assert "--text: not UTF-8 text" in capsys.readouterr().err and not (tmp_path / "out").exists()

@@ -63,13 +63,16 @@ def prepared_documents(
 
 def run_command(run: Callable[[argparse.Namespace], dict], format_result: Callable[[dict], str],
                 args: argparse.Namespace) -> int:
-    """Run a command: bad input gives one line on stderr and exit status 2; the result is printed and, with
-    ``--json OUT``, written to OUT."""
+    """Run a command: bad input gives one line on stderr and exit status 2, Ctrl-C one line and status 130
+    (nothing is written then); the result is printed and, with ``--json OUT``, written to OUT."""
     try:
         result = run(args)
     except USER_ERRORS as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
     print(format_result(result))
     if getattr(args, "json", None):
         write_text_atomic(args.json, json.dumps(result, indent=2) + "\n")

@@ -190,3 +190,12 @@ def test_one_particle_is_an_estimate_whose_khat_is_not_fitted(tmp_path):
         for sampler in ("is", "smc"):
             assert row[sampler]["ess"] == 1 and row[sampler]["psis_khat"] is None
             assert "fewer than 5" in row[sampler]["psis_khat_note"]
+
+
+def test_ctrl_c_is_one_line_and_status_130(monkeypatch, tmp_path, capsys):
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(marginal_ppl, "run", interrupted)
+    assert marginal_ppl.main(["--json", str(tmp_path / "out.json")]) == 130
+    assert capsys.readouterr().err.strip() == "interrupted" and not (tmp_path / "out.json").exists()

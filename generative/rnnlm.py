@@ -52,6 +52,10 @@ class RNNLM(PyroModule):
         with pyro.plate("documents", batch.size, dim=-1):
             pyro.sample("X", words.mask(batch.mask).to_event(1), obs=batch.words)
 
+    def token_log_probs(self, batch: DocumentBatch) -> torch.Tensor:
+        """(B, T) log p(x_t | x_<t) of every target token, 0 at padding: the terms of :meth:`log_likelihood`."""
+        return self.softmax(self.encoder(batch)[:, :-1]).log_prob(batch.words) * batch.mask
+
     def log_likelihood(self, batch: DocumentBatch) -> torch.Tensor:
         """log p(document) = sum over its real tokens of log p(x_t | x_<t), shape (B,)."""
         trace = poutine.trace(self.model).get_trace(batch)

@@ -119,12 +119,6 @@ def group_masks(batch: DocumentBatch, eos: int) -> dict[str, torch.Tensor]:
     return {"all": batch.mask, "mention": mention, "outside": batch.mask & ~mention & ~end, "eos": end}
 
 
-def rnnlm_token_nll(rnnlm: RNNLM, batch: DocumentBatch) -> torch.Tensor:
-    """(B, T) -log p_RNN(x_t | x_<t), 0 at padding: the terms :meth:`RNNLM.log_likelihood` sums."""
-    words = rnnlm.softmax(rnnlm.encoder(batch)[:, :-1])
-    return -words.log_prob(batch.words) * batch.mask
-
-
 def particle_terms(model: EntityNLM, batch: DocumentBatch, structures: ParticleStructures, max_rows_tokens: int
                    ) -> tuple[torch.Tensor, torch.Tensor]:
     """(N, B, T) word and structure log-probabilities of every particle's annotation, by
@@ -166,7 +160,7 @@ def diagnose_batch(batch: DocumentBatch, model: EntityNLM, proposal: EntityPropo
     terms = {"word_gold": -gold.X, "latent_gold": -gold.structure * batch.mask}
     terms["joint_gold"] = terms["word_gold"] + terms["latent_gold"]
     if rnnlm is not None:
-        terms["rnnlm"] = rnnlm_token_nll(rnnlm, batch)
+        terms["rnnlm"] = -rnnlm.token_log_probs(batch)
     structures = sample_structures(model, proposal, batch, particles, eos, resample="never")
     posterior, remainder, noise_gap = posterior_decomposition(model, batch, structures, max_rows_tokens)
     return BatchDiagnostics(batch, group_masks(batch, eos), {**terms, **posterior}, structures.log_marginal,

@@ -35,7 +35,7 @@ from generative.batch import DocumentBatch, batches_by_length
 from generative.entitynlm import PROPOSAL_CONTEXTS
 from inference.checkpoint import PROPOSAL_WEIGHTS, Checkpoint, entitynlm_checkpoint, entitynlm_modules, module_weights
 from inference.common import prepared_documents, resolve_device, run_command, set_seed
-from inference.importance import ImportanceEstimate, importance_log_densities
+from inference.importance import ImportanceEstimate, importance_log_densities, log_importance_weights
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -73,8 +73,7 @@ def proposal_quality(model, proposal, batches: list[DocumentBatch], particles: i
     with torch.random.fork_rng():
         torch.manual_seed(0)  # every evaluation draws alike
         for batch in batches:
-            estimate = ImportanceEstimate(torch.sub(*importance_log_densities(model.model, proposal.guide, batch,
-                                                                              particles)))
+            estimate = ImportanceEstimate(log_importance_weights(model.model, proposal.guide, batch, particles))
             ess.append(estimate.ess / particles)
             log_marginal += float(estimate.log_marginal.sum())
             tokens += batch.num_tokens
@@ -87,8 +86,8 @@ def run(args: argparse.Namespace) -> dict:
     set_seed(args.seed)
     device = resolve_device(args.device)
     path, checkpoint = entitynlm_checkpoint(args.checkpoint)
-    context = args.proposal or checkpoint.config.get("proposal", "forward")
-    model, proposal = entitynlm_modules(checkpoint, device, context)
+    model, proposal = entitynlm_modules(checkpoint, device, args.proposal)
+    context = proposal.context
     for parameter in model.parameters():
         parameter.requires_grad_(False)
 

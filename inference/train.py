@@ -6,8 +6,8 @@ EntityNLM's model is fitted by maximum likelihood on the gold R, E, L and words 
 supervised maximum likelihood on the same annotation (the parameters are disjoint, so one optimiser serves both
 and each keeps the weights of its own best dev score); ``python -m inference.refine`` can then fit a proposal
 to the model's posterior on text alone. Dev selection and early stopping use the per-token dev NLL (the joint
-for EntityNLM, as in paper §5.1). ``OUT/model.pt`` holds the best weights, ``OUT/last.pt`` the state to ``--resume`` from; both are
-written atomically after every epoch.
+for EntityNLM, as in paper §5.1). ``OUT/model.pt`` holds the best weights, ``OUT/last.pt`` the state to
+``--resume`` from; both are written atomically after every epoch.
 """
 
 from __future__ import annotations

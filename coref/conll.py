@@ -13,15 +13,14 @@ One reader covers three dialects:
 Brackets mean what the official scorer (v8.01, reference-notes §3.3) makes of them: on each token the
 one-token mentions ``(N)`` are read first, then the opens ``(N``, then the closes ``N)``, and a close pairs
 with the latest open of the same entity (a stack per entity, so mentions of one entity nest). ``-``, ``_`` and
-an empty field mean no mention. Nested mentions are kept as annotated. Mentions that CROSS (overlap without
-one containing the other) are malformed for entitylm: no R/E/L encoding can express them, and both corpora
-have a few (LitBank: "my [host] and hostess"; OntoGUM: an apposition). The later-starting mention of a
-crossing pair is a broken mention like an unclosed bracket (dropped with a :class:`Problem`, or fatal in
-strict mode). Note that the official scorer would read it; the difference is reported, never silent.
+an empty field mean no mention. Every mention is kept as annotated: nested, repeated and crossing ones (spans
+that overlap without one containing the other, which mentions of different entities can do; LitBank: "my
+[host] and hostess"). What the R/E/L encoding cannot hold is the model's preprocessing to drop and count
+(:mod:`coref.preprocess`), never the reader's, so evaluation sees what the official scorer sees.
 
-Bad structure (``#begin`` without ``#end``, a token line outside a document or with too few columns, an
-empty document, a CoNLL-U file that does not align) always raises :class:`ConllError`. Broken mentions (an
-unclosed open, a close without an open, crossing spans, an unreadable coreference field) and an empty word
+Bad structure (a file with no document, ``#begin`` without ``#end``, a token line outside a document or with
+too few columns, an empty document, a CoNLL-U file that does not align) always raises :class:`ConllError`.
+Broken mentions (an unclosed open, a close without an open, an unreadable coreference field) and an empty word
 that the CoNLL-U file fills in raise in strict mode; in lenient mode (the default) the mention is dropped
 (or the word filled in) and a :class:`Problem` says where, so one annotation error does not stop a
 whole-corpus run.
@@ -39,9 +38,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from coref.document import Document, Mention, split_crossing
+from coref.document import Document, Mention
 
 _NO_MENTION = frozenset({"", "_", "-"})
+# Where the word is, by the number of columns of a layout (at least 5 columns: column 4). Two columns
+# (document name, coreference) are the official scorer's own test files: they have no word, so the name stands in.
+WORD_COLUMN = {2: 0, 3: 1}
 
 _BRACKET = r"\(\d+\)?|\d+\)"
 _FIELD = re.compile(rf"(?:{_BRACKET})(?:\|?(?:{_BRACKET}))*")
@@ -110,18 +112,18 @@ class _RawDocument:
         """Add a token line: TAB-separated if it has a TAB (LitBank's last field may be empty), else whitespace."""
         columns = text.split("\t") if "\t" in text else text.split()
         self.columns = self.columns or len(columns)
-        if not (self.columns == 3 or self.columns >= 5):
+        if self.columns not in WORD_COLUMN and self.columns < 5:
             raise ConllError(
                 path,
                 line,
-                f"too few columns ({len(columns)}): expected 3 (index, word, coreference) or at least 5 "
-                "(word in column 4, coreference last)",
+                f"too few columns ({len(columns)}): expected 2 (name, coreference), 3 (index, word, coreference) "
+                "or at least 5 (word in column 4, coreference last)",
             )
         if len(columns) < self.columns:
             raise ConllError(
                 path, line, f"too few columns ({len(columns)}): the document's first token line has {self.columns}"
             )
-        word = columns[1] if self.columns == 3 else columns[3]
+        word = columns[WORD_COLUMN.get(self.columns, 3)]
         self.tokens.append(_Token(line, word, columns[-1]))
 
 
@@ -225,6 +227,8 @@ def _split_documents(lines: Iterable[str], path: str) -> list[_RawDocument]:
     if current is not None:
         reason = f"'#begin document' without '#end document' (file ends at line {number})"
         raise ConllError(path, current.begin_line, reason)
+    if not documents:
+        raise ConllError(path, max(number, 1), "no documents ('#begin document' ... '#end document'): empty file?")
     return documents
 
 
@@ -264,23 +268,7 @@ def _pair_brackets(raw: _RawDocument, complain: _Complaints) -> list[Mention]:
     for line, entity in unclosed:
         reason = f"'({entity}' opens a mention of entity {entity} that is never closed"
         complain(line, raw.id, f"{reason} (document ends at line {raw.end_line})")
-    return _drop_crossing(mentions, raw, complain)
-
-
-def _drop_crossing(
-    mentions: list[Mention], raw: _RawDocument, complain: _Complaints
-) -> list[Mention]:
-    """The mentions without those that cross an earlier-starting one, each reported at its opening line."""
-    kept, dropped = split_crossing(mentions)
-    for mention, other in dropped:
-        lines = [(raw.tokens[m.start].line, raw.tokens[m.end - 1].line) for m in (mention, other)]
-        complain(
-            lines[0][0],
-            raw.id,
-            f"mention of entity {mention.entity} (lines {lines[0][0]}-{lines[0][1]}) crosses the mention of "
-            f"entity {other.entity} (lines {lines[1][0]}-{lines[1][1]})",
-        )
-    return kept
+    return mentions
 
 
 def _brackets(coreference: str) -> tuple[list[int], list[int], list[int]] | None:

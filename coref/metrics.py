@@ -6,17 +6,23 @@ from its ``LEA-scorer`` branch; Pradhan et al. 2014) computes them:
 
 - Documents are matched by :attr:`Document.key` ``(id, part)``. A key document missing from the response counts
   all its mentions as missed; documents only in the response are ignored (both are listed in the result).
-- Mentions match by exact span; there is no head or partial matching.
-- A span that occurs twice in one document is kept at its first occurrence in document order
-  (``Document.mentions`` order, so the lowest entity label wins a tie) and the repeats are dropped and counted.
-  The scorer does this for the response; we do it for the key too, where the scorer's behaviour is undefined.
+- Mentions match by exact span; there is no head or partial matching. Every annotated mention counts: nested,
+  crossing and repeated ones (the R/E/L encoding's restrictions belong to the model's preprocessing).
+- Repeated spans, as the scorer treats them (:class:`Alignment`): a response span that is also a key span is kept
+  at its first occurrence, entities taken in the scorer's order (:func:`scorer_chains`), and dropped at the
+  others (counted; more than 10 in a corpus and the scorer refuses, so :func:`evaluate` raises). A repeated
+  response span that is not in the key, and a repeated key span, stay: the same mention twice, in one entity
+  or two (a repeated key span belongs to the LAST of its entities where the scorer looks its entity up). So a
+  key that repeats a span can score above 100% (CEAFm precision 2/1 for key {a, a} against response {a}), as
+  the official scorer does; ``coref.score`` warns about such a key.
 - Singletons count wherever they appear (B3, CEAF, BLANC, LEA): a response that outputs singleton entities
   against a key without singletons loses precision. MUC counts links, so singletons never matter to it.
 - Scores are micro-averaged: each metric's recall and precision numerators and denominators are summed over
   documents before R, P and F1 are formed. :class:`Score` holds those four numbers, so averaging is addition.
 - CEAF aligns key and response entities per document with an optimal one-to-one assignment
   (``scipy.optimize.linear_sum_assignment``; the scorer uses Munkres, which finds the same optimum value).
-- BLANC (Recasens & Hovy 2011; Luo et al. 2014) averages a coreference-link and a non-coreference-link score.
+- BLANC (Recasens & Hovy 2011; Luo et al. 2014) averages a coreference-link and a non-coreference-link score,
+  links being SETS of mention pairs (so a span in two entities gives a pair of itself).
   Like the scorer, which decides on its corpus totals, a half whose KEY has no links is left out, whatever the
   response has: a key with no coreference links is scored on non-coreference links alone, and one with no
   non-coreference links on coreference links alone (Recasens & Hovy's edge cases; Luo et al. 2014 would instead
@@ -26,6 +32,12 @@ from its ``LEA-scorer`` branch; Pradhan et al. 2014) computes them:
   in one entity of the other side; a singleton has one "self-link", resolved iff the other side has the same
   singleton.
 
+Two differences remain in what is read (:mod:`coref.conll`): documents match by ``(id, part)``, where the scorer
+compares the whole text after ``#begin document`` (``part 0`` and ``part 000`` match here, not there); and on a
+line without TABs we read the last column, where the scorer searches the whole line for brackets (a word
+``(1)`` in a space-separated file would be a mention to it). ``tests/test_official_scorer.py`` checks
+everything else against ``scorer.pl``: its own test suite, and perturbed responses to real keys.
+
 Why our own code: no PyPI package is faithful and maintained. ``scorch`` 0.2.0 (last release 2020) has no
 LEA and averages per-document scores instead of summing counts; ``coreference-eval`` 0.0.2 skips singletons in
 B3 and LEA (the e2e-coref convention, not the scorer's); ``metric4coref`` 0.0.2 computes MUC from pairwise
@@ -34,7 +46,7 @@ links. (The faithful ``coval`` code is not on PyPI.) On a contingency table the 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from math import comb
 
@@ -143,8 +155,8 @@ class CorefEvaluation(_Additive):
     documents: int = 0  # key documents scored
     missing_documents: tuple[DocumentKey, ...] = ()  # key documents absent from the response (all misses)
     ignored_documents: tuple[DocumentKey, ...] = ()  # response documents absent from the key
-    key_duplicates: int = 0  # repeated key spans dropped
-    response_duplicates: int = 0  # repeated response spans dropped
+    key_duplicates: int = 0  # later occurrences of repeated key spans, kept and counted as the scorer does
+    response_duplicates: int = 0  # later occurrences of key spans the response repeats, dropped
 
     @property
     def conll_f1(self) -> float:
@@ -159,32 +171,117 @@ class CorefEvaluation(_Additive):
         return result
 
 
+Chain = tuple[int, ...]  # an entity as the scorer holds it: the ids of its mentions (a repeated span repeats its id)
+
+
+def scorer_chains(document: Document) -> list[list[Span]]:
+    """The document's entities in the official scorer's order, each the list of its mention spans, repeats kept.
+
+    The scorer numbers entities as their brackets first appear in the file, reading each token's one-token
+    mentions ``(N)`` before its opens ``(N``; in a file from :func:`coref.conll.write_conll` that is by each
+    entity's first mention, one-token mentions before longer ones, longer before shorter, then by label. The
+    order decides which entity keeps a span the response repeats, and which key entity a repeated key span
+    belongs to (the last).
+    """
+    def first_bracket(mention):
+        return (mention.start, 0, 0) if len(mention) == 1 else (mention.start, 1, -mention.end)
+
+    chains: dict[int, list[Span]] = {}
+    first: dict[int, tuple[int, int, int]] = {}
+    for mention in document.mentions:
+        chains.setdefault(mention.entity, []).append(mention.span)
+        first[mention.entity] = min(first.get(mention.entity, first_bracket(mention)), first_bracket(mention))
+    return [chains[entity] for entity in sorted(chains, key=lambda entity: (first[entity], entity))]
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """Key and response entities of one document as the scorer compares them, mentions as ids of distinct spans.
+
+    Like the scorer, a response span that is a key span and occurs again (in any entity) is dropped at its
+    later occurrences (``response_repeats``); other repeats stay, in the key too, as the same id twice.
+    """
+
+    key: tuple[Chain, ...]
+    response: tuple[Chain, ...]
+    key_spans: int  # distinct key spans
+    response_spans: int  # distinct response spans
+    matched: int  # distinct spans in both
+    response_repeats: int  # repeated key spans dropped from the response
+
+    @classmethod
+    def of(cls, key: Sequence[Sequence[Span]], response: Sequence[Sequence[Span]]) -> Alignment:
+        ids: dict[Span, int] = {}
+        key_chains = tuple(tuple(ids.setdefault(span, len(ids)) for span in chain) for chain in key)
+        key_spans = len(ids)
+        kept, seen_key_spans, repeats = [], set(), 0
+        for chain in response:
+            mentions = []
+            for span in chain:
+                if span in ids and ids[span] < key_spans:
+                    if span in seen_key_spans:
+                        repeats += 1
+                        continue
+                    seen_key_spans.add(span)
+                mentions.append(ids.setdefault(span, len(ids)))
+            if mentions:
+                kept.append(tuple(mentions))
+        return cls(key_chains, tuple(kept), key_spans, len(ids) - key_spans + len(seen_key_spans),
+                   len(seen_key_spans), repeats)
+
+    @property
+    def repeats(self) -> bool:
+        """Whether a side holds an id twice: then only the pair-set definition of BLANC applies."""
+        return any(len(set(ids)) < len(ids) for ids in (_flat(self.key), _flat(self.response)))
+
+
+def _flat(chains: Sequence[Chain]) -> list[int]:
+    return [mention for chain in chains for mention in chain]
+
+
 @dataclass(frozen=True)
 class Contingency:
-    """The key and response entities of one document and how many mentions each pair shares.
+    """How the mentions of key entities K_i and response entities R_j meet, as the scorer's metrics see them.
 
-    ``common[i, j] = |K_i & R_j|``; ``key_sizes[i] = |K_i|``, ``response_sizes[j] = |R_j|``. Every metric is a
-    function of this table, and swapping key and response (:meth:`transposed`) swaps recall and precision.
+    ``key_in[i, j]``: mentions of K_i whose span is in R_j; ``response_in[i, j]``: mentions of R_j whose span
+    is in K_i; ``response_by_key[i, j]``: mentions of R_j whose span's key entity is K_i (the LAST key entity
+    holding it, as the scorer indexes spans); ``key_by_response[i, j]``: the converse. Without repeated spans all
+    four are the common-mention table |K_i & R_j|. Sizes count repeats. Swapping key and response
+    (:meth:`transposed`) swaps recall and precision.
     """
 
     key_sizes: np.ndarray
     response_sizes: np.ndarray
-    common: np.ndarray
+    key_in: np.ndarray
+    response_in: np.ndarray
+    key_by_response: np.ndarray
+    response_by_key: np.ndarray
 
     @classmethod
-    def of(cls, key: Sequence[Collection[Span]], response: Sequence[Collection[Span]]) -> Contingency:
-        """The table of two lists of entities, each a collection of distinct spans."""
-        entity_of = {span: i for i, entity in enumerate(key) for span in entity}
-        common = np.zeros((len(key), len(response)))
-        for j, entity in enumerate(response):
-            for span in entity:
-                if span in entity_of:
-                    common[entity_of[span], j] += 1
-        sizes = [np.array([len(entity) for entity in side], dtype=float) for side in (key, response)]
-        return cls(sizes[0], sizes[1], common)
+    def of(cls, key: Sequence[Chain], response: Sequence[Chain]) -> Contingency:
+        def tables(rows: Sequence[Chain], columns: Sequence[Chain]) -> tuple[np.ndarray, np.ndarray]:
+            """(mentions of columns[j] in rows[i], mentions of columns[j] whose last row is i)."""
+            holders: dict[int, list[int]] = {}
+            for i, chain in enumerate(rows):
+                for mention in dict.fromkeys(chain):
+                    holders.setdefault(mention, []).append(i)
+            inside, by_last = np.zeros((len(rows), len(columns))), np.zeros((len(rows), len(columns)))
+            for j, chain in enumerate(columns):
+                for mention in chain:
+                    for i in holders.get(mention, ()):
+                        inside[i, j] += 1
+                    if mention in holders:
+                        by_last[holders[mention][-1], j] += 1
+            return inside, by_last
+
+        response_in, response_by_key = tables(key, response)
+        key_in_t, key_by_response_t = tables(response, key)
+        sizes = [np.array([len(chain) for chain in side], dtype=float) for side in (key, response)]
+        return cls(sizes[0], sizes[1], key_in_t.T, response_in, key_by_response_t.T, response_by_key)
 
     def transposed(self) -> Contingency:
-        return Contingency(self.response_sizes, self.key_sizes, self.common.T)
+        return Contingency(self.response_sizes, self.key_sizes, self.response_in.T, self.key_in.T,
+                           self.response_by_key.T, self.key_by_response.T)
 
 
 def _pairs(counts: np.ndarray) -> float:
@@ -192,38 +289,33 @@ def _pairs(counts: np.ndarray) -> float:
     return float((counts * (counts - 1) / 2).sum())
 
 
-RecallSide = Callable[[Contingency], tuple[float, float]]
+def _muc(table: Contingency) -> Score:
+    """Correct links: per response entity, its mentions grouped by key entity, each group of n giving n - 1;
+    out of sum(|K| - 1) key links and sum(|R| - 1) response links (Vilain et al. 1995)."""
+    found = table.response_by_key
+    correct = found.sum() - np.count_nonzero(found)
+    return Score(correct, (table.key_sizes - 1).sum(), correct, (table.response_sizes - 1).sum())
 
 
-def _symmetric(recall_side: RecallSide, table: Contingency) -> Score:
-    """A Score whose precision is its recall computed with key and response swapped."""
-    return Score(*map(float, recall_side(table) + recall_side(table.transposed())))
-
-
-def _mentions_recall(table: Contingency) -> tuple[float, float]:
-    return table.common.sum(), table.key_sizes.sum()
-
-
-def _muc_recall(table: Contingency) -> tuple[float, float]:
-    """Correct links sum(|K & R| - 1) over overlapping pairs, out of sum(|K| - 1) key links (Vilain et al. 1995)."""
-    correct = table.common.sum() - np.count_nonzero(table.common)
-    return correct, table.key_sizes.sum() - len(table.key_sizes)
-
-
-def _bcub_recall(table: Contingency) -> tuple[float, float]:
-    """Sum over key mentions m of |K_m & R_m| / |K_m| (0 for a missed m), out of the number of key mentions."""
-    return (table.common**2 / table.key_sizes[:, None]).sum(), table.key_sizes.sum()
+def _bcub(table: Contingency) -> Score:
+    """Per response mention m in R with key entity K: |K & R| / |K| towards recall, / |R| towards precision; out
+    of the number of key and of response mentions (a mention missing from the other side adds 0)."""
+    shared = table.response_by_key * table.response_in
+    recall = float((shared.sum(axis=1) / table.key_sizes).sum())
+    precision = float((shared.sum(axis=0) / table.response_sizes).sum())
+    return Score(recall, table.key_sizes.sum(), precision, table.response_sizes.sum())
 
 
 def _lea_recall(table: Contingency) -> tuple[float, float]:
-    """Sum over key entities K of |K| * resolved(K) / links(K), out of the number of key mentions."""
+    """Sum over key entities K of |K| * resolved(K) / links(K), out of the number of key mentions; a singleton
+    has one self-link, resolved when its mention is a singleton on the other side too."""
     sizes = table.key_sizes
     links = sizes * (sizes - 1) / 2
-    resolved = (table.common * (table.common - 1) / 2).sum(axis=1)
+    resolved = (table.key_by_response * (table.key_by_response - 1) / 2).sum(axis=1)
     singleton = sizes == 1
     links[singleton] = 1
-    resolved[singleton] = ((table.common == 1) & (table.response_sizes == 1)).any(axis=1)[singleton]
-    return (sizes * resolved / links).sum(), sizes.sum()
+    resolved[singleton] = ((table.key_by_response == 1) & (table.response_sizes == 1)).any(axis=1)[singleton]
+    return float((sizes * resolved / links).sum()), float(sizes.sum())
 
 
 def _ceaf(similarity: np.ndarray, key_total: float, response_total: float) -> Score:
@@ -234,28 +326,31 @@ def _ceaf(similarity: np.ndarray, key_total: float, response_total: float) -> Sc
 
 
 def _ceafe(table: Contingency) -> Score:
-    """Entity similarity 2|K & R| / (|K| + |R|); each entity's self-similarity is 1."""
-    similarity = 2 * table.common / (table.key_sizes[:, None] + table.response_sizes[None, :])
+    """Entity similarity 2|K & R| / (|K| + |R|), |K & R| counting K's mentions found in R; self-similarity 1."""
+    similarity = 2 * table.key_in / (table.key_sizes[:, None] + table.response_sizes[None, :])
     return _ceaf(similarity, len(table.key_sizes), len(table.response_sizes))
 
 
 def _ceafm(table: Contingency) -> Score:
-    """Mention similarity |K & R|; each entity's self-similarity is its size."""
-    return _ceaf(table.common, table.key_sizes.sum(), table.response_sizes.sum())
+    """Mention similarity |K & R| (K's mentions found in R); each entity's self-similarity is its size."""
+    return _ceaf(table.key_in, table.key_sizes.sum(), table.response_sizes.sum())
 
 
-def _blanc(table: Contingency) -> BlancScore:
+def _blanc(alignment: Alignment, table: Contingency) -> BlancScore:
     """Coreference links (pairs in one entity) and non-coreference links (pairs across entities) of each side.
 
-    A non-coreference link is correct when both mentions are in key and response and fall in different
-    entities on both sides; among the shared mentions that is all pairs, less those in one key entity, less
-    those in one response entity, plus those in one entity on both sides (counted twice).
+    Without repeated spans, from the table: a non-coreference link is correct when both mentions are on both
+    sides and in different entities on both; among the shared mentions that is all pairs, less those in one key
+    entity, less those in one response entity, plus those in one entity on both sides (counted twice).
     """
-    coreference_correct = _pairs(table.common)
+    if alignment.repeats:
+        return _blanc_by_pairs(alignment)
+    coreference_correct = _pairs(table.key_in)
     key_links, response_links = _pairs(table.key_sizes), _pairs(table.response_sizes)
-    shared = table.common.sum()
+    shared = table.key_in.sum()
     non_coreference_correct = (
-        comb(int(shared), 2) - _pairs(table.common.sum(axis=1)) - _pairs(table.common.sum(axis=0)) + coreference_correct
+        comb(int(shared), 2) - _pairs(table.key_in.sum(axis=1)) - _pairs(table.key_in.sum(axis=0))
+        + coreference_correct
     )
     key_non_links = comb(int(table.key_sizes.sum()), 2) - key_links
     response_non_links = comb(int(table.response_sizes.sum()), 2) - response_links
@@ -265,16 +360,34 @@ def _blanc(table: Contingency) -> BlancScore:
     )
 
 
-def document_entities(document: Document) -> tuple[list[frozenset[Span]], int]:
-    """The document's entities as sets of spans, each span kept at its first occurrence; and how many repeats
-    were dropped. Entities left empty by the dropping disappear."""
-    seen: set[Span] = set()
-    entities: dict[int, list[Span]] = {}
-    for mention in document.mentions:
-        if mention.span not in seen:
-            seen.add(mention.span)
-            entities.setdefault(mention.entity, []).append(mention.span)
-    return [frozenset(spans) for spans in entities.values()], len(document.mentions) - len(seen)
+def _link_sets(chains: Sequence[Chain], base: int) -> tuple[np.ndarray, np.ndarray]:
+    """The scorer's link SETS, as codes ``low * base + high`` of unordered id pairs: any two mentions
+    (positions) in one entity, and in two different entities; a pair of equal ids is a link too."""
+    ids = np.array(_flat(chains), dtype=np.int64)
+    entity = np.repeat(np.arange(len(chains)), [len(chain) for chain in chains])
+    first, second = np.triu_indices(len(ids), k=1)
+    pair = np.minimum(ids[first], ids[second]) * base + np.maximum(ids[first], ids[second])
+    same = entity[first] == entity[second]
+    return np.unique(pair[same]), np.unique(pair[~same])
+
+
+def _blanc_by_pairs(alignment: Alignment) -> BlancScore:
+    """BLANC as the scorer defines it, on sets of id pairs (the only definition when a span repeats)."""
+    base = max(_flat(alignment.key) + _flat(alignment.response), default=0) + 1
+    (key_links, key_non_links), (response_links, response_non_links) = (
+        _link_sets(chains, base) for chains in (alignment.key, alignment.response)
+    )
+    correct = len(np.intersect1d(key_links, response_links))
+    correct_non = len(np.intersect1d(key_non_links, response_non_links))
+    return BlancScore(
+        Score(correct, len(key_links), correct, len(response_links)),
+        Score(correct_non, len(key_non_links), correct_non, len(response_non_links)),
+    )
+
+
+# The official scorer refuses a response that repeats more key spans than this (v8.01: "a sign of a systematic
+# error/manipulation").
+MAX_RESPONSE_REPEATS = 10
 
 
 def score_document(key: Document, response: Document | None) -> CorefEvaluation:
@@ -284,21 +397,21 @@ def score_document(key: Document, response: Document | None) -> CorefEvaluation:
             f"document {key.id!r} part {key.part}: the key has {len(key.tokens)} tokens, "
             f"the response {len(response.tokens)}; spans cannot be compared"
         )
-    key_entities, key_duplicates = document_entities(key)
-    response_entities, response_duplicates = document_entities(response) if response is not None else ([], 0)
-    table = Contingency.of(key_entities, response_entities)
+    alignment = Alignment.of(scorer_chains(key), scorer_chains(response) if response is not None else [])
+    table = Contingency.of(alignment.key, alignment.response)
+    matched = float(alignment.matched)
     return CorefEvaluation(
-        mentions=_symmetric(_mentions_recall, table),
-        muc=_symmetric(_muc_recall, table),
-        bcub=_symmetric(_bcub_recall, table),
+        mentions=Score(matched, alignment.key_spans, matched, alignment.response_spans),
+        muc=_muc(table),
+        bcub=_bcub(table),
         ceafe=_ceafe(table),
         ceafm=_ceafm(table),
-        blanc=_blanc(table),
-        lea=_symmetric(_lea_recall, table),
+        blanc=_blanc(alignment, table),
+        lea=Score(*_lea_recall(table), *_lea_recall(table.transposed())),
         documents=1,
         missing_documents=() if response is not None else (key.key,),
-        key_duplicates=key_duplicates,
-        response_duplicates=response_duplicates,
+        key_duplicates=len(_flat(alignment.key)) - alignment.key_spans,
+        response_duplicates=alignment.response_repeats,
     )
 
 
@@ -320,4 +433,10 @@ def evaluate(key: Sequence[Document], response: Sequence[Document]) -> CorefEval
     responses = _by_key(response, "response")
     ignored = tuple(name for name in responses if name not in keys)
     scores = (score_document(document, responses.get(name)) for name, document in keys.items())
-    return sum(scores, CorefEvaluation(ignored_documents=ignored))
+    evaluation = sum(scores, CorefEvaluation(ignored_documents=ignored))
+    if evaluation.response_duplicates > MAX_RESPONSE_REPEATS:
+        raise EvaluationError(
+            f"the response repeats key mention spans {evaluation.response_duplicates} times (more than "
+            f"{MAX_RESPONSE_REPEATS}); the official scorer refuses to score such output, so fix it first"
+        )
+    return evaluation

@@ -185,8 +185,8 @@ def _text_order(mentions: Sequence[Mention]) -> list[Mention]:
 def drop_crossing(mentions: Sequence[Mention]) -> list[Mention]:
     """The mentions left after dropping, in text order, every mention that crosses one already kept.
 
-    The reader already drops (and reports) crossing mentions; this guards documents built any other way.
-    Spans must be distinct (:func:`merge_shared_spans`). The kept mentions nest properly, which
+    The reader keeps crossing mentions as annotated (the official scorer scores them); the R/E/L encoding cannot
+    hold them, so they are dropped here and counted. Spans must be distinct (:func:`merge_shared_spans`). The kept mentions nest properly, which
     :func:`outermost` relies on.
     """
     return split_crossing(mentions)[0]

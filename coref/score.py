@@ -1,11 +1,15 @@
 """Score a coreference response file against a key file, as the official CoNLL-2012 scorer does.
 
-``python -m coref.score KEY RESPONSE [--json OUT] [--strict]`` (console script ``entitylm-score``) reads both
+``python -m coref.score KEY RESPONSE [--json OUT]`` (console script ``entitylm-score``) reads both
 CoNLL-2012-family files with :func:`coref.conll.read_conll`, scores every metric of :mod:`coref.metrics`, and
 prints recall, precision and F1 as percentages (rounded to 2 decimals; the Perl scorer truncates instead) with
-the CoNLL F1. ``--json`` writes :meth:`CorefEvaluation.to_json` (fractions in [0, 1]). What the scoring
-worked around (malformed brackets skipped in lenient mode, repeated spans, unmatched documents) is reported on
-stderr. Unreadable input exits with status 2 and a ``file:line: reason`` message.
+the CoNLL F1. ``--json`` writes :meth:`CorefEvaluation.to_json` (fractions in [0, 1]).
+
+It reads exactly what the official scorer reads: every mention, nested, crossing or repeated, nothing repaired.
+What the official scorer dies on (an unclosed bracket, a close without an open) and what it cannot score (a
+file with no document) is an error naming FILE:LINE, found before key and response are compared; it exits with
+status 2 and one line. What the scoring did the official way (repeated response spans dropped, unmatched
+documents) is reported on stderr.
 """
 
 from __future__ import annotations
@@ -16,11 +20,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from coref.conll import ConllError, Problem, read_conll
-from coref.document import Document
+from coref.atomic import write_text_atomic
+from coref.conll import ConllError, read_conll
 from coref.metrics import METRICS, CorefEvaluation, EvaluationError, evaluate
-
-SHOWN_PROBLEMS = 5  # malformed mentions listed per file before "... and N more"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -32,9 +34,6 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("key", type=Path, help="gold CoNLL-2012 file")
     parser.add_argument("response", type=Path, help="system CoNLL-2012 file")
     parser.add_argument("--json", type=Path, metavar="OUT", help="also write the scores as JSON to OUT")
-    parser.add_argument(
-        "--strict", action="store_true", help="refuse malformed mentions instead of skipping them with a warning"
-    )
     return parser
 
 
@@ -48,29 +47,19 @@ def format_table(evaluation: CorefEvaluation) -> str:
     return "\n".join(lines)
 
 
-def _read(path: Path, strict: bool) -> tuple[list[Document], list[Problem]]:
-    """:func:`read_conll`, with bytes that are not UTF-8 reported by file and line like any other bad input."""
-    try:
-        return read_conll(path, strict=strict)
-    except UnicodeDecodeError as error:
-        line = error.object[: error.start].count(b"\n") + 1
-        raise ConllError(str(path), line, f"not UTF-8 text ({error.reason})") from None
-
-
-def _warnings(evaluation: CorefEvaluation, problems: dict[Path, list[Problem]]) -> list[str]:
-    """What was skipped or left unmatched, one headline ("warning: ...") each, malformed mentions listed."""
+def _warnings(evaluation: CorefEvaluation) -> list[str]:
+    """What the scoring did the official scorer's way that changes figures, one line ("warning: ...") each."""
     lines = []
-    for path, found in problems.items():
-        if found:
-            lines.append(f"warning: {path}: {len(found)} malformed mention(s) skipped (--strict refuses them):")
-            lines.extend(f"  {problem}" for problem in found[:SHOWN_PROBLEMS])
-            if len(found) > SHOWN_PROBLEMS:
-                lines.append(f"  ... and {len(found) - SHOWN_PROBLEMS} more")
-    for count, side in ((evaluation.key_duplicates, "key"), (evaluation.response_duplicates, "response")):
-        if count:
-            lines.append(
-                f"warning: {count} repeated span(s) in the {side} dropped (each span is kept at its first occurrence)"
-            )
+    if evaluation.key_duplicates:
+        lines.append(
+            f"warning: the key repeats spans {evaluation.key_duplicates} time(s); like the official scorer, each "
+            "occurrence counts, which can push figures above 100%"
+        )
+    if evaluation.response_duplicates:
+        lines.append(
+            f"warning: the response repeats key spans {evaluation.response_duplicates} time(s); like the official "
+            "scorer, each is kept at its first occurrence and the repeats dropped"
+        )
     for documents, what in (
         (evaluation.missing_documents, "key document(s) missing from the response, scored as misses"),
         (evaluation.ignored_documents, "response document(s) not in the key, ignored"),
@@ -87,24 +76,24 @@ def _fail(message: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit status: 0, or 2 for input that cannot be scored (message on stderr)."""
+    """Run the CLI; returns the exit status: 0, or 2 for input that cannot be scored (one line on stderr, and
+    nothing written)."""
     args = _parser().parse_args(argv)
     try:
-        key, key_problems = _read(args.key, args.strict)
-        response, response_problems = _read(args.response, args.strict)
+        key, _ = read_conll(args.key, strict=True)
+        response, _ = read_conll(args.response, strict=True)
         evaluation = evaluate(key, response)
-    except (ConllError, EvaluationError) as error:
+        if args.json is not None:
+            write_text_atomic(args.json, json.dumps(evaluation.to_json(), indent=2) + "\n")
+    except ConllError as error:
         return _fail(str(error))
+    except EvaluationError as error:
+        return _fail(f"{args.key} against {args.response}: {error}")
     except OSError as error:
         return _fail(f"{error.filename}: {error.strerror}")
-    for line in _warnings(evaluation, {args.key: key_problems, args.response: response_problems}):
+    for line in _warnings(evaluation):
         print(line, file=sys.stderr)
     print(format_table(evaluation))
-    if args.json is not None:
-        try:
-            args.json.write_text(json.dumps(evaluation.to_json(), indent=2) + "\n")
-        except OSError as error:
-            return _fail(f"{error.filename}: {error.strerror}")
     return 0
 
 

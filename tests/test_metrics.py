@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from coref.conll import read_conll
 from coref.document import Document, Mention
-from coref.metrics import METRICS, CorefEvaluation, EvaluationError, Score, document_entities, evaluate
+from coref.metrics import METRICS, Alignment, CorefEvaluation, EvaluationError, Score, _blanc, _blanc_by_pairs, Contingency, evaluate, scorer_chains
 
 SCORES = ("mentions", "muc", "bcub", "ceafe", "ceafm", "lea")  # the plain Scores; BLANC has two halves
 
@@ -140,21 +140,61 @@ def test_missing_response_document_counts_as_misses_and_extra_ones_are_ignored()
 
 
 def test_repeated_response_span_keeps_its_first_occurrence():
-    # Key: {(0,1), (2,3)}. Response: entity 1 = {(0,1), (2,3)}, entity 2 = {(2,3)} repeats (2,3).
-    # Mentions are in (start, end, entity) order, so (2,3) stays in entity 1; entity 2 is left empty and goes.
+    # Key: {(0,1), (2,3)}. Response: entity 1 = {(0,1), (2,3)}, entity 2 = {(2,3)} repeats (2,3). Entity 1's
+    # brackets come first in the file, so (2,3) stays there; entity 2 is left empty and goes.
     key = document([(0, 1), (2, 3)])
     tokens = key.tokens
     response = Document("d", tokens, mentions=[Mention(0, 1, 1), Mention(2, 3, 1), Mention(2, 3, 2)])
     result = evaluate([key], [response])
-    assert result.response_duplicates == 1 and result.key_duplicates == 0
+    assert result.response_duplicates == 1
     for name in SCORES:
         assert_rpf(getattr(result, name), 1, 1, 1)
-    # The other way round, (2,3) stays in entity 0 and the response is two singletons: MUC finds no link.
-    response = Document("d", tokens, mentions=[Mention(0, 1, 1), Mention(2, 3, 0), Mention(2, 3, 1)])
+
+
+def test_the_first_entity_in_the_file_keeps_a_repeated_span_whatever_its_label():
+    # Key: {(1,2), (3,4)}. Response: entity 1 = {(0,1), (3,4)} comes first in the file (token 0), entity 0 =
+    # {(1,2), (3,4)}: (3,4) stays in entity 1, so the key's link (1,2)-(3,4) is not found.
+    key = Document("d", [f"w{i}" for i in range(6)], mentions=[Mention(1, 2, 0), Mention(3, 4, 0)])
+    response = key.replace(mentions=[Mention(0, 1, 1), Mention(3, 4, 1), Mention(1, 2, 0), Mention(3, 4, 0)])
     result = evaluate([key], [response])
     assert result.response_duplicates == 1
+    assert_counts(result.muc, 0, 1, 0, 1)
+    assert_counts(result.mentions, 2, 2, 2, 3)
+
+
+def test_repeats_the_scorer_keeps():
+    # A response span not in the key, repeated in one entity, is one mention twice: entity {(4,5), (4,5)}
+    # has a MUC link and two B3 mentions. It is not a "repeat" the scorer drops.
+    key = document([(0, 1), (2, 3)])
+    response = key.replace(mentions=[*key.mentions, Mention(4, 5, 7), Mention(4, 5, 7)])
+    result = evaluate([key], [response])
+    assert result.response_duplicates == 0
+    assert_counts(result.muc, 1, 1, 1, 2)
+    assert_counts(result.bcub, 2, 2, 2, 4)
+    assert_counts(result.mentions, 2, 2, 2, 3)
+    # A repeated key span stays too: key entity {(0,1), (0,1)} has one link and two mentions to recall; the
+    # response's one mention recalls |K & R| / |K| = 1/2 (B3 sums over response mentions).
+    key = document([(0, 1), (0, 1)])
+    result = evaluate([key], [document([(0, 1)])])
     assert_counts(result.muc, 0, 1, 0, 0)
-    assert_counts(result.mentions, 2, 2, 2, 2)
+    assert_counts(result.bcub, 0.5, 2, 1, 1)
+    assert_counts(result.ceafm, 2, 2, 2, 1)  # precision 2/1, exactly as scorer.pl prints it
+    assert result.key_duplicates == 1
+    assert_counts(result.mentions, 1, 1, 1, 1)
+
+
+def test_more_than_ten_repeated_key_spans_are_refused_like_the_official_scorer():
+    key = document(*[[(i, i + 1)] for i in range(11)])
+    repeated = key.replace(mentions=[*key.mentions, *(Mention(m.start, m.end, 20) for m in key.mentions)])
+    with pytest.raises(EvaluationError, match="repeats key mention spans 11 times"):
+        evaluate([key], [repeated])
+    assert evaluate([key], [repeated.replace(mentions=repeated.mentions[:-1])]).response_duplicates == 10
+
+
+def test_crossing_mentions_are_scored():
+    key = document([(0, 2), (5, 6)], [(1, 3)])  # (0,2) and (1,3) cross
+    assert evaluate([key], [key]).mentions.recall_den == 3
+    assert_rpf(evaluate([key], [key]).muc, 1, 1, 1)
 
 
 def test_documents_are_micro_averaged():
@@ -261,8 +301,9 @@ def _plain_and_blanc_scores(result: CorefEvaluation) -> list[Score]:
     return [getattr(result, name) for name in SCORES] + [result.blanc.coreference, result.blanc.non_coreference]
 
 
-@given(documents(), documents())
+@given(documents(distinct_spans=True), documents())
 def test_scores_are_fractions(key, response):
+    # A key that repeats a span can go above 1, as in the official scorer (test_repeats_the_scorer_keeps).
     result = evaluate([key], [response])
     values = result.to_json()
     assert 0 <= values.pop("conll_f1") <= 1
@@ -270,20 +311,24 @@ def test_scores_are_fractions(key, response):
         assert all(0 <= value <= 1 + 1e-12 for value in rpf.values())
 
 
-@given(documents(), documents())
+def entity_sets(document: Document) -> list[frozenset[tuple[int, int]]]:
+    return [frozenset(spans) for spans in scorer_chains(document)]
+
+
+@given(documents(distinct_spans=True), documents(distinct_spans=True))
 def test_swapping_key_and_response_swaps_recall_and_precision(key, response):
+    # Distinct spans: the scorer treats repeated key spans and repeated response spans differently.
     forward, backward = evaluate([key], [response]), evaluate([response], [key])
     for score, swapped in zip(_plain_and_blanc_scores(forward), _plain_and_blanc_scores(backward)):
         assert_counts(swapped, score.precision_num, score.precision_den, score.recall_num, score.recall_den)
 
 
-@given(documents())
+@given(documents(distinct_spans=True))
 def test_a_document_against_itself_finds_everything(doc):
     result = evaluate([doc], [doc])
     for score in _plain_and_blanc_scores(result):
         assert_counts(score, score.recall_den, score.recall_den, score.precision_den, score.precision_den)
-    entities, _ = document_entities(doc)
-    assume(any(len(entity) > 1 for entity in entities))  # a coreference link: every ratio is defined
+    assume(any(len(entity) > 1 for entity in entity_sets(doc)))  # a coreference link: every ratio is defined
     assert result.conll_f1 == pytest.approx(1.0) and result.blanc.f1 == pytest.approx(1.0)
 
 
@@ -337,9 +382,11 @@ def _best_alignment(key, response, similarity):
     ) if key else 0.0
 
 
-@given(documents(), documents())
+@given(documents(distinct_spans=True), documents(distinct_spans=True))
 def test_matches_the_mention_level_definitions(key_doc, response_doc):
-    key, response = document_entities(key_doc)[0], document_entities(response_doc)[0]
+    # Distinct spans: where a span repeats, only the official scorer's procedure defines the figures
+    # (tests/test_official_scorer.py compares with it).
+    key, response = entity_sets(key_doc), entity_sets(response_doc)
     result = evaluate([key_doc], [response_doc])
     for name, recall_side in (("muc", _muc_recall), ("bcub", _bcub_recall), ("lea", _lea_recall)):
         assert_counts(getattr(result, name), *recall_side(key, response), *recall_side(response, key))
@@ -354,6 +401,12 @@ def test_matches_the_mention_level_definitions(key_doc, response_doc):
     assert_counts(result.blanc.non_coreference, correct_non, len(key_non_links), correct_non, len(response_non_links))
 
 
+@given(documents(distinct_spans=True), documents(distinct_spans=True))
+def test_blanc_from_the_table_equals_blanc_from_link_sets(key_doc, response_doc):
+    alignment = Alignment.of(scorer_chains(key_doc), scorer_chains(response_doc))
+    assert _blanc(alignment, Contingency.of(alignment.key, alignment.response)) == _blanc_by_pairs(alignment)
+
+
 # ------------------------------------------------------------------------------------------ real data
 
 
@@ -363,7 +416,7 @@ def test_litbank_test_split_scored_against_itself_is_perfect(litbank_dir: Path):
     assert len(names) == 10
     documents_ = [doc for name in names for doc in read_conll(litbank_dir / "conll" / f"{name}.conll", strict=True)[0]]
     result = evaluate(documents_, documents_)
-    assert result.documents == 10 and result.key_duplicates == 0
+    assert result.documents == 10 and result.response_duplicates == 0
     values = result.to_json()
     assert values.pop("conll_f1") == pytest.approx(1.0)
     for name, rpf in values.items():

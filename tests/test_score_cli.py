@@ -79,29 +79,26 @@ def test_module_runs_as_a_program(example):
     assert "CoNLL F1: 100.00" in run.stdout
 
 
-def test_unmatched_documents_and_skipped_mentions_are_warned(tmp_path, capsys):
+def test_unmatched_documents_are_warned(tmp_path, capsys):
     key, response = tmp_path / "key.conll", tmp_path / "response.conll"
     key.write_text(conll("a", SENTENCES) + conll("b", SENTENCES))
-    # The response lacks b, adds c, and opens a mention in a that it never closes (line 2, John).
-    response.write_text(conll("a", SENTENCES, {"John": "(0"}) + conll("c", SENTENCES))
+    response.write_text(conll("a", SENTENCES) + conll("c", SENTENCES))  # lacks b, adds c
     assert main([str(key), str(response)]) == 0
     err = capsys.readouterr().err
-    assert f"{response}: 1 malformed mention(s) skipped" in err
-    assert f"{response}:2: '(0' opens a mention of entity 0 that is never closed" in err
     assert "1 key document(s) missing from the response, scored as misses: b part 0" in err
     assert "1 response document(s) not in the key, ignored: c part 0" in err
 
 
-def test_strict_mode_refuses_a_malformed_file_with_its_line(example, tmp_path):
+def test_a_broken_bracket_is_an_error_with_its_line_before_any_other_comparison(example, tmp_path):
+    # The broken response is also shorter than the key: the bracket is what is reported, by file and line.
     key, _ = example
     broken = tmp_path / "broken.conll"
-    broken.write_text(conll("example", SENTENCES, {"John": "(0"}))
-    run = subprocess.run(
-        [sys.executable, "-m", "coref.score", str(key), str(broken), "--strict"], capture_output=True, text=True
-    )
+    broken.write_text(conll("example", SENTENCES[:1], {"John": "(0"}))
+    run = subprocess.run([sys.executable, "-m", "coref.score", str(key), str(broken)], capture_output=True, text=True)
     assert run.returncode == 2
-    assert f"{broken}:2: '(0' opens a mention of entity 0 that is never closed" in run.stderr
-    assert "Traceback" not in run.stderr and run.stdout == ""
+    assert run.stderr == f"coref.score: error: {broken}:2: '(0' opens a mention of entity 0 that is never closed " \
+        "(document ends at line 9)\n"
+    assert run.stdout == ""
 
 
 @pytest.mark.parametrize(
@@ -111,8 +108,10 @@ def test_strict_mode_refuses_a_malformed_file_with_its_line(example, tmp_path):
         (conll("example", SENTENCES[:1]), "the key has 11 tokens, the response 6"),
         (conll("example", SENTENCES) * 2, "the response has two documents named 'example' part 0"),
         (b"#begin document (example); part 000\n\xff\n", "response.conll:2: not UTF-8 text"),
+        ("", "response.conll:1: no documents"),
+        ("\n\n", "response.conll:2: no documents"),
     ],
-    ids=["missing file", "token counts differ", "repeated document", "not UTF-8"],
+    ids=["missing file", "token counts differ", "repeated document", "not UTF-8", "empty file", "blank lines"],
 )
 def test_unusable_input_exits_with_status_2(example, response_text, message, capsys):
     key, response = example

@@ -7,7 +7,8 @@
 Candidates: each proposal of the checkpoint (``forward``, the paper's; ``bidirectional``, reading the whole
 text) at each temperature, and the refined checkpoint's proposal (``python -m inference.refine``). Each
 (candidate, corpus) is one ``python -m inference.marginal_ppl`` run on the dev split with N = 100 particles,
-its JSON kept in ``--out`` so that an interrupted sweep resumes. The estimate log p_hat(x) is unbiased in
+its JSON kept in ``--out`` so that an interrupted sweep resumes (a kept JSON made with another checkpoint, proposal,
+temperature or particle count is refused, not reused). The estimate log p_hat(x) is unbiased in
 p(x) whatever the proposal, and its downward bias in log space shrinks as the proposal nears the posterior,
 so the candidate with the highest total dev log-likelihood over LitBank and OntoGUM is chosen; the table
 gives its ESS and PSIS k-hat beside. Writes ``summary.json`` and ``summary.md``, and with ``--write CKPT`` the
@@ -23,8 +24,11 @@ import sys
 from pathlib import Path
 
 from coref.atomic import write_text_atomic
+from coref.cli import Parser, integer, output_file, output_folder, real, run_main
+from generative.entitynlm import PROPOSAL_CONTEXTS
 from inference import marginal_ppl
 from inference.checkpoint import Checkpoint
+from inference.common import USER_ERRORS
 
 CORPORA = ("litbank", "ontogum")
 
@@ -40,32 +44,50 @@ def candidates(args: argparse.Namespace) -> dict[str, tuple[str, str, float]]:
 
 
 def result(name: str, corpus: str, candidate: tuple[str, str, float], args: argparse.Namespace) -> dict:
+    """One (candidate, corpus) run of inference.marginal_ppl on dev, or its JSON kept in ``--out`` from before."""
     path = Path(args.out) / f"{corpus}_dev_{name.replace(' ', '_').replace('=', '')}.json"
-    if not path.exists():
-        checkpoint, proposal, temperature = candidate
-        argv = ["--checkpoint", checkpoint, "--proposal", proposal, "--proposal-temperature", str(temperature),
-                "--corpus", corpus, "--split", "dev", "--data-dir", args.data_dir, "--particles", str(args.particles),
-                "--baseline", "none", "--batch-tokens", "400000", "--seed", str(args.seed), "--json", str(path)]
-        if marginal_ppl.main(argv) != 0:
-            raise SystemExit(f"marginal_ppl failed for {name} on {corpus}/dev")
-    return json.loads(path.read_text())
+    checkpoint, proposal, temperature = candidate
+    stored = marginal_ppl.stored_result(path, {"checkpoint": str(Path(checkpoint)), "corpus": corpus, "split": "dev",
+                                               "sampler": "is", "particles": args.particles, "proposal": proposal,
+                                               "proposal_temperature": temperature})
+    if stored is not None:
+        return stored
+    argv = ["--checkpoint", checkpoint, "--proposal", proposal, "--proposal-temperature", str(temperature),
+            "--corpus", corpus, "--split", "dev", "--data-dir", args.data_dir, "--particles", str(args.particles),
+            "--sampler", "is", "--baseline", "none", "--batch-tokens", "400000", "--seed", str(args.seed)]
+    run = marginal_ppl.run(marginal_ppl.parse_args(argv))
+    write_text_atomic(path, json.dumps(run, indent=2) + "\n")
+    return run
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data-dir", required=True)
-    parser.add_argument("--entitynlm", required=True)
-    parser.add_argument("--proposals", nargs="+", default=["forward", "bidirectional"])
-    parser.add_argument("--refined", help="a checkpoint whose proposal inference.refine refined")
-    parser.add_argument("--refined-proposal", default="bidirectional")
-    parser.add_argument("--temperatures", type=float, nargs="+", default=[1.0])
-    parser.add_argument("--particles", type=int, default=100)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="benchmarks/results/proposal_choice")
-    parser.add_argument("--write", metavar="CKPT", help="also write the chosen candidate's checkpoint here, with "
-                                                        "the chosen proposal as its default")
-    args = parser.parse_args()
-    Path(args.out).mkdir(parents=True, exist_ok=True)
+def build_parser() -> Parser:
+    parser = Parser(prog="python benchmarks/proposal_choice.py", description=__doc__)
+    parser.add_argument("--data-dir", required=True, help="folder holding the corpora (litbank/ and ontogum/)")
+    parser.add_argument("--entitynlm", required=True, help="EntityNLM checkpoint whose proposals are compared")
+    parser.add_argument("--proposals", nargs="+", choices=PROPOSAL_CONTEXTS, default=list(PROPOSAL_CONTEXTS),
+                        help="the checkpoint's proposals to compare")
+    parser.add_argument("--refined", help="a checkpoint whose proposal inference.refine refined (default: none)")
+    parser.add_argument("--refined-proposal", choices=PROPOSAL_CONTEXTS, default="bidirectional",
+                        help="which proposal of --refined was refined")
+    parser.add_argument("--temperatures", type=real(0, include_low=False), nargs="+", default=[1.0],
+                        help="proposal temperatures to try")
+    parser.add_argument("--particles", type=integer(1), default=100, help="importance samples per document")
+    parser.add_argument("--seed", type=int, default=0, help="random seed of every run")
+    parser.add_argument("--out", type=output_folder, default="benchmarks/results/proposal_choice",
+                        help="folder of each run's JSON (kept: a rerun resumes) and the summary")
+    parser.add_argument("--write", metavar="CKPT", type=output_file,
+                        help="also write the chosen candidate's checkpoint here, with the chosen proposal as its "
+                             "default")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return run_main(lambda: run(args), USER_ERRORS)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Every candidate on LitBank and OntoGUM dev; the table, the summary files and the chosen checkpoint."""
     runs = {name: {corpus: result(name, corpus, candidate, args) for corpus in CORPORA}
             for name, candidate in candidates(args).items()}
     total = {name: sum(r["log_likelihood"] for r in by_corpus.values()) for name, by_corpus in runs.items()}
@@ -84,7 +106,8 @@ def main() -> int:
     print(table)
     summary = {"chosen": chosen, "candidates": {name: list(candidate) for name, candidate in candidates(args).items()},
                "dev_total_log_likelihood": total,
-               "dev_perplexity": {name: {c: r["perplexity"] for c, r in by_corpus.items()} for name, by_corpus in runs.items()},
+               "dev_perplexity": {name: {c: r["perplexity"] for c, r in by_corpus.items()}
+                                  for name, by_corpus in runs.items()},
                "dev_median_ess": {name: {c: statistics.median(r["ess"]) for c, r in by_corpus.items()}
                                   for name, by_corpus in runs.items()}}
     write_text_atomic(Path(args.out) / "summary.json", json.dumps(summary, indent=2) + "\n")

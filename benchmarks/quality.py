@@ -9,7 +9,8 @@ vocabulary, trained on LitBank+OntoGUM train and selected on dev; with each samp
 
 Prints a markdown table and writes ``quality.json`` and ``quality.md``; each corpus's run is kept as
 ``quality_CORPUS.json`` and not repeated (run ``--corpora litbank`` and ``--corpora ontogum`` in parallel, then
-both to join them; delete those files to measure again).
+both to join them; delete those files to measure again: one made with another checkpoint or particle count is
+refused, not reused).
 """
 
 from __future__ import annotations
@@ -22,7 +23,10 @@ import sys
 from pathlib import Path
 
 from coref.atomic import write_text_atomic
+from coref.cli import Parser, integer, output_folder, run_main
+from generative.entitynlm import PROPOSAL_CONTEXTS
 from inference import marginal_ppl
+from inference.common import USER_ERRORS
 
 CORPORA = ("litbank", "ontogum")
 
@@ -85,28 +89,41 @@ def table(results: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data-dir", required=True)
-    parser.add_argument("--entitynlm", required=True)
-    parser.add_argument("--rnnlm", required=True)
-    parser.add_argument("--ngram", required=True)
+def build_parser() -> Parser:
+    parser = Parser(prog="python benchmarks/quality.py", description=__doc__)
+    parser.add_argument("--data-dir", required=True, help="folder holding the corpora (litbank/ and ontogum/)")
+    parser.add_argument("--entitynlm", required=True, help="EntityNLM checkpoint")
+    parser.add_argument("--rnnlm", required=True, help="RNNLM checkpoint (the grid's best)")
+    parser.add_argument("--ngram", required=True, help="Kneser-Ney n-gram checkpoint")
     parser.add_argument("--rnnlm-extra", action="append", help="more RNNLM checkpoints to list (named by folder)")
-    parser.add_argument("--proposal", choices=("forward", "bidirectional"), help="default: the checkpoint's")
-    parser.add_argument("--corpora", nargs="+", default=list(CORPORA))
-    parser.add_argument("--batch-tokens", type=int, default=400_000, help="particles x padded tokens per batch")
-    parser.add_argument("--particles", type=int, default=100)
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="benchmarks/results")
-    args = parser.parse_args()
+    parser.add_argument("--proposal", choices=PROPOSAL_CONTEXTS, help="default: the checkpoint's")
+    parser.add_argument("--corpora", nargs="+", choices=CORPORA, default=list(CORPORA), help="test splits to run")
+    parser.add_argument("--batch-tokens", type=integer(1), default=400_000, help="particles x padded tokens per batch")
+    parser.add_argument("--particles", type=integer(1), default=100, help="importance samples per document")
+    parser.add_argument("--device", default="cpu", help="auto, cpu or cuda")
+    parser.add_argument("--seed", type=int, default=0, help="random seed")
+    parser.add_argument("--out", type=output_folder, default="benchmarks/results",
+                        help="folder of quality.json, quality.md and each corpus's kept run")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return run_main(lambda: run(args), USER_ERRORS)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Each corpus's run (kept, or measured now), then the joint table and files."""
     out = Path(args.out)
     results = {}
     for corpus in args.corpora:  # each corpus's result is kept, so corpora can run in parallel and then be joined
         path = out / f"quality_{corpus}.json"
-        if not path.exists():
-            write_text_atomic(path, json.dumps(evaluate(corpus, args), indent=2) + "\n")
-        results[corpus] = json.loads(path.read_text())
+        expected = {"checkpoint": str(Path(args.entitynlm)), "corpus": corpus, "split": "test", "sampler": "both",
+                    "particles": args.particles}
+        results[corpus] = marginal_ppl.stored_result(path, expected)
+        if results[corpus] is None:
+            results[corpus] = evaluate(corpus, args)
+            write_text_atomic(path, json.dumps(results[corpus], indent=2) + "\n")
     markdown = table(results)
     print(markdown)
     write_text_atomic(out / "quality.json", json.dumps({"args": vars(args), "results": results}, indent=2) + "\n")

@@ -36,34 +36,39 @@ import numpy as np
 import torch
 
 from coref.atomic import write_text_atomic
+from coref.cli import Parser, integer, output_folder, real, run_main
 from coref.preprocess import EOS
 from generative.entitynlm import PROPOSAL_CONTEXTS
 from inference import marginal_ppl
 from inference.checkpoint import entitynlm_checkpoint
-from inference.common import resolve_device, set_seed
+from inference.common import USER_ERRORS, resolve_device, set_seed
 
 SAMPLERS = marginal_ppl.SAMPLERS
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def build_parser() -> Parser:
+    parser = Parser(prog="python benchmarks/samplers.py", description=__doc__)
     parser.add_argument("--checkpoint", help="EntityNLM checkpoint (default: the bundled one)")
-    parser.add_argument("--corpus", default="litbank")
-    parser.add_argument("--split", default="dev")
+    parser.add_argument("--corpus", default="litbank", help="corpus name, or several joined with '+'")
+    parser.add_argument("--split", default="dev", help="the split to estimate")
     parser.add_argument("--data-dir", help="folder holding the corpora (default: $ENTITYLM_DATA)")
-    parser.add_argument("--particles", type=int, default=100, help="N, the same for both samplers")
-    parser.add_argument("--seeds", type=int, default=5, help="R, runs of each sampler on each document")
+    parser.add_argument("--particles", type=integer(1), default=100, help="N, the same for both samplers")
+    parser.add_argument("--seeds", type=integer(2), default=5,
+                        help="R, runs of each sampler on each document (the benchmark measures their spread)")
     parser.add_argument("--seed", type=int, default=0, help="the first seed")
-    parser.add_argument("--max-documents", type=int, help="only the split's first documents")
+    parser.add_argument("--max-documents", type=integer(1), help="only the split's first documents (default: all)")
     parser.add_argument("--proposal", choices=PROPOSAL_CONTEXTS, help="default: the checkpoint's")
-    parser.add_argument("--proposal-temperature", type=float, default=1.0)
-    parser.add_argument("--batch-tokens", type=int, default=20_000, help="particles x padded tokens per batch")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--out", default="benchmarks/results")
-    args = parser.parse_args(argv)
-    if args.seeds < 2:
-        parser.error("--seeds must be at least 2: the benchmark measures the spread across seeds")
-    return args
+    parser.add_argument("--proposal-temperature", type=real(0, include_low=False), default=1.0,
+                        help="divide the proposal's R/E/L logits by this")
+    parser.add_argument("--batch-tokens", type=integer(1), default=20_000, help="particles x padded tokens per batch")
+    parser.add_argument("--device", default="cpu", help="auto, cpu or cuda")
+    parser.add_argument("--out", type=output_folder, default="benchmarks/results",
+                        help="folder of samplers.json and samplers.md")
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def run_seeds(args: argparse.Namespace) -> tuple[dict, dict[str, list[marginal_ppl.SamplerRun]]]:
@@ -180,6 +185,11 @@ def markdown(setting: dict, summaries: dict[str, dict], decision: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    return run_main(lambda: run(args), USER_ERRORS)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Both samplers over every seed; the table, samplers.json and samplers.md."""
     setting, runs = run_seeds(args)
     summaries = {sampler: sampler_summary(runs[sampler], setting["tokens"]) for sampler in SAMPLERS}
     decision = verdict(summaries)

@@ -31,12 +31,13 @@ import torch
 from pyro.infer import Importance
 
 from coref.atomic import write_text_atomic
+from coref.cli import Parser, integer, output_folder, run_main
 from coref.document import sentence_chunks
 from generative.batch import batches_by_length, make_batch
 from generative.entitynlm import PROPOSAL_CONTEXTS, Annotation, EntityNLMConfig, EntityProposal
 from generative.rnnlm import RNNLM, RNNLMConfig
 from inference.checkpoint import Checkpoint, entitynlm_modules, pretrained
-from inference.common import prepared_documents, resolve_device, set_seed
+from inference.common import USER_ERRORS, prepared_documents, resolve_device, set_seed
 from inference.importance import estimate_marginal
 
 
@@ -129,16 +130,26 @@ def peak_memory_run(checkpoint: str, data_dir: str, device_name: str, particles:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data-dir", required=True)
+def build_parser() -> Parser:
+    parser = Parser(prog="python benchmarks/speed.py", description=__doc__)
+    parser.add_argument("--data-dir", required=True, help="folder holding the corpora (litbank/)")
     parser.add_argument("--checkpoint", help="EntityNLM checkpoint (default: the bundled one)")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--particles", type=int, default=100)
-    parser.add_argument("--sequential-particles", type=int, default=10,
+    parser.add_argument("--device", default="cpu", help="auto, cpu or cuda")
+    parser.add_argument("--particles", type=integer(1), default=100, help="particles of the vectorised estimator")
+    parser.add_argument("--sequential-particles", type=integer(1), default=10,
                         help="particles for the one-at-a-time comparison (it is slow)")
-    parser.add_argument("--out", default="benchmarks/results")
-    args = parser.parse_args()
+    parser.add_argument("--out", type=output_folder, default="benchmarks/results",
+                        help="folder of speed_DEVICE.json and speed_DEVICE.md")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return run_main(lambda: run(args), USER_ERRORS)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Measure, print the table, and write speed_DEVICE.json and speed_DEVICE.md."""
     set_seed(0)
     device = resolve_device(args.device)
     checkpoint_path = args.checkpoint or str(pretrained("entitynlm.pt"))

@@ -26,13 +26,14 @@ stop a whole-corpus run; ``strict=True`` makes it an error instead.
 
 Command line::
 
-    python -m coref.corpora stats --corpus NAME [--split S] [--data-dir D] [--json OUT] [--strict]
+    python -m coref.corpora stats --corpus NAME [--split S] [--data-dir D] [--json OUT] [--strict] [--preprocess]
     python -m coref.corpora download litbank|ontogum --to DIR [--mirror URL]
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import re
@@ -45,13 +46,12 @@ from dataclasses import dataclass
 from importlib.resources import as_file, files
 from pathlib import Path
 
-from tqdm import tqdm
-
 from coref.atomic import atomic_path, write_text_atomic
-from coref.conll import ConllError, Problem, read_conll
+from coref.cli import Parser, output_file, output_folder, progress, run_main
+from coref.conll import Problem, read_conll, read_utf8
 from coref.document import Document
 from coref.inscript import InscriptError, LabelCounts, read_story
-from coref.preprocess import preprocess_documents
+from coref.preprocess import PreprocessReport, preprocess_documents
 
 DATA_ENV = "ENTITYLM_DATA"
 RAW_GITHUB = "https://raw.githubusercontent.com"
@@ -192,7 +192,7 @@ def _corpus_root(data_dir: DataDir, corpus: str) -> tuple[Path, dict[str, list[s
             f"corpus {corpus!r} not found: {table_path} does not exist; "
             f"fetch it with `{DOWNLOAD_HINT.format(corpus=corpus, folder=base)}`"
         )
-    return base / corpus, parse_split_table(table_path.read_text(encoding="utf-8"), str(table_path))
+    return base / corpus, parse_split_table(read_utf8(table_path), str(table_path))
 
 
 def _split_documents(root: Path, table: dict[str, list[str]], split: str) -> list[str]:
@@ -274,7 +274,7 @@ def inscript_split_ids(data_dir: DataDir, split: str) -> tuple[Path, list[str]]:
             f"put its corpus/ folder and that split table under {base / 'inscript'} (see its SOURCE.md)"
         )
     try:
-        ids = json.loads(table_path.read_text(encoding="utf-8"))[split]
+        ids = json.loads(read_utf8(table_path))[split]
     except (json.JSONDecodeError, KeyError, TypeError) as error:
         raise CorpusError(f"{table_path}: expected a JSON object mapping {split!r} to a list of story ids") from error
     if not ids:
@@ -355,7 +355,7 @@ def load_corpus(name: str, split: str, data_dir: DataDir = None, *, strict: bool
 def corpus_stats(corpus: Corpus) -> dict[str, int]:
     """Sizes as read from the files, before any preprocessing, and how many problems the reader worked around.
 
-    ``dropped`` counts malformed mentions the reader dropped (a broken bracket, a crossing span); one mention
+    ``dropped`` counts malformed mentions the reader dropped (a broken bracket); one mention
     whose open and close brackets disagree is two (an open never closed, a close never opened). ``problems``
     also counts the empty words taken from the CoNLL-U file.
     """
@@ -372,17 +372,31 @@ def corpus_stats(corpus: Corpus) -> dict[str, int]:
 
 
 def format_stats(name: str, corpora: Sequence[Corpus]) -> str:
-    """A table of :func:`corpus_stats`, one row per split, then every problem as ``file:line: reason``."""
+    """A table of :func:`corpus_stats`, one row per split."""
     rows = [[corpus.split, *(f"{value:,}" for value in corpus_stats(corpus).values())] for corpus in corpora]
     header = ["split", *corpus_stats(corpora[0])]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     lines = [f"corpus {name}"]
     for row in [header, *rows]:
         lines.append("  ".join([row[0].ljust(widths[0]), *(cell.rjust(w) for cell, w in zip(row[1:], widths[1:]))]))
-    problems = [problem for corpus in corpora for problem in corpus.problems]
-    if problems:
-        lines.append(f"problems worked around by the lenient reader ({len(problems)}):")
-        lines.extend(f"  {problem}" for problem in problems)
+    return "\n".join(lines)
+
+
+def dropped_report(corpus: Corpus, preprocessing: PreprocessReport | None = None) -> str:
+    """What was dropped or changed between the files and the documents of one split: every problem the lenient
+    reader worked around (a malformed mention dropped, such as an unpaired bracket), as ``FILE:LINE: reason``,
+    then what preprocessing changed (crossing, long and nested mentions, singletons, ...) when it ran.
+    ``coref.corpora stats`` prints it under its table, the commands that run models on stderr; empty when there
+    is nothing to say."""
+    where = f"{corpus.name}/{corpus.split}"
+    lines = []
+    if corpus.problems:
+        dropped = sum(problem.dropped_mention for problem in corpus.problems)
+        lines.append(f"{where}: {len(corpus.problems)} problem(s) worked around by the lenient reader, "
+                     f"{dropped} malformed mention(s) dropped:")
+        lines.extend(f"  {problem}" for problem in corpus.problems)
+    if preprocessing is not None:
+        lines.append(f"{where}: preprocessing: {preprocessing.summary()}")
     return "\n".join(lines)
 
 
@@ -414,7 +428,7 @@ def fetch(url: str, path: Path) -> None:
 
 def fetch_all(downloads: Sequence[tuple[str, Path]], description: str) -> None:
     """Fetch every (url, path) whose path does not exist yet (a re-run resumes an interrupted download)."""
-    for url, path in tqdm(downloads, desc=description, unit="file"):
+    for url, path in progress(downloads, desc=f"{description}: downloading", unit="file"):
         if not path.exists():
             fetch(url, path)
 
@@ -453,7 +467,7 @@ def download_ontogum(to: Path, mirror: str = RAW_GITHUB) -> dict[str, list[str]]
     fetch(ONTOGUM.url("splits.md", mirror), splits_md)
     table = {
         split: [name for name in documents if not name.startswith("GUM_reddit_")]
-        for split, documents in parse_gum_splits(splits_md.read_text(encoding="utf-8"), str(splits_md)).items()
+        for split, documents in parse_gum_splits(read_utf8(splits_md), str(splits_md)).items()
         if split in SPLITS["ontogum"]
     }
     downloads = []
@@ -473,58 +487,63 @@ DOWNLOADERS = {"litbank": download_litbank, "ontogum": download_ontogum}
 
 
 def _stats_command(args: argparse.Namespace) -> int:
+    """Count documents, sentences, tokens, mentions and entities of each split as the files hold them (before
+    preprocessing), and list every problem the lenient reader worked around as FILE:LINE: reason."""
     splits = [canonical_split(args.corpus, args.split)] if args.split else list(available_splits(args.corpus))
     corpora = [load_corpus(args.corpus, split, args.data_dir, strict=args.strict) for split in splits]
-    print(format_stats(args.corpus, corpora))
     result = stats_json(args.corpus, corpora)
-    if args.preprocess:
-        for corpus in corpora:
-            report = preprocess_documents(corpus.documents)[1]
-            print(f"preprocessing {corpus.split} (the paper's steps, no vocabulary):\n{report.summary()}")
+    lines = [format_stats(args.corpus, corpora)]
+    for corpus in corpora:
+        report = preprocess_documents(corpus.documents)[1] if args.preprocess else None
+        lines.append(dropped_report(corpus, report))
+        if report is not None:
             result["splits"][corpus.split]["preprocessing"] = report.to_dict()
+    print("\n".join(line for line in lines if line))
     if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        write_text_atomic(args.json, json.dumps(result, indent=2) + "\n")
     return 0
 
 
 def _download_command(args: argparse.Namespace) -> int:
+    """Fetch a public corpus (pinned commits, over HTTPS) into the layout the loader expects; files are written
+    atomically, so a re-run resumes an interrupted download."""
     table = DOWNLOADERS[args.corpus](Path(args.to), args.mirror)
     sizes = ", ".join(f"{split} {len(documents)}" for split, documents in table.items())
     print(f"{args.corpus}: documents {sizes} in {Path(args.to) / args.corpus}; load with --data-dir {args.to}")
     return 0
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m coref.corpora", description=__doc__.split("\n")[0])
+def _parser() -> Parser:
+    parser = Parser(prog="python -m coref.corpora", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
-    stats = commands.add_parser("stats", help="count documents, sentences, tokens, mentions and entities per split")
+    stats = commands.add_parser("stats", help="count documents, sentences, tokens, mentions and entities per split",
+                                description=inspect.getdoc(_stats_command))
     stats.add_argument("--corpus", required=True, help=f"{', '.join(SPLITS)}, or several joined with '+'")
     stats.add_argument("--split", help="one split (default: all the corpus has)")
-    stats.add_argument("--data-dir", help=f"folder holding the corpora (default: ${DATA_ENV})")
-    stats.add_argument("--json", metavar="OUT", help="also write the numbers as JSON to OUT")
+    stats.add_argument("--data-dir", help=f"folder holding the corpora (default: ${DATA_ENV}; sample needs none)")
+    stats.add_argument("--json", metavar="OUT", type=output_file, help="also write the numbers as JSON to OUT")
     stats.add_argument("--strict", action="store_true", help="make every problem (malformed mention) an error")
     stats.add_argument(
         "--preprocess", action="store_true", help="also report what the paper's preprocessing removes from each split"
     )
     stats.set_defaults(run=_stats_command)
 
-    download = commands.add_parser("download", help="fetch a public corpus into the layout the loader expects")
-    download.add_argument("corpus", choices=sorted(DOWNLOADERS))
-    download.add_argument("--to", required=True, metavar="DIR", help="data directory to create or complete")
-    download.add_argument("--mirror", default=RAW_GITHUB, metavar="URL", help=f"replaces {RAW_GITHUB} (file:// works)")
+    download = commands.add_parser("download", help="fetch a public corpus into the layout the loader expects",
+                                   description=inspect.getdoc(_download_command))
+    download.add_argument("corpus", choices=sorted(DOWNLOADERS), help="the corpus to fetch")
+    download.add_argument("--to", required=True, metavar="DIR", type=output_folder,
+                          help="data directory to create or complete")
+    download.add_argument("--mirror", default=RAW_GITHUB, metavar="URL",
+                          help="replaces the GitHub prefix of every URL (file:// works)")
     download.set_defaults(run=_download_command)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; errors print one line and return 2."""
+    """Run the command line and return its exit status (2 and one line on stderr for bad input)."""
     args = _parser().parse_args(argv)
-    try:
-        return args.run(args)
-    except (CorpusError, ConllError, OSError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    return run_main(lambda: args.run(args))
 
 
 if __name__ == "__main__":

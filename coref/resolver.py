@@ -27,6 +27,7 @@ Command line::
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import sys
@@ -42,11 +43,13 @@ import numpy as np
 from tqdm import tqdm
 
 from coref.atomic import atomic_path, write_text_atomic
-from coref.conll import ConllError, write_conll
-from coref.corpora import CorpusError, corpus_names, load_corpus, resolve_data_dir
+from coref.cli import Parser, integer, output_file, real, run_main
+from coref.cli import progress as progress_bar
+from coref.conll import ConllError, read_utf8, write_conll
+from coref.corpora import corpus_names, load_corpus, resolve_data_dir
 from coref.document import Document
 from coref.kbest import ROOT, document_with_clusters, greedy_tree
-from coref.metrics import CorefEvaluation, EvaluationError, evaluate
+from coref.metrics import CorefEvaluation, evaluate
 from coref.preprocess import PreprocessConfig, kept_tokens, preprocess_documents
 from coref.score import format_table
 
@@ -144,7 +147,7 @@ def read_conllu_syntax(path: str | os.PathLike) -> Syntax:
     """
     form, upos, xpos, head, deprel = [], [], [], [], []
     sentence_start = 0
-    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(read_utf8(path).splitlines(), start=1):
         if not line.strip():
             sentence_start = len(form)
             continue
@@ -543,7 +546,8 @@ class MentionRanker:
         learner = _AveragedPerceptron(1 << HASH_BITS, cost_scaling)
         order = np.random.default_rng(seed)
         settings = {"epochs": epochs, "seed": seed, "cost_scaling": cost_scaling}
-        with tqdm(total=epochs * len(documents), desc="training", unit="doc", disable=not progress) as bar:
+        with progress_bar(total=epochs * len(documents), desc=f"resolver: training, {epochs} epochs", unit="document",
+                          enabled=progress) as bar:
             for epoch in range(1, epochs + 1):
                 for index in order.permutation(len(documents)):
                     document = documents[index]
@@ -652,6 +656,8 @@ def _load(corpus: str, split: str, data_dir: DataDir) -> tuple[list[Document], l
 
 
 def _train_command(args: argparse.Namespace) -> int:
+    """Train on a corpus's train split (cort's latent structured perceptron), scoring dev after each epoch, and
+    write the model (.npz) atomically."""
     train, train_syntax = _load(args.corpus, "train", args.data_dir)
     dev, dev_syntax = _load(args.corpus, "dev", args.data_dir)
     parsed = sum(parse is not None for parse in train_syntax)
@@ -676,6 +682,8 @@ def _train_command(args: argparse.Namespace) -> int:
 
 
 def _predict_command(args: argparse.Namespace) -> int:
+    """Resolve a corpus split with a trained model, write the clusters as CoNLL and score them against the
+    split's gold (both files written atomically)."""
     model = MentionRanker.load(args.model)
     documents, syntax = _load(args.corpus, args.split, args.data_dir)
     predictions, evaluation = evaluate_resolver(model, documents, syntax)
@@ -687,39 +695,39 @@ def _predict_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m coref.resolver", description=__doc__.split("\n")[0])
+def _parser() -> Parser:
+    parser = Parser(prog="python -m coref.resolver", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     data_help = "folder holding the corpora (default: $ENTITYLM_DATA; sample needs none)"
 
-    train = commands.add_parser("train", help="train on a corpus's train split, scoring dev after each epoch")
+    train = commands.add_parser("train", help="train on a corpus's train split, scoring dev after each epoch",
+                                description=inspect.getdoc(_train_command))
     train.add_argument("--corpus", required=True, help="sample, litbank, ontogum, conll2012, or several joined by '+'")
     train.add_argument("--data-dir", help=data_help)
-    train.add_argument("--out", required=True, help="model file to write (.npz)")
-    train.add_argument("--epochs", type=int, default=5)
-    train.add_argument("--seed", type=int, default=23)
-    train.add_argument("--cost-scaling", type=float, default=100.0)
+    train.add_argument("--out", required=True, type=output_file, help="model file to write (.npz)")
+    train.add_argument("--epochs", type=integer(1), default=5, help="passes over the training documents (cort: 5)")
+    train.add_argument("--seed", type=int, default=23, help="seed of the document shuffling")
+    train.add_argument("--cost-scaling", type=real(0), default=100.0,
+                       help="factor of the cost of a wrong decision in cost-augmented decoding (cort: 100)")
     train.set_defaults(run=_train_command)
 
-    predict = commands.add_parser("predict", help="resolve a split, write CoNLL and score it against its gold")
+    predict = commands.add_parser("predict", help="resolve a split, write CoNLL and score it against its gold",
+                                  description=inspect.getdoc(_predict_command))
     predict.add_argument("--model", required=True, help="a model written by train")
-    predict.add_argument("--corpus", required=True)
-    predict.add_argument("--split", required=True)
+    predict.add_argument("--corpus", required=True,
+                         help="sample, litbank, ontogum, conll2012, or several joined by '+'")
+    predict.add_argument("--split", required=True, help="the split to resolve")
     predict.add_argument("--data-dir", help=data_help)
-    predict.add_argument("--out", required=True, help="CoNLL file to write")
-    predict.add_argument("--json", help="also write the scores as JSON here")
+    predict.add_argument("--out", required=True, type=output_file, help="CoNLL file to write")
+    predict.add_argument("--json", type=output_file, help="also write the scores as JSON here")
     predict.set_defaults(run=_predict_command)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; errors print one line and return 2."""
+    """Run the command line and return its exit status (2 and one line on stderr for bad input)."""
     args = _parser().parse_args(argv)
-    try:
-        return args.run(args)
-    except (CorpusError, ConllError, EvaluationError, ResolverModelError, ValueError, OSError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    return run_main(lambda: args.run(args))
 
 
 if __name__ == "__main__":

@@ -21,19 +21,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from coref.atomic import write_text_atomic
-from coref.conll import ConllError, read_conll
+from coref.cli import Parser, output_file, run_main
+from coref.conll import read_conll
 from coref.metrics import METRICS, CorefEvaluation, EvaluationError, evaluate
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m coref.score",
-        description="Score coreference (MUC, B3, CEAFe, CEAFm, BLANC, LEA, CoNLL F1) with the official scorer's "
-        "semantics: exact spans, singletons count, micro-averaged over documents matched by name and part.",
-    )
+    parser = Parser(prog="python -m coref.score", description=__doc__)
     parser.add_argument("key", type=Path, help="gold CoNLL-2012 file")
     parser.add_argument("response", type=Path, help="system CoNLL-2012 file")
-    parser.add_argument("--json", type=Path, metavar="OUT", help="also write the scores as JSON to OUT")
+    parser.add_argument("--json", type=output_file, metavar="OUT", help="also write the scores as JSON to OUT")
     return parser
 
 
@@ -70,31 +67,26 @@ def _warnings(evaluation: CorefEvaluation) -> list[str]:
     return lines
 
 
-def _fail(message: str) -> int:
-    print(f"coref.score: error: {message}", file=sys.stderr)
-    return 2
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit status: 0, or 2 for input that cannot be scored (one line on stderr, and
-    nothing written)."""
-    args = _parser().parse_args(argv)
+def _score(args: argparse.Namespace) -> int:
+    key, _ = read_conll(args.key, strict=True)
+    response, _ = read_conll(args.response, strict=True)
     try:
-        key, _ = read_conll(args.key, strict=True)
-        response, _ = read_conll(args.response, strict=True)
         evaluation = evaluate(key, response)
-        if args.json is not None:
-            write_text_atomic(args.json, json.dumps(evaluation.to_json(), indent=2) + "\n")
-    except ConllError as error:
-        return _fail(str(error))
     except EvaluationError as error:
-        return _fail(f"{args.key} against {args.response}: {error}")
-    except OSError as error:
-        return _fail(f"{error.filename}: {error.strerror}")
+        raise EvaluationError(f"{args.key} against {args.response}: {error}") from None
+    if args.json is not None:
+        write_text_atomic(args.json, json.dumps(evaluation.to_json(), indent=2) + "\n")
     for line in _warnings(evaluation):
         print(line, file=sys.stderr)
     print(format_table(evaluation))
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit status: 0, 2 for input that cannot be scored (one line on stderr, nothing
+    written), 130 for Ctrl-C."""
+    args = _parser().parse_args(argv)
+    return run_main(lambda: _score(args))
 
 
 if __name__ == "__main__":

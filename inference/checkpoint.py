@@ -60,22 +60,20 @@ class Checkpoint:
     def load(cls, path: str | os.PathLike) -> Checkpoint:
         """Read a checkpoint; a clear :class:`CheckpointError` (naming the file) for anything else."""
         path = Path(path)
-        if not path.is_file():
-            raise CheckpointError(f"{path}: no such checkpoint file")
-        try:
-            payload = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as error:  # torch raises many kinds for a file that is not its own
-            raise CheckpointError(f"{path}: not a checkpoint ({type(error).__name__}: {error})") from error
+        payload = read_torch_file(path, "checkpoint")
         if not isinstance(payload, dict) or payload.get("format") != FORMAT or payload.get("kind") not in KINDS:
             raise CheckpointError(f"{path}: not an entitylm checkpoint of format {FORMAT}")
-        return cls(
-            kind=payload["kind"],
-            config=payload["config"],
-            vocabulary=Vocabulary.from_dict(payload["vocabulary"]),
-            preprocess=PreprocessConfig.from_dict(payload["preprocess"]),
-            weights=_map_tensors(payload["weights"], lambda t: t.float() if t.is_floating_point() else t),
-            training=payload["training"],
-        )
+        try:
+            return cls(
+                kind=payload["kind"],
+                config=payload["config"],
+                vocabulary=Vocabulary.from_dict(payload["vocabulary"]),
+                preprocess=PreprocessConfig.from_dict(payload["preprocess"]),
+                weights=_map_tensors(payload["weights"], lambda t: t.float() if t.is_floating_point() else t),
+                training=payload["training"],
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            raise CheckpointError(f"{path}: not an entitylm checkpoint (incomplete: {error!r})") from error
 
     def require_vocabulary(self, vocabulary: Vocabulary, what: str) -> None:
         """Refuse to combine this checkpoint with ``what`` if they index words differently."""
@@ -85,6 +83,19 @@ class Checkpoint:
                 f"{len(vocabulary)} words) than the {self.kind} checkpoint ({self.vocabulary.fingerprint[:12]}, "
                 f"{len(self.vocabulary)} words): their word ids do not mean the same words"
             )
+
+
+def read_torch_file(path: Path, what: str) -> Any:
+    """What ``torch.save`` wrote to ``path`` (tensors and plain containers only: ``weights_only``), or a one-line
+    :class:`CheckpointError` naming the file: a missing file, random bytes or a truncated file (torch raises
+    UnpicklingError, RuntimeError, EOFError or a zip error for those, often with several lines)."""
+    if not path.is_file():
+        raise CheckpointError(f"{path}: no such {what} file")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # torch raises many kinds for a file that is not its own, their messages long
+        raise CheckpointError(f"{path}: not an entitylm {what}: truncated, or not a file torch can read "
+                              f"({type(error).__name__})") from error
 
 
 def _map_tensors(value: Any, function) -> Any:

@@ -1,4 +1,5 @@
-"""What every command of ``inference`` shares: seeds, devices, and preprocessed corpora."""
+"""What every command of ``inference`` shares: seeds, devices, preprocessed corpora, and how a command runs (the
+one-line errors, Ctrl-C and option checks of :mod:`coref.cli`)."""
 
 from __future__ import annotations
 
@@ -6,21 +7,22 @@ import argparse
 import json
 import random
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import numpy as np
 import pyro
 import torch
 
+from coref import cli
 from coref.atomic import write_text_atomic
-from coref.conll import ConllError
-from coref.corpora import CorpusError, load_corpus
+from coref.corpora import dropped_report, load_corpus
 from coref.document import Document
 from coref.preprocess import PreprocessConfig, Vocabulary, preprocess_documents
-from inference.checkpoint import CheckpointError
 
-# What bad input raises: the commands report these in one line (exit status 2), never as a traceback.
-USER_ERRORS = (CorpusError, CheckpointError, ConllError, ValueError, OSError, FloatingPointError)
+# What bad input raises: the commands report these in one line (exit status 2), never as a traceback. Every
+# input error of entitylm is a ValueError (CorpusError, ConllError, CheckpointError, ...); non-finite
+# importance weights raise FloatingPointError.
+USER_ERRORS = (*cli.USER_ERRORS, FloatingPointError)
 
 
 def set_seed(seed: int) -> None:
@@ -50,30 +52,33 @@ def prepared_documents(
     vocabulary: Vocabulary | None = None,
     quiet: bool = False,
 ) -> list[Document]:
-    """A corpus split after the paper's preprocessing (and the vocabulary, when given); reports on stderr."""
+    """A corpus split after the paper's preprocessing (and the vocabulary, when given). Unless ``quiet``, what
+    the reader and preprocessing dropped is reported on stderr (:func:`coref.corpora.dropped_report`)."""
     loaded = load_corpus(corpus, split, data_dir)
     documents, report = preprocess_documents(loaded.documents, config, vocabulary)
     if not quiet:
-        dropped = sum(problem.dropped_mention for problem in loaded.problems)
-        print(f"{corpus}/{split}: {report.summary()}", file=sys.stderr)
-        if loaded.problems:
-            print(f"  ({len(loaded.problems)} reader problems, {dropped} malformed mentions dropped)", file=sys.stderr)
+        print(dropped_report(loaded, report), file=sys.stderr)
     return documents
+
+
+def changed_options(before: dict, now: dict, free: Collection[str]) -> list[str]:
+    """The options on which a run being resumed (``now``, as ``vars(args)``) differs from the run that wrote
+    ``before``, each as ``--name OLD (now NEW)``: all but the ``free`` ones, which may change on resuming, and
+    those ``before`` does not record."""
+    return [f"--{key.replace('_', '-')} {before[key]} (now {now[key]})" for key in sorted(now)
+            if key not in free and key in before and before[key] != now[key]]
 
 
 def run_command(run: Callable[[argparse.Namespace], dict], format_result: Callable[[dict], str],
                 args: argparse.Namespace) -> int:
-    """Run a command: bad input gives one line on stderr and exit status 2, Ctrl-C one line and status 130
-    (nothing is written then); the result is printed and, with ``--json OUT``, written to OUT."""
-    try:
+    """Run a command: the result is printed and, with ``--json OUT``, written to OUT; bad input gives one line on
+    stderr and exit status 2, Ctrl-C one line and status 130 (:func:`coref.cli.run_main`)."""
+
+    def body() -> int:
         result = run(args)
-    except USER_ERRORS as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    print(format_result(result))
-    if getattr(args, "json", None):
-        write_text_atomic(args.json, json.dumps(result, indent=2) + "\n")
-    return 0
+        print(format_result(result))
+        if getattr(args, "json", None):
+            write_text_atomic(args.json, json.dumps(result, indent=2) + "\n")
+        return 0
+
+    return cli.run_main(body, USER_ERRORS)

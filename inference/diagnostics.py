@@ -48,8 +48,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from tqdm import tqdm
 
+from coref.cli import Parser, integer, output_file, progress
 from coref.preprocess import EOS, Vocabulary
 from generative.batch import DocumentBatch, batches_by_length
 from generative.entitynlm import Annotation, EntityNLM, EntityProposal
@@ -78,28 +78,33 @@ COLUMNS = (  # (header, key in a group's figures); "marginal" is on all tokens o
 CONTEXT_WORDS = 4  # words shown before a token in the lists of the largest differences
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m inference.diagnostics", description=__doc__.split("\n")[0])
+def build_parser() -> Parser:
+    parser = Parser(prog="python -m inference.diagnostics", description=__doc__)
     parser.add_argument("--checkpoint", help="EntityNLM checkpoint (default: the bundled one)")
     parser.add_argument("--proposal", choices=("forward", "bidirectional"),
                         help="the checkpoint's proposal to sample with (default: the one it names)")
     parser.add_argument("--baseline", metavar="CKPT",
                         help="RNNLM checkpoint to compare with, or 'none' (default: the bundled RNNLM with the "
                              "bundled model, none with --checkpoint)")
-    parser.add_argument("--corpus", default="sample", help="corpus name or names joined with '+' (default: sample)")
-    parser.add_argument("--split", default="test")
-    parser.add_argument("--data-dir", help="folder holding the corpora (default: $ENTITYLM_DATA)")
-    parser.add_argument("--documents", type=int, metavar="N",
+    parser.add_argument("--corpus", default="sample", help="corpus name, or several joined with '+'")
+    parser.add_argument("--split", default="test", help="the split to diagnose")
+    parser.add_argument("--data-dir", help="folder holding the corpora (default: $ENTITYLM_DATA; sample needs none)")
+    parser.add_argument("--documents", type=integer(1), metavar="N",
                         help="only the first N documents of the split (a quick look; default: all)")
-    parser.add_argument("--particles", type=int, default=100, help="importance samples per document (paper: 100)")
-    parser.add_argument("--batch-tokens", type=int, default=20_000, help="particles x padded tokens per batch")
-    parser.add_argument("--top", type=int, default=10,
+    parser.add_argument("--particles", type=integer(1), default=100,
+                        help="importance samples per document (paper: 100)")
+    parser.add_argument("--batch-tokens", type=integer(1), default=20_000, help="particles x padded tokens per batch")
+    parser.add_argument("--top", type=integer(0), default=10,
                         help="list this many tokens and word types where EntityNLM's word|gold differs most from "
                              "the RNNLM, each way (0: none)")
     parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", metavar="OUT", help="also write the results as JSON")
-    return parser.parse_args(argv)
+    parser.add_argument("--seed", type=int, default=0, help="random seed")
+    parser.add_argument("--json", metavar="OUT", type=output_file, help="also write the results as JSON")
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def baseline_path(args: argparse.Namespace) -> Path | None:
@@ -312,12 +317,6 @@ def finite(value):
 
 
 def run(args: argparse.Namespace) -> dict:
-    if args.particles < 1:
-        raise ValueError(f"--particles must be at least 1, got {args.particles}")
-    if args.documents is not None and args.documents < 1:
-        raise ValueError(f"--documents must be at least 1, got {args.documents}")
-    if args.batch_tokens < 1:
-        raise ValueError(f"--batch-tokens must be at least 1, got {args.batch_tokens}")
     set_seed(args.seed)
     device = resolve_device(args.device)
     path, checkpoint = entitynlm_checkpoint(args.checkpoint)
@@ -338,7 +337,7 @@ def run(args: argparse.Namespace) -> dict:
     eos = checkpoint.vocabulary.index(EOS)
     started = time.perf_counter()
     diagnostics = [diagnose_batch(batch, model, proposal, rnnlm, args.particles, eos, args.batch_tokens)
-                   for batch in tqdm(batches, desc="diagnostics", unit="batch", disable=None)]
+                   for batch in progress(batches, desc="diagnostics: sampling and rescoring", unit="batch")]
     result = {
         "corpus": args.corpus, "split": args.split, "checkpoint": str(path), "proposal": proposal.context,
         "baseline": None if baseline_file is None else str(baseline_file), "device": str(device),

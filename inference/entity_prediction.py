@@ -34,8 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from pyro.poutine.messenger import Messenger
-from tqdm import tqdm
 
+from coref.cli import Parser, integer, output_file, progress
 from coref.document import Document, encode_entities
 from coref.preprocess import Vocabulary
 from generative.batch import batches_by_length, stream_positions
@@ -176,7 +176,8 @@ def entitynlm_scores(
     """EntityNLM's scores at every slot, from one teacher-forced run per batch of stories."""
     scores = {}
     by_key = {document.key: document for document in documents}
-    for batch in tqdm(batches_by_length(documents, vocabulary, batch_tokens), desc="EntityNLM", unit="batch"):
+    batches = batches_by_length(documents, vocabulary, batch_tokens)
+    for batch in progress(batches, desc="EntityNLM: scoring the slots", unit="batch"):
         batch = batch.to(device)
         with EntityLogits() as recorded:
             model.story(batch, 1, Annotation.of(batch))
@@ -235,20 +236,27 @@ def mcnemar_p(all_slots: Sequence[Slot], first: Predictions, second: Predictions
     return float(binomtest(only_first, only_first + only_second).pvalue) if only_first + only_second else 1.0
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m inference.entity_prediction", description=__doc__.split("\n")[0])
-    parser.add_argument("--checkpoint", required=True, help="EntityNLM trained on InScript (inference.train)")
-    parser.add_argument("--corpus", default="inscript")
-    parser.add_argument("--split", default="test")
+def build_parser() -> Parser:
+    parser = Parser(prog="python -m inference.entity_prediction", description=__doc__)
+    parser.add_argument("--checkpoint", required=True,
+                        help="EntityNLM trained on InScript with --keep-singletons (inference.train)")
+    parser.add_argument("--corpus", default="inscript", help="corpus name, or several joined with '+'")
+    parser.add_argument("--split", default="test", help="the split the accuracy is reported on")
     parser.add_argument("--train-split", default="train", help="fits the shallow-feature baseline")
     parser.add_argument("--dev-split", default="dev", help="tunes the new-entity bias")
     parser.add_argument("--data-dir", help="folder holding the corpora (default: $ENTITYLM_DATA)")
-    parser.add_argument("--skip-sentences", type=int, default=3, help="predict after this many sentences (paper 3)")
-    parser.add_argument("--max-slots", type=int, default=30, help="at most this many slots per story (paper 30)")
+    parser.add_argument("--skip-sentences", type=integer(0), default=3,
+                        help="predict after this many sentences (paper 3)")
+    parser.add_argument("--max-slots", type=integer(1), default=30,
+                        help="at most this many slots per story (paper 30)")
     parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", metavar="OUT", help="also write the results as JSON")
-    return parser.parse_args(argv)
+    parser.add_argument("--seed", type=int, default=0, help="random seed")
+    parser.add_argument("--json", metavar="OUT", type=output_file, help="also write the results as JSON")
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def run(args: argparse.Namespace) -> dict:

@@ -10,6 +10,8 @@ its ``last.pt`` and passes over the finished ones (a finished run resumed trains
 ``OUT/grid.json`` lists each configuration's best dev NLL and its learning curve, ``OUT/curves.png`` plots
 the curves, and ``OUT/best.pt`` is the best configuration's ``model.pt`` (lowest dev NLL of the model: the
 joint for EntityNLM, as the paper selects), each EntityNLM proposal taken from the run with its lowest dev NLL.
+The arguments for the runs are checked before the first starts; a folder whose runs are of another model or
+corpus is refused, and so (by inference.train) is resuming a run with options that define another configuration.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from coref.atomic import write_text_atomic
+from coref.atomic import atomic_path, write_text_atomic
+from coref.cli import Parser, integer, output_folder, real, run_main
+from inference import train
 from inference.checkpoint import PROPOSAL_WEIGHTS, Checkpoint
-from inference.train import main as train_main
+from inference.common import USER_ERRORS
 
 PAPER_SIZES = (32, 48, 64, 128, 256)
 PAPER_DROPOUTS = (0.2, 0.5)
@@ -31,23 +35,32 @@ PAPER_OPTIMIZERS = ("adagrad", "adam")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, list[str]]:
+    """The grid's options, and the arguments after ``--`` for every run, checked by inference.train's parser
+    before the first run starts (a bad one fails in one line, not after hours of training)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     argv = argv[:argv.index("--")] if "--" in argv else argv
-    parser = argparse.ArgumentParser(prog="python -m inference.grid", description=__doc__.split("\n")[0],
-                                     epilog="arguments after -- go to every inference.train run")
-    parser.add_argument("--model", choices=("entitynlm", "rnnlm"), required=True)
-    parser.add_argument("--corpus", default="sample")
-    parser.add_argument("--data-dir", help="folder holding the corpora (default: $ENTITYLM_DATA)")
-    parser.add_argument("--out", required=True, help="one folder per configuration, grid.json, curves.png")
-    parser.add_argument("--sizes", type=int, nargs="+", default=PAPER_SIZES, help="embedding = hidden size")
-    parser.add_argument("--dropouts", type=float, nargs="+", default=PAPER_DROPOUTS)
-    parser.add_argument("--optimizers", nargs="+", choices=PAPER_OPTIMIZERS, default=PAPER_OPTIMIZERS)
-    parser.add_argument("--plot-only", action="store_true", help="only collect the runs there are and plot")
+    parser = build_parser()
     args = parser.parse_args(argv)
-    if min(args.sizes) < 1 or not all(0 <= dropout < 1 for dropout in args.dropouts):
-        parser.error("--sizes must be positive and --dropouts in [0, 1)")
+    for _, command in run_commands(args, extra):
+        train.parse_args(command)
     return args, extra
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="python -m inference.grid", description=__doc__,
+                    epilog="arguments after -- go to every inference.train run")
+    parser.add_argument("--model", choices=("entitynlm", "rnnlm"), required=True, help="the model to search for")
+    parser.add_argument("--corpus", default="sample", help="corpus name, or several joined with '+'")
+    parser.add_argument("--data-dir", help="folder holding the corpora (default: $ENTITYLM_DATA; sample needs none)")
+    parser.add_argument("--out", required=True, type=output_folder,
+                        help="one folder per configuration, grid.json, curves.png, best.pt")
+    parser.add_argument("--sizes", type=integer(1), nargs="+", default=PAPER_SIZES, help="embedding = hidden size")
+    parser.add_argument("--dropouts", type=real(0, 1), nargs="+", default=PAPER_DROPOUTS, help="dropout rates")
+    parser.add_argument("--optimizers", nargs="+", choices=PAPER_OPTIMIZERS, default=PAPER_OPTIMIZERS,
+                        help="optimisers, each at the paper's learning rate")
+    parser.add_argument("--plot-only", action="store_true", help="only collect the runs there are and plot")
+    return parser
 
 
 def configurations(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
@@ -60,19 +73,28 @@ def configurations(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
     return grid
 
 
-def run_grid(args: argparse.Namespace, extra: list[str]) -> int:
-    out = Path(args.out)
+def run_commands(args: argparse.Namespace, extra: list[str]) -> list[tuple[str, list[str]]]:
+    """(folder name, inference.train arguments) of every run of the grid; a run with a last.pt is resumed."""
+    commands = []
     for name, options in configurations(args):
-        folder = out / name
+        folder = Path(args.out) / name
         command = ["--model", args.model, "--corpus", args.corpus, "--out", str(folder), *options, *extra]
         if args.data_dir:
             command += ["--data-dir", args.data_dir]
         if (folder / "last.pt").exists():
             command.append("--resume")
-        print(f"grid: {name}", file=sys.stderr)
-        status = train_main(command)
+        commands.append((name, command))
+    return commands
+
+
+def run_grid(args: argparse.Namespace, extra: list[str]) -> int:
+    """Every run in turn; the first that fails (bad input: one line, or Ctrl-C) stops the grid with its status."""
+    commands = run_commands(args, extra)
+    for number, (name, command) in enumerate(commands, start=1):
+        status = train.main(command)
         if status:
             return status
+        print(f"grid: {name} finished ({number}/{len(commands)})", file=sys.stderr)
     return 0
 
 
@@ -82,7 +104,12 @@ def collect(args: argparse.Namespace) -> dict:
     for name, _ in configurations(args):
         path = Path(args.out) / name / "model.pt"
         if path.exists():
-            state = Checkpoint.load(path).training["state"]
+            training = Checkpoint.load(path).training
+            trained = training.get("args", {})
+            if (trained.get("model"), trained.get("corpus")) != (args.model, args.corpus):
+                raise ValueError(f"{path}: a {trained.get('model')} run on {trained.get('corpus')}, not one of this "
+                                 f"grid's ({args.model} on {args.corpus}): choose another --out")
+            state = training["state"]
             runs[name] = {"epochs": state["epoch"], "best_dev_nll": state["best"], "history": state["history"]}
     scored = {name: run["best_dev_nll"]["model"] for name, run in runs.items() if "model" in run["best_dev_nll"]}
     best = min(scored, key=scored.get) if scored else None
@@ -122,23 +149,28 @@ def plot_curves(summary: dict, path: Path) -> None:
                    f"{summary['best']}", fontsize=10)
     axis.legend(fontsize=8)
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    with atomic_path(path) as temporary:
+        figure.savefig(temporary, dpi=120, format="png")
     plt.close(figure)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args, extra = parse_args(argv)
-    Path(args.out).mkdir(parents=True, exist_ok=True)
+    return run_main(lambda: run(args, extra), USER_ERRORS)
+
+
+def run(args: argparse.Namespace, extra: list[str]) -> int:
+    """Run (or resume) the grid, then write grid.json, curves.png and best.pt from the runs there are."""
     if not args.plot_only:
         status = run_grid(args, extra)
         if status:
             return status
     summary = collect(args)
+    if not summary["runs"]:
+        raise ValueError(f"{args.out}: holds no run of this grid to plot")
     write_text_atomic(Path(args.out) / "grid.json", json.dumps(summary, indent=2) + "\n")
-    if summary["runs"]:
-        plot_curves(summary, Path(args.out) / "curves.png")
-    if summary["best"]:
-        best_checkpoint(args, summary).save(Path(args.out) / "best.pt")
+    plot_curves(summary, Path(args.out) / "curves.png")
+    best_checkpoint(args, summary).save(Path(args.out) / "best.pt")
     print(json.dumps({name: run["best_dev_nll"] for name, run in summary["runs"].items()} | {"best": summary["best"]},
                      indent=2))
     return 0

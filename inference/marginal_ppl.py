@@ -27,6 +27,7 @@ has too few tail weights to fit, always at N <= 20) is written as null with a ``
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 import time
@@ -36,8 +37,9 @@ from pathlib import Path
 
 import pyro.util
 import torch
-from tqdm import tqdm
 
+from coref.cli import Parser, integer, output_file, real
+from coref.cli import progress as progress_bar
 from coref.document import Document
 from coref.preprocess import EOS
 from generative.batch import DocumentBatch, batches_by_length, token_stream
@@ -70,36 +72,56 @@ def samplers_of(sampler: str) -> tuple[str, ...]:
     return SAMPLERS if sampler == "both" else (sampler,)
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m inference.marginal_ppl", description=__doc__.split("\n")[0])
+def build_parser() -> Parser:
+    parser = Parser(prog="python -m inference.marginal_ppl", description=__doc__)
     parser.add_argument("--checkpoint", help="EntityNLM checkpoint (default: the bundled one)")
-    parser.add_argument("--corpus", default="sample", help="corpus name or names joined with '+' (default: sample)")
-    parser.add_argument("--split", default="test")
-    parser.add_argument("--data-dir", help="folder holding the corpora (default: $ENTITYLM_DATA)")
-    parser.add_argument("--particles", type=int, default=100, help="importance samples per document (paper: 100)")
+    parser.add_argument("--corpus", default="sample", help="corpus name, or several joined with '+'")
+    parser.add_argument("--split", default="test", help="the split to evaluate")
+    parser.add_argument("--data-dir", help="folder holding the corpora (default: $ENTITYLM_DATA; sample needs none)")
+    parser.add_argument("--particles", type=integer(1), default=100,
+                        help="importance samples per document (paper: 100)")
     parser.add_argument("--sampler", default="smc", choices=[*SAMPLERS, "both"],
-                        help="smc (default): sequential Monte Carlo resampling at sentence ends, an unbiased "
-                             "estimate with less variance at equal compute on dev (benchmarks/samplers.py); is: "
-                             "importance sampling (the paper, eq. 11); both: the two side by side, each from the "
-                             "same random state")
+                        help="smc: sequential Monte Carlo resampling at sentence ends, an unbiased estimate with "
+                             "less variance at equal compute on dev (benchmarks/samplers.py); is: importance "
+                             "sampling (the paper, eq. 11); both: the two side by side, each from the same random "
+                             "state")
     parser.add_argument("--proposal", choices=PROPOSAL_CONTEXTS,
                         help="forward: the paper's proposal (reads x_<=t); bidirectional: reads the whole text "
                              "(default: the checkpoint's, chosen on dev)")
-    parser.add_argument("--proposal-temperature", type=float, default=1.0,
+    parser.add_argument("--proposal-temperature", type=real(0, include_low=False), default=1.0,
                         help="divide the proposal's R/E/L logits by this (> 1 widens it; 1 = as trained)")
     parser.add_argument("--baseline", action="append", metavar="CKPT",
                         help="RNNLM or n-gram checkpoint, repeatable; 'none' for no baseline "
                              "(default: the bundled baselines with the bundled model)")
-    parser.add_argument("--batch-tokens", type=int, default=20_000, help="particles x padded tokens per batch")
+    parser.add_argument("--batch-tokens", type=integer(1), default=20_000,
+                        help="particles x padded tokens per batch")
     parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", metavar="OUT", help="also write the results as JSON")
-    args = parser.parse_args(argv)
-    if args.particles < 1:
-        parser.error(f"--particles must be at least 1, got {args.particles}")
-    if not args.proposal_temperature > 0:
-        parser.error(f"--proposal-temperature must be positive, got {args.proposal_temperature}")
-    return args
+    parser.add_argument("--seed", type=int, default=0, help="random seed")
+    parser.add_argument("--json", metavar="OUT", type=output_file, help="also write the results as JSON")
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
+
+
+def stored_result(path: Path, expected: dict) -> dict | None:
+    """A result this command wrote to ``path`` earlier (the benchmarks keep them to resume a sweep), or None
+    when there is none; one made with other settings (``expected``: result keys and values, e.g. the checkpoint
+    and the particles) is refused rather than reused as if it were this setting's."""
+    if not path.exists():
+        return None
+    try:
+        stored = json.loads(path.read_bytes())
+    except ValueError as error:  # not JSON, or not UTF-8
+        raise ValueError(f"{path}: not a result of inference.marginal_ppl ({error}); delete it to measure "
+                         "again") from None
+    differs = [f"{key} {stored.get(key)!r} (now {value!r})" for key, value in expected.items()
+               if not isinstance(stored, dict) or stored.get(key) != value]
+    if differs:
+        raise ValueError(f"{path}: a result with other settings: {', '.join(differs)}; delete it to measure again, "
+                         "or choose another --out")
+    return stored
 
 
 def baseline_paths(args: argparse.Namespace) -> list[Path]:
@@ -150,12 +172,12 @@ def load_modules_and_batches(args: argparse.Namespace, checkpoint: Checkpoint, d
                              max_documents: int | None = None
                              ) -> tuple[EntityNLM, EntityProposal, list[Document], list[DocumentBatch]]:
     """The checkpoint's model and proposal (at ``--proposal-temperature``), the corpus split after its
-    preprocessing (its first ``max_documents``), and those in batches of about ``--batch-tokens`` particles x
-    tokens, on the device."""
+    preprocessing (its first ``max_documents``; what the reader and preprocessing dropped is reported on stderr),
+    and those in batches of about ``--batch-tokens`` particles x tokens, on the device."""
     model, proposal = entitynlm_modules(checkpoint, device, args.proposal)
     proposal.temperature = args.proposal_temperature
     documents = prepared_documents(args.corpus, args.split, args.data_dir, checkpoint.preprocess,
-                                   checkpoint.vocabulary, quiet=True)[:max_documents]
+                                   checkpoint.vocabulary)[:max_documents]
     batches = [b.to(device) for b in batches_by_length(documents, checkpoint.vocabulary,
                                                          max(1, args.batch_tokens // args.particles))]
     return model, proposal, documents, batches
@@ -221,7 +243,8 @@ def run_samplers(batches: list[DocumentBatch], model: EntityNLM, proposal: Entit
     for sampler in samplers:
         restore_random_state(state)
         keys, statistics, seconds = [], [], 0.0
-        for batch in tqdm(batches, desc=f"{sampler}, {particles} particles", unit="batch", disable=not progress):
+        for batch in progress_bar(batches, desc=f"{SAMPLER_NAMES[sampler]}, {particles} particles", unit="batch",
+                                  enabled=progress):
             batch_statistics, batch_seconds = sample_documents(batch, model, proposal, particles, sampler, eos)
             keys += document_keys(batch)
             statistics += batch_statistics

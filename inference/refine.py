@@ -27,35 +27,53 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
-from tqdm import tqdm
 
 from coref.atomic import atomic_path
+from coref.cli import Parser, integer, output_file, progress, real
 from coref.document import sentence_chunks
 from generative.batch import DocumentBatch, batches_by_length
 from generative.entitynlm import PROPOSAL_CONTEXTS
-from inference.checkpoint import PROPOSAL_WEIGHTS, Checkpoint, entitynlm_checkpoint, entitynlm_modules, module_weights
-from inference.common import prepared_documents, resolve_device, run_command, set_seed
+from inference.checkpoint import (
+    PROPOSAL_WEIGHTS,
+    Checkpoint,
+    entitynlm_checkpoint,
+    entitynlm_modules,
+    module_weights,
+    read_torch_file,
+)
+from inference.common import changed_options, prepared_documents, resolve_device, run_command, set_seed
 from inference.importance import ImportanceEstimate, importance_log_densities, log_importance_weights
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m inference.refine", description=__doc__.split("\n")[0])
+def build_parser() -> Parser:
+    parser = Parser(prog="python -m inference.refine", description=__doc__)
     parser.add_argument("--checkpoint", required=True, help="EntityNLM checkpoint whose proposal is refined")
     parser.add_argument("--proposal", choices=PROPOSAL_CONTEXTS, help="which proposal (default: the checkpoint's)")
-    parser.add_argument("--corpus", default="sample")
-    parser.add_argument("--data-dir", help="folder holding the corpora (default: $ENTITYLM_DATA)")
-    parser.add_argument("--out", required=True, help="the refined checkpoint (OUT.state: to resume)")
-    parser.add_argument("--steps", type=int, default=300)
-    parser.add_argument("--particles", type=int, default=20, help="K particles per wake-phi step and evaluation")
-    parser.add_argument("--chunk", type=int, default=100, help="tokens per piece of whole sentences")
-    parser.add_argument("--batch-tokens", type=int, default=2_000, help="padded tokens per step (x particles)")
-    parser.add_argument("--lr", type=float, default=3e-4, help="Adam learning rate")
-    parser.add_argument("--eval-every", type=int, default=50)
-    parser.add_argument("--eval-pieces", type=int, default=200, help="dev pieces the evaluation uses")
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", metavar="PATH", help="also write the before/after figures as JSON")
-    return parser.parse_args(argv)
+    parser.add_argument("--corpus", default="sample", help="corpus name, or several joined with '+'")
+    parser.add_argument("--data-dir", help="folder holding the corpora (default: $ENTITYLM_DATA; sample needs none)")
+    parser.add_argument("--out", required=True, type=output_file,
+                        help="the refined checkpoint; OUT.state resumes an interrupted refinement with the same "
+                             "options (other options are refused)")
+    parser.add_argument("--steps", type=integer(1), default=300, help="wake-phi steps in all (a resumed run's too)")
+    parser.add_argument("--particles", type=integer(2), default=20,
+                        help="K particles per wake-phi step and evaluation")
+    parser.add_argument("--chunk", type=integer(1), default=100, help="tokens per piece of whole sentences")
+    parser.add_argument("--batch-tokens", type=integer(1), default=2_000, help="padded tokens per step (x particles)")
+    parser.add_argument("--lr", type=real(0, include_low=False), default=3e-4, help="Adam learning rate")
+    parser.add_argument("--eval-every", type=integer(1), default=50, help="evaluate on dev every this many steps")
+    parser.add_argument("--eval-pieces", type=integer(1), default=200, help="dev pieces the evaluation uses")
+    parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    parser.add_argument("--seed", type=int, default=0, help="random seed")
+    parser.add_argument("--json", metavar="PATH", type=output_file, help="also write the before/after figures as JSON")
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
+
+
+# What a resumed refinement may change: how long it goes on, how often it evaluates, and where it runs.
+RESUMABLE_CHANGES = frozenset({"steps", "eval_every", "device", "data_dir", "json"})
 
 
 def wake_phi_loss(model, proposal, batch: DocumentBatch, particles: int) -> torch.Tensor:
@@ -81,8 +99,6 @@ def proposal_quality(model, proposal, batches: list[DocumentBatch], particles: i
 
 
 def run(args: argparse.Namespace) -> dict:
-    if args.steps < 1 or args.particles < 2 or args.chunk < 1 or args.eval_every < 1:
-        raise ValueError("--steps and --eval-every must be >= 1, --particles >= 2 and --chunk >= 1")
     set_seed(args.seed)
     device = resolve_device(args.device)
     path, checkpoint = entitynlm_checkpoint(args.checkpoint)
@@ -104,13 +120,17 @@ def run(args: argparse.Namespace) -> dict:
     dev = [b.to(device) for b in batches_by_length(dev_pieces, checkpoint.vocabulary, 20 * per_step)]
     optimizer = torch.optim.Adam(proposal.parameters(), lr=args.lr)
     state_path = Path(f"{args.out}.state")
-    state = {"step": 0, "history": [], "best": None}
+    state = {"step": 0, "history": [], "best": None, "args": vars(args)}
     best_weights = module_weights(proposal)
     if state_path.exists():
-        saved = torch.load(state_path, weights_only=False)
+        saved = read_torch_file(state_path, "refinement state")
+        changed = changed_options(saved["state"].get("args", {}), vars(args), RESUMABLE_CHANGES)
+        if changed:
+            raise ValueError(f"{state_path}: a refinement with other options: {', '.join(changed)}; resume it with "
+                             "the same options, or choose another --out")
         proposal.load_state_dict(saved["proposal"])
         optimizer.load_state_dict(saved["optimizer"])
-        state, best_weights = saved["state"], saved["best_weights"]
+        state, best_weights = {**saved["state"], "args": vars(args)}, saved["best_weights"]
         torch.set_rng_state(saved["rng"])
         print(f"resumed from {state_path} at step {state['step']}", file=sys.stderr)
 
@@ -125,20 +145,20 @@ def run(args: argparse.Namespace) -> dict:
     if not state["history"]:
         evaluate()
     order = torch.randperm(len(train), generator=torch.Generator().manual_seed(args.seed)).tolist()
-    progress = tqdm(range(state["step"], args.steps), desc=f"wake-phi ({context} proposal)", unit="step")
-    for step in progress:
+    bar = progress(range(state["step"], args.steps), desc=f"wake-phi ({context} proposal)", unit="step")
+    for step in bar:
         proposal.train()
         loss = wake_phi_loss(model, proposal, train[order[step % len(order)]], args.particles)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        progress.set_postfix(loss=f"{float(loss.detach()):.3f}")
+        bar.set_postfix(loss=f"{float(loss.detach()):.3f}")
         state["step"] = step + 1
         if state["step"] % args.eval_every == 0 or state["step"] == args.steps:
             evaluate()
             refined = Checkpoint(checkpoint.kind, checkpoint.config, checkpoint.vocabulary, checkpoint.preprocess,
                                  {**checkpoint.weights, PROPOSAL_WEIGHTS[context]: best_weights},
-                                 {**checkpoint.training, "refinement": {"args": vars(args), **state}})
+                                 {**checkpoint.training, "refinement": state})
             refined.save(args.out)
             with atomic_path(state_path) as temporary:
                 torch.save({"proposal": module_weights(proposal), "optimizer": optimizer.state_dict(), "state": state,

@@ -31,9 +31,9 @@ from functools import partial
 from pathlib import Path
 
 import torch
-from tqdm import tqdm
 
 from coref.atomic import write_text_atomic
+from coref.cli import Parser, integer, output_file, output_folder, progress, run_main
 from coref.document import Document
 from coref.kbest import Partition, document_with_clusters
 from coref.rerank import (
@@ -58,26 +58,28 @@ from inference.common import USER_ERRORS, prepared_documents, resolve_device, se
 CACHE_FORMAT = 1
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m inference.rerank", description=__doc__.split("\n")[0])
+def build_parser() -> Parser:
+    parser = Parser(prog="python -m inference.rerank", description=__doc__)
     parser.add_argument("--resolver", required=True, help="resolver model written by `python -m coref.resolver train`")
     parser.add_argument("--checkpoint", help="EntityNLM checkpoint (default: the bundled one)")
-    parser.add_argument("--corpus", required=True, help="sample, litbank, ontogum, ...")
+    parser.add_argument("--corpus", required=True, help="sample, litbank, ontogum, ... (several joined with '+')")
     parser.add_argument("--data-dir", help="folder holding the corpora (default: $ENTITYLM_DATA; sample needs none)")
-    parser.add_argument("--k", type=int, default=100, help="k-best list length (paper: 100)")
+    parser.add_argument("--k", type=integer(1), default=100, help="k-best list length (paper: 100)")
     parser.add_argument("--generator", choices=[*GENERATORS, "both"], default="both", help="k-best generator")
     parser.add_argument("--dev-split", default="dev", help="split the interpolation weight is chosen on")
     parser.add_argument("--test-split", default="test", help="split Table 2 is reported on")
-    parser.add_argument("--json", metavar="OUT", help="also write every figure as JSON")
-    parser.add_argument("--cache", metavar="DIR", help="folder of the EntityNLM score cache (default: OUT's folder)")
-    parser.add_argument("--chunk", type=int, default=64, help="candidates scored per EntityNLM run")
-    parser.add_argument("--trials", type=int, default=10_000, help="approximate randomization trials")
+    parser.add_argument("--json", metavar="OUT", type=output_file, help="also write every figure as JSON")
+    parser.add_argument("--cache", metavar="DIR", type=output_folder,
+                        help="folder of the EntityNLM score cache (default: OUT's folder; none without --json)")
+    parser.add_argument("--chunk", type=integer(1), default=64, help="candidates scored per EntityNLM run")
+    parser.add_argument("--trials", type=integer(1), default=10_000, help="approximate randomization trials")
     parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    if args.k < 1 or args.chunk < 1 or args.trials < 1:
-        parser.error("--k, --chunk and --trials must be at least 1")
-    return args
+    parser.add_argument("--seed", type=int, default=0, help="random seed (randomization test)")
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 # ---- the score cache ----------------------------------------------------------------------------------------
@@ -114,7 +116,12 @@ class ScoreCache:
         self.checkpoint = checkpoint
         self.scores: dict[str, dict[str, float]] = {}
         if path is not None and path.is_file():
-            stored = json.loads(path.read_text(encoding="utf-8"))
+            try:
+                stored = json.loads(path.read_bytes())
+            except ValueError as error:  # not JSON, or not UTF-8
+                raise ValueError(f"{path}: not a score cache ({error}); delete it to start a new one") from None
+            if not isinstance(stored, dict):
+                raise ValueError(f"{path}: not a score cache (not a JSON object); delete it to start a new one")
             if stored.get("format") == CACHE_FORMAT and stored.get("checkpoint") == checkpoint:
                 self.scores = stored["scores"]
             else:
@@ -216,8 +223,8 @@ def split_candidates(
     syntax = resolver_syntax(args.corpus, split, args.data_dir, documents)
     lists: dict[str, list[CandidateList]] = {generator: [] for generator in generators}
     sizes = []
-    for document, parse in tqdm(list(zip(documents, syntax)), desc=f"{args.corpus}/{split}: candidates",
-                                unit="doc"):
+    for document, parse in progress(list(zip(documents, syntax)), desc=f"{args.corpus}/{split}: k-best lists",
+                                    unit="document"):
         table = ranker.arc_scores(document, parse)
         candidates = document_candidates(document, table, generators, args.k, scorer)
         for generator in generators:
@@ -311,15 +318,15 @@ def format_result(result: dict, experiments: dict[str, RerankResult]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
+
+    def body() -> int:
         result, experiments = run(args)
-    except USER_ERRORS as error:  # a bad resolver model file is a ValueError
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    print(format_result(result, experiments))
-    if args.json:
-        write_text_atomic(args.json, json.dumps(result, indent=2) + "\n")
-    return 0
+        print(format_result(result, experiments))
+        if args.json:
+            write_text_atomic(args.json, json.dumps(result, indent=2) + "\n")
+        return 0
+
+    return run_main(body, USER_ERRORS)  # a bad resolver model file is a ValueError
 
 
 if __name__ == "__main__":

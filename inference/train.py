@@ -7,7 +7,9 @@ supervised maximum likelihood on the same annotation (the parameters are disjoin
 and each keeps the weights of its own best dev score); ``python -m inference.refine`` can then fit a proposal
 to the model's posterior on text alone. Dev selection and early stopping use the per-token dev NLL (the joint
 for EntityNLM, as in paper §5.1). ``OUT/model.pt`` holds the best weights, ``OUT/last.pt`` the state to
-``--resume`` from; both are written atomically after every epoch.
+``--resume`` from; both are written atomically after every epoch. A folder that holds an earlier run is refused
+unless ``--resume`` continues it with the same options (only ``--epochs``, ``--patience``, ``--device``,
+``--data-dir`` and ``--eval-batch-tokens`` may change), so a model.pt never sits beside another run's last.pt.
 """
 
 from __future__ import annotations
@@ -21,64 +23,94 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
-from tqdm import tqdm
 
-from coref.corpora import CorpusError
+from coref.cli import Parser, integer, output_folder, progress, real, run_main
 from coref.document import sentence_chunks
-from coref.preprocess import PreprocessConfig, Vocabulary, apply_vocabulary
+from coref.preprocess import SPECIALS, PreprocessConfig, Vocabulary, apply_vocabulary
 from generative.batch import DocumentBatch, batches_by_length, token_stream
 from generative.entitynlm import PROPOSAL_CONTEXTS, EntityNLM, EntityNLMConfig, EntityProposal
 from generative.ngram import KneserNeyConfig, KneserNeyLM
 from generative.rnnlm import RNNLM, RNNLMConfig
-from inference.checkpoint import PROPOSAL_WEIGHTS, Checkpoint, CheckpointError, module_weights
-from inference.common import prepared_documents, resolve_device, set_seed
+from inference.checkpoint import PROPOSAL_WEIGHTS, Checkpoint, module_weights
+from inference.common import USER_ERRORS, changed_options, prepared_documents, resolve_device, set_seed
 
 PAPER_LEARNING_RATES = {"adam": 1e-3, "adagrad": 0.1}
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m inference.train", description=__doc__.split("\n")[0])
-    parser.add_argument("--model", choices=("entitynlm", "rnnlm", "ngram"), required=True)
-    parser.add_argument("--corpus", default="sample", help="corpus name, or several joined with '+' (default: sample)")
-    parser.add_argument("--data-dir", help="folder holding the corpora (default: $ENTITYLM_DATA)")
-    parser.add_argument("--train-split", default="train")
-    parser.add_argument("--dev-split", default="dev")
-    parser.add_argument("--out", required=True, help="output folder: model.pt (best weights), last.pt (for --resume)")
-    parser.add_argument("--vocab-size", type=int, default=10_000, help="words incl. <unk> <num> <s> </s> (paper 10K)")
+def build_parser() -> Parser:
+    parser = Parser(prog="python -m inference.train", description=__doc__)
+    parser.add_argument("--model", choices=("entitynlm", "rnnlm", "ngram"), required=True, help="what to train")
+    parser.add_argument("--corpus", default="sample", help="corpus name, or several joined with '+'")
+    parser.add_argument("--data-dir", help="folder holding the corpora (default: $ENTITYLM_DATA; sample needs none)")
+    parser.add_argument("--train-split", default="train", help="split to train on")
+    parser.add_argument("--dev-split", default="dev", help="split for model selection and early stopping")
+    parser.add_argument("--out", required=True, type=output_folder,
+                        help="output folder: model.pt (best weights), last.pt (for --resume); a folder holding an "
+                             "earlier run is refused unless --resume continues it with the same options")
+    parser.add_argument("--vocab-size", type=integer(len(SPECIALS) + 1), default=10_000,
+                        help="words incl. <unk> <num> <s> </s> (paper 10K)")
     parser.add_argument("--keep-singletons", action="store_true",
                         help="keep singleton entities (InScript's entity prediction needs them; the paper's "
                              "CoNLL-2012 preprocessing drops them)")
-    parser.add_argument("--embedding-size", type=int, default=128, help="paper grid {32, 48, 64, 128, 256}")
-    parser.add_argument("--hidden-size", type=int, default=128, help="paper grid {32, 48, 64, 128, 256}")
-    parser.add_argument("--dropout", type=float, default=0.2, help="paper grid {0.2, 0.5}")
-    parser.add_argument("--softmax", choices=("class", "full"), default="class")
-    parser.add_argument("--distance", choices=("paper", "reference"), default="paper")
-    parser.add_argument("--update", choices=("paper", "reference"), default="paper")
-    parser.add_argument("--new-entity-scale", type=float, default=0.01, help="sigma of eq. 7")
+    parser.add_argument("--embedding-size", type=integer(1), default=128, help="paper grid {32, 48, 64, 128, 256}")
+    parser.add_argument("--hidden-size", type=integer(1), default=128, help="paper grid {32, 48, 64, 128, 256}")
+    parser.add_argument("--dropout", type=real(0, 1), default=0.2, help="paper grid {0.2, 0.5}")
+    parser.add_argument("--softmax", choices=("class", "full"), default="class",
+                        help="class: class-factored softmax (the paper's); full: one softmax over the vocabulary")
+    parser.add_argument("--distance", choices=("paper", "reference"), default="paper",
+                        help="EntityNLM's distance features: the paper's, or the reference code's")
+    parser.add_argument("--update", choices=("paper", "reference"), default="paper",
+                        help="EntityNLM's entity update (eq. 8): the paper's, or the reference code's")
+    parser.add_argument("--new-entity-scale", type=real(0), default=0.01, help="sigma of eq. 7")
     parser.add_argument("--proposals", nargs="*", choices=PROPOSAL_CONTEXTS, default=list(PROPOSAL_CONTEXTS),
                         help="EntityNLM: the proposals trained beside the model (forward: the paper's; "
                              "bidirectional: reads the whole text); the first is the checkpoint's default; none "
                              "trains the model alone (the proposal's fit does not depend on the model)")
-    parser.add_argument("--optimizer", choices=("adam", "adagrad"), default="adam")
-    parser.add_argument("--lr", type=float, help="default: the paper's (Adam 1e-3, AdaGrad 0.1)")
-    parser.add_argument("--clip-norm", type=float, default=None, help="gradient norm clipping (paper: none)")
-    parser.add_argument("--epochs", type=int, default=10)
-    parser.add_argument("--patience", type=int, default=2, help="stop after this many epochs without dev gain")
-    parser.add_argument("--batch-tokens", type=int, default=4_000, help="padded tokens per training batch")
-    parser.add_argument("--eval-batch-tokens", type=int, default=32_000,
+    parser.add_argument("--optimizer", choices=("adam", "adagrad"), default="adam", help="the paper's two")
+    parser.add_argument("--lr", type=real(0, include_low=False),
+                        help="learning rate (default: the paper's, Adam 1e-3, AdaGrad 0.1)")
+    parser.add_argument("--clip-norm", type=real(0, include_low=False),
+                        help="clip the gradient norm to this (default: no clipping, as the paper)")
+    parser.add_argument("--epochs", type=integer(1), default=10, help="at most this many epochs")
+    parser.add_argument("--patience", type=integer(1), default=2, help="stop after this many epochs without dev gain")
+    parser.add_argument("--batch-tokens", type=integer(1), default=4_000, help="padded tokens per training batch")
+    parser.add_argument("--eval-batch-tokens", type=integer(1), default=32_000,
                         help="padded tokens per dev batch (no gradients: larger batches, fewer sequential steps)")
-    parser.add_argument("--train-chunk", type=int, default=0,
+    parser.add_argument("--train-chunk", type=integer(0), default=0,
                         help="train on pieces of whole sentences of about this many tokens (0: whole documents, "
                              "the paper); dev selection always uses whole documents")
-    parser.add_argument("--order", type=int, default=5, help="n-gram order")
+    parser.add_argument("--order", type=integer(1), default=5, help="n-gram order")
     parser.add_argument("--discount-fallback", action="store_true",
                         help="n-gram: use KenLM's fallback discounts (0.5, 1, 1.5) where count-of-counts give none")
     parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--resume", action="store_true", help="continue from OUT/last.pt")
-    return parser.parse_args(argv)
+    parser.add_argument("--seed", type=int, default=0, help="random seed (shuffling, initialisation, noise)")
+    parser.add_argument("--resume", action="store_true", help="continue the run in OUT from OUT/last.pt")
+    return parser
 
 
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
+
+
+# What a resumed run may change: how long it goes on, and where and how fast it runs; every other option
+# defines the run, and resuming with another value would mix two configurations in one learning curve.
+RESUMABLE_CHANGES = frozenset({"epochs", "patience", "resume", "out", "data_dir", "device", "eval_batch_tokens"})
+
+
+def check_out_folder(args: argparse.Namespace, resumed: Checkpoint | None) -> None:
+    """Refuse to start a run in a folder that holds another (its model.pt would sit beside ours until the first
+    epoch ends), and to resume a run with options that define another configuration."""
+    out = Path(args.out)
+    if resumed is None:
+        earlier = [name for name in ("model.pt", "last.pt") if (out / name).exists()]
+        if earlier:
+            raise ValueError(f"{out}: holds an earlier run ({', '.join(earlier)}); pass --resume to continue it "
+                             "with the same options, or choose another --out")
+        return
+    changed = changed_options(resumed.training.get("args", {}), vars(args), RESUMABLE_CHANGES)
+    if changed:
+        raise ValueError(f"{out / 'last.pt'}: a run with other options: {', '.join(changed)}; resume it with the "
+                         "same options or choose another --out")
 # ---- models and objectives --------------------------------------------------------------------------------------
 
 
@@ -149,20 +181,16 @@ def train_ngram(args: argparse.Namespace, train_docs, dev_docs, vocabulary: Voca
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        return run(args)
-    except (CorpusError, CheckpointError, ValueError, OSError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    return run_main(lambda: run(args), USER_ERRORS)
 
 
 def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     set_seed(args.seed)
     device = resolve_device(args.device)
     preprocess = PreprocessConfig(drop_singletons=not args.keep_singletons)
     resumed = Checkpoint.load(out / "last.pt") if args.resume else None
+    check_out_folder(args, resumed)
     train_docs = prepared_documents(args.corpus, args.train_split, args.data_dir, preprocess)
     vocabulary = resumed.vocabulary if resumed else Vocabulary.build(train_docs, max_size=args.vocab_size)
     train_docs = [apply_vocabulary(document, vocabulary)[0] for document in train_docs]
@@ -198,8 +226,8 @@ def run(args: argparse.Namespace) -> int:
         started, total = time.perf_counter(), {}
         shuffle = torch.Generator().manual_seed(args.seed + state["epoch"])  # a resumed run shuffles the same
         order = torch.randperm(len(train_batches), generator=shuffle).tolist()
-        progress = tqdm(order, desc=f"epoch {state['epoch'] + 1}/{args.epochs}", unit="batch")
-        for index in progress:
+        bar = progress(order, desc=f"{args.model}: epoch {state['epoch'] + 1}/{args.epochs}", unit="batch")
+        for index in bar:
             batch = train_batches[index]
             parts = trainee.log_likelihoods(batch)
             loss = -sum(parts.values()) / batch.num_tokens
@@ -210,7 +238,7 @@ def run(args: argparse.Namespace) -> int:
             optimizer.step()
             for name, value in parts.items():
                 total[name] = total.get(name, 0.0) - float(value.detach())
-            progress.set_postfix(nll=f"{float(loss.detach()):.3f}")
+            bar.set_postfix(nll=f"{float(loss.detach()):.3f}")
         seconds = time.perf_counter() - started
         dev = evaluate(trainee, dev_batches)
         record = {"epoch": state["epoch"] + 1, "seconds": seconds, "train_tokens_per_second": train_tokens / seconds,

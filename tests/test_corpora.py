@@ -237,7 +237,7 @@ def _assert_problems_are_located(stats: dict, corpus_dir: Path) -> None:
 def test_litbank_counts_match_its_source_file(litbank_stats, litbank_dir):
     counts = {split: (s["documents"], s["sentences"], s["tokens"]) for split, s in litbank_stats.items()}
     assert counts == {"train": (80, 7047, 166910), "dev": (10, 790, 20862), "test": (10, 725, 22760)}
-    assert {split: s["dropped"] for split, s in litbank_stats.items()} == {"train": 2, "dev": 0, "test": 0}  # crossing
+    assert {split: s["dropped"] for split, s in litbank_stats.items()} == {"train": 0, "dev": 0, "test": 0}
     _assert_problems_are_located(litbank_stats, litbank_dir)
 
 
@@ -245,10 +245,10 @@ def test_ontogum_counts_match_its_source_file(ontogum_stats, ontogum_dir):
     counts = {split: (stats["documents"], stats["tokens"]) for split, stats in ontogum_stats.items()}
     assert counts == {"train": (177, 177410), "dev": (30, 28119), "test": (30, 28397), "test2": (26, 17799)}
     assert all(stats["sentences"] > 10 * stats["documents"] for stats in ontogum_stats.values())  # from CoNLL-U
-    # four crossing mentions (train 3, dev 1) and GENTLE_poetry_road's two broken brackets (test2); dev's
-    # other problem is the empty word of GUM_news_iodine, repaired from the CoNLL-U, not dropped
+    # GENTLE_poetry_road's two broken brackets (test2); dev's problem is the empty word of GUM_news_iodine,
+    # repaired from the CoNLL-U, not dropped. (Crossing mentions are read as annotated: preprocessing drops them.)
     dropped = {split: (stats["dropped"], stats["problems"]) for split, stats in ontogum_stats.items()}
-    assert dropped == {"train": (3, 3), "dev": (1, 2), "test": (0, 0), "test2": (2, 2)}
+    assert dropped == {"train": (0, 0), "dev": (0, 1), "test": (0, 0), "test2": (2, 2)}
     _assert_problems_are_located(ontogum_stats, ontogum_dir)
 
 

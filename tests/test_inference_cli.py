@@ -52,6 +52,17 @@ def test_resume_continues_where_the_last_epoch_ended(tmp_path):
     assert resumed[1]["dev_nll"]["model"] == pytest.approx(uninterrupted[1]["dev_nll"]["model"], rel=1e-5)
 
 
+def test_an_out_folder_of_another_run_is_refused(tmp_path, capsys):
+    out = tmp_path / "run"
+    common = ["--model", "rnnlm", *TINY, "--out", str(out), "--device", "cpu", "--epochs", "1"]
+    assert train.main(common) == 0
+    assert train.main(common) == 2  # a new run would leave the earlier one's last.pt beside its model.pt
+    assert "holds an earlier run (model.pt, last.pt); pass --resume" in capsys.readouterr().err
+    assert train.main([*common, "--resume", "--dropout", "0.5"]) == 2  # resuming mixes two configurations
+    assert "last.pt: a run with other options: --dropout 0.2 (now 0.5)" in capsys.readouterr().err
+    assert len(Checkpoint.load(out / "last.pt").training["state"]["history"]) == 1
+
+
 def test_marginal_perplexity_with_baselines(trained, tmp_path, capsys):
     out = tmp_path / "result.json"
     argv = ["--checkpoint", str(trained["entitynlm"]), "--baseline", str(trained["rnnlm"]),
@@ -137,7 +148,7 @@ def test_a_baseline_with_another_vocabulary_is_refused(trained, tmp_path, capsys
 def test_bad_checkpoints_and_devices_give_one_line_errors(trained, tmp_path, capsys):
     garbage = tmp_path / "garbage.pt"
     garbage.write_bytes(b"not a checkpoint")
-    with pytest.raises(CheckpointError, match="garbage.pt: not a checkpoint"):
+    with pytest.raises(CheckpointError, match="garbage.pt: not an entitylm checkpoint"):
         Checkpoint.load(garbage)
     assert marginal_ppl.main(["--checkpoint", str(tmp_path / "missing.pt")]) == 2
     assert "no such checkpoint file" in capsys.readouterr().err
@@ -161,25 +172,28 @@ def test_refinement_evaluates_keeps_the_best_and_resumes(trained, tmp_path, caps
     refined, original = Checkpoint.load(out), Checkpoint.load(trained["entitynlm"])
     assert refined.weights["proposal"].keys() == original.weights["proposal"].keys()
     assert len(refined.training["refinement"]["history"]) == 3  # before, and after each step
-    assert refine.main([*argv[:-6], "--steps", "3", "--eval-every", "1", "--device", "cpu"]) == 0  # resumes
+    assert refine.main([*argv[:-4], "--steps", "3", "--eval-every", "1", "--device", "cpu"]) == 0  # resumes
     assert "resumed from" in capsys.readouterr().err
     assert len(Checkpoint.load(out).training["refinement"]["history"]) == 4
-    assert refine.main([*argv[:-6], "--steps", "0", "--device", "cpu"]) == 2
-    assert "--steps" in capsys.readouterr().err
+    assert refine.main([*argv[:-6], "--steps", "4", "--device", "cpu"]) == 2  # another --chunk: another refinement
+    assert "refined.pt.state: a refinement with other options: --chunk 40 (now 100)" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:
+        refine.main([*argv[:-6], "--steps", "0", "--device", "cpu"])
+    assert stop.value.code == 2 and "argument --steps: must be at least 1" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["--particles", "0"], "--particles must be at least 1"),
-    (["--particles", "-5"], "--particles must be at least 1"),
-    (["--proposal-temperature", "0"], "--proposal-temperature must be positive"),
-    (["--proposal-temperature", "-1"], "--proposal-temperature must be positive"),
+    (["--particles", "0"], "argument --particles: must be at least 1, got 0"),
+    (["--particles", "-5"], "argument --particles: must be at least 1, got -5"),
+    (["--proposal-temperature", "0"], "argument --proposal-temperature: must be greater than 0, got 0"),
+    (["--proposal-temperature", "-1"], "argument --proposal-temperature: must be greater than 0, got -1"),
 ])
 def test_impossible_numbers_are_refused_in_one_line(argv, message, tmp_path, capsys):
     with pytest.raises(SystemExit) as stop:
         marginal_ppl.main([*argv, "--device", "cpu", "--json", str(tmp_path / "out.json")])
     assert stop.value.code == 2
-    error = capsys.readouterr().err.strip().splitlines()[-1]
-    assert message in error and not (tmp_path / "out.json").exists()
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and message in error and not (tmp_path / "out.json").exists()
 
 
 def test_one_particle_is_an_estimate_whose_khat_is_not_fitted(tmp_path):

@@ -52,3 +52,12 @@ def test_torch_is_installed_before_the_package():
     makefile = (ROOT / "Makefile").read_text()
     assert makefile.index('"$(TORCH_SPEC)"') < makefile.index("-e '.[test]'")
     assert "TORCH_SPEC ?= torch==2.13.0" in makefile
+
+
+def test_every_command_the_readme_shows_has_a_console_script():
+    """`python -m coref.X` / `python -m inference.X` in the README: each is also `entitylm-X` after installing."""
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    modules = {name: target.removesuffix(":main") for name, target in scripts.items()}
+    shown = set(re.findall(r"python -m ((?:coref|inference)\.\w+)", (ROOT / "README.md").read_text()))
+    assert shown and shown <= set(modules.values()), f"no console script for {sorted(shown - set(modules.values()))}"
+    assert all(name == "entitylm-" + module.split(".")[1].replace("_", "-") for name, module in modules.items())

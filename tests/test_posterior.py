@@ -3,8 +3,12 @@ decoding of sampled annotations, pairwise marginals, and the ``inference.posteri
 
 from __future__ import annotations
 
+import io
 import json
+import struct
+import sys
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 import pyro
@@ -117,52 +121,316 @@ def test_tokenize_splits_words_punctuation_and_sentences():
         posterior.tokenize("  ")
 
 
-def test_the_command_writes_samples_marginals_and_heatmaps(tmp_path, capsys):
-    text = "Anna met Tom at the station. She gave him a book, and he thanked her."
+def test_antecedents_are_the_closest_earlier_mention_of_the_entity_weighted_over_particles():
+    tokens = ["Ann", "saw", "Bob", "and", "her"]
+    ann, bob, her = (0, 1), (2, 3), (4, 5)
+
+    def structure(*mentions):
+        return Document("d", tokens, mentions=[Mention(*span, entity) for span, entity in mentions])
+
+    structures = [
+        structure((ann, 1), (bob, 2), (her, 1)),  # her -> Ann
+        structure((ann, 1), (bob, 2), (her, 2)),  # her -> Bob
+        structure((ann, 1), (her, 1)),  # her -> Ann, Bob no mention
+        structure((ann, 1), (bob, 1), (her, 1)),  # one chain: her -> Bob (the closest), Bob -> Ann
+    ]
+    weights = np.array([0.4, 0.3, 0.2, 0.1])
+    rankings = {r.span: r for r in posterior.antecedent_rankings(structures, weights)}
+    assert list(rankings) == [ann, bob, her]  # text order
+    assert rankings[ann].antecedents == [(None, None, pytest.approx(1.0))]
+    assert rankings[bob].mention == pytest.approx(0.8)
+    assert rankings[bob].antecedents == [(None, None, pytest.approx(0.7)), (ann, "Ann", pytest.approx(0.1))]
+    assert rankings[her].antecedents == [(ann, "Ann", pytest.approx(0.6)), (bob, "Bob", pytest.approx(0.4))]
+    likely = {r.span: r for r in posterior.antecedent_rankings(structures, weights, min_probability=0.15)}
+    assert likely[bob].antecedents == [(None, None, pytest.approx(0.7))]  # Ann (0.1) is left out
+    assert likely[bob].to_json()["antecedents"] == [{"antecedent": None, "probability": 0.7}]
+    assert likely[her].to_json()["antecedents"][0] == {"antecedent": {"start": 0, "end": 1, "text": "Ann"},
+                                                      "probability": 0.6}
+    text = posterior.format_antecedents("d", likely.values())
+    assert "Bob [2:3]  (mention 0.800)\n  0.700  new entity\n" in text
+    assert "  0.600  Ann [0:1]\n  0.400  Bob [2:3]\n" in text
+    assert posterior.antecedent_rankings([Document("d", tokens)], np.array([1.0])) == []  # no mention at all
+
+
+@pytest.mark.parametrize(("text", "width", "expected"), [
+    ("Anna", 28, "Anna"),
+    ("the old man who lived by the sea", 12, "the old man…"),
+    ("the old man who lived by the sea", 11, "the old…"),  # "man" would need 12 with its ellipsis
+    ("the old man who lived by the sea", 8, "the old…"),  # the cut falls on a space
+    ("extraordinarily", 6, "extra…"),  # a single word longer than the width is cut inside, marked
+])
+def test_labels_are_shortened_at_word_boundaries_with_an_ellipsis(text, width, expected):
+    shortened = posterior.shorten(text, width)
+    assert shortened == expected and len(shortened) <= width
+    if shortened != text:
+        assert shortened.endswith("…") and text.startswith(shortened[:-1])
+
+
+def test_the_heatmap_keeps_the_most_probable_spans_in_text_order_with_short_labels():
+    assert posterior.span_label("a very long mention of the lady in the white dress", 7) == \
+        "a very long mention of the… [7]"
+    mention = np.array([0.2, 0.9, 0.5, 0.9, 0.1, 0.7])
+    assert posterior.heatmap_spans(mention, 3).tolist() == [1, 3, 5]
+    assert posterior.heatmap_spans(mention, 100).tolist() == list(range(6))
+
+
+def png_size(path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", data[16:24])
+
+
+@pytest.mark.parametrize("max_spans", [40, 200])
+def test_the_heatmap_has_a_bounded_size_however_many_spans(tmp_path, max_spans):
+    spans = 200
+    rng = np.random.default_rng(0)
+    coreference = rng.random((spans, spans))
+    marginals = posterior.CoreferenceMarginals([(i, i + 1) for i in range(spans)], ["word " * 20] * spans,
+                                               rng.random(spans), (coreference + coreference.T) / 2)
+    posterior.plot_marginals(marginals, tmp_path / "h.png", "a long document", max_spans)
+    width, height = png_size(tmp_path / "h.png")
+    assert width <= 2000 and height <= 2000
+    for few in ([], [(0, 1)]):  # nothing to pair: a figure that says so
+        small = posterior.CoreferenceMarginals(few, ["Anna"] * len(few), np.ones(len(few)), np.ones((len(few),) * 2))
+        posterior.plot_marginals(small, tmp_path / "few.png", "short", max_spans)
+        assert png_size(tmp_path / "few.png")[0] > 0
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    """The command's exit status, stdout and stderr (argument errors exit through SystemExit)."""
+    try:
+        status = posterior.main([*argv, "--device", "cpu"])
+    except SystemExit as exit:
+        status = exit.code
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+TEXT = "Anna met Tom at the station. She gave him a book, and he thanked her."
+
+
+def test_the_command_writes_samples_marginals_antecedents_and_heatmaps(tmp_path, capsys):
     out = tmp_path / "out"
-    options = ["--text", text, "--particles", "20", "--samples", "7", "--out", str(out), "--device", "cpu",
-               "--min-probability", "0"]
-    assert posterior.main(options) == 0
-    assert "MAP:" in capsys.readouterr().out
+    status, stdout, stderr = run(capsys, "--text", TEXT, "--particles", "20", "--samples", "7", "--out", str(out),
+                                 "--min-probability", "0")
+    assert status == 0 and "MAP:" in stdout and stderr == ""  # progress bars only on a terminal
+    assert sorted(path.name for path in out.iterdir()) == sorted([*posterior.OUTPUT_FILES, "heatmap-text.png"])
     samples, problems = read_conll(out / "samples.conll")
     assert len(samples) == 7 and not problems
-    assert all(sample.tokens == posterior.tokenize(text).tokens for sample in samples)  # the original tokens
+    assert all(sample.tokens == posterior.tokenize(TEXT).tokens for sample in samples)  # the original tokens
     (best,), _ = read_conll(out / "map.conll")
     marginals = json.loads((out / "marginals.json").read_text())["text"]
     spans = {(span["start"], span["end"]) for span in marginals["spans"]}
     assert {mention.span for mention in best.mentions} <= spans
     assert len(marginals["coreference"]) == len(marginals["spans"])
-    assert (out / "heatmap-text.png").read_bytes()[:4] == b"\x89PNG"
+    rankings = json.loads((out / "antecedents.json").read_text())["text"]
+    assert [(r["start"], r["end"]) for r in rankings] == [(s["start"], s["end"]) for s in marginals["spans"]]
+    for ranking in rankings:
+        probabilities = [a["probability"] for a in ranking["antecedents"]]
+        assert probabilities == sorted(probabilities, reverse=True)
+        assert sum(probabilities) <= ranking["mention_probability"] + 1e-5 <= 1 + 2e-5
+        assert all(a["antecedent"] is None or a["antecedent"]["end"] <= ranking["start"]
+                   for a in ranking["antecedents"])
+    assert any(a["antecedent"] is not None for r in rankings for a in r["antecedents"])
+    assert (out / "antecedents.txt").read_text().startswith("# text\n")
     summary = json.loads((out / "summary.json").read_text())
-    assert summary[0]["method"] == "smc" and 1 <= summary[0]["ess"] <= 20
+    assert summary[0]["method"] == "sir" and summary[0]["proposal"] == "forward"  # the measured better resolver
+    assert summary[0]["heatmap"] == "heatmap-text.png" and 1 <= summary[0]["ess"] <= 20
+
+
+def test_a_long_text_gives_a_bounded_heatmap_of_the_likeliest_spans(tmp_path, capsys):
+    text = " ".join(f"Anna met Tom at station {i}. She gave him a book, and he thanked her." for i in range(25))
+    out = tmp_path / "out"
+    assert run(capsys, "--text", text, "--particles", "2", "--samples", "1", "--out", str(out),
+               "--max-spans", "10")[0] == 0
+    assert len(json.loads((out / "marginals.json").read_text())["text"]["spans"]) > 10
+    width, height = png_size(out / "heatmap-text.png")
+    assert width <= 1000 and height <= 1000  # all its spans would make it about 1860 x 1680
+
+
+def write_conll(path, *ids: str) -> str:
+    """A CoNLL file of one short document per id, without mentions; its path."""
+    lines = []
+    for id in ids:
+        lines += [f"#begin document ({id}); part 000", *(f"{id}\t0\t{i}\t{word}\t-" for i, word in
+                                                         enumerate(["Anna", "saw", "Tom", "."])), "", "#end document"]
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def test_reusing_the_output_folder_leaves_no_file_of_the_earlier_run(tmp_path, capsys):
+    out = tmp_path / "out"
+    options = ("--particles", "2", "--samples", "1", "--out", str(out))
+    assert run(capsys, "--conll", write_conll(tmp_path / "two.conll", "a", "b/c"), *options)[0] == 0
+    assert {"heatmap-a.png", "heatmap-b_c.png"} <= {path.name for path in out.iterdir()}
+    assert run(capsys, "--conll", write_conll(tmp_path / "one.conll", "a"), *options)[0] == 0
+    assert sorted(path.name for path in out.iterdir()) == sorted([*posterior.OUTPUT_FILES, "heatmap-a.png"])
+    assert [row["document"] for row in json.loads((out / "summary.json").read_text())] == ["a"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["one.conll", "out", "two.conll"]  # no leftovers
+
+
+def test_an_output_folder_with_other_files_is_refused_and_left_alone(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert run(capsys, "--text", TEXT, "--particles", "2", "--samples", "1", "--out", str(out))[0] == 0
+    (out / "notes.txt").write_text("mine")
+    before = {path.name: path.read_bytes() for path in out.iterdir()}
+    status, _, stderr = run(capsys, "--text", "Tom left.", "--particles", "2", "--out", str(out))
+    assert status == 2 and stderr.count("\n") == 1 and "'notes.txt'" in stderr and "refusing" in stderr
+    assert {path.name: path.read_bytes() for path in out.iterdir()} == before
+
+
+def test_a_failure_or_ctrl_c_leaves_the_output_folder_as_it_was(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "out"
+    assert run(capsys, "--text", TEXT, "--particles", "2", "--samples", "1", "--out", str(out))[0] == 0
+    before = {path.name: path.read_bytes() for path in out.iterdir()}
+
+    def disk_full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(posterior, "plot_marginals", disk_full)
+    status, _, stderr = run(capsys, "--text", "Tom left.", "--particles", "2", "--out", str(out))
+    assert status == 2 and stderr.splitlines()[-1] == "error: [Errno 28] No space left on device"
+    assert {path.name: path.read_bytes() for path in out.iterdir()} == before
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(posterior, "posteriors", interrupted)
+    fresh = tmp_path / "new" / "deeper" / "out"
+    status, _, stderr = run(capsys, "--text", "Tom left.", "--particles", "2", "--out", str(fresh))
+    assert status == 130 and stderr == "interrupted\n"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["out"]  # nor the parent folders made for it
+
+
+class Terminal(io.StringIO):
+    """A stderr that says it is a terminal, where progress bars are drawn."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_bars_on_a_terminal_say_what_they_count(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stderr", Terminal())
+    assert posterior.main(["--text", TEXT, "--particles", "2", "--out", str(tmp_path / "out"), "--device", "cpu"]) == 0
+    bars = sys.stderr.getvalue()
+    assert "SIR posteriors, 2 particles each: 100%" in bars and "marginals, antecedents and heatmaps: 100%" in bars
+    assert ("document/s" in bars or "s/document" in bars) and "it/s" not in bars and "s/it" not in bars
+
+
+def test_smc_resamples_below_the_ess_threshold(tmp_path, capsys):
+    resamplings = {}
+    for threshold in ("0", "1"):
+        out = tmp_path / threshold
+        assert run(capsys, "--text", TEXT + " Tom left. Anna stayed.", "--method", "smc", "--particles", "10",
+                   "--ess-threshold", threshold, "--out", str(out))[0] == 0
+        resamplings[threshold] = json.loads((out / "summary.json").read_text())[0]["resamplings"]
+    assert resamplings["0"] == 0 and resamplings["1"] > 0
+
+
+def test_help_shows_the_whole_description_every_option_and_its_default(capsys):
+    status, stdout, _ = run(capsys, "--help")
+    assert status == 0
+    assert posterior.__doc__.strip().splitlines()[-1].strip() in stdout  # not cut after the first line
+    assert "  antecedents.json  the same as JSON\n" in stdout  # nor re-wrapped
+    assert "(default: sir)" in stdout and "(default: 40)" in stdout and "(default: None)" not in stdout
+    assert "better resolver" in stdout
+    assert all(action.help for action in posterior.build_parser()._actions)
+
+
+def test_the_checkpoint_default_proposal_stands_in_when_it_has_no_forward_one(tmp_path, capsys):
+    bidirectional_only = Checkpoint.load(pretrained("entitynlm.pt"))
+    del bidirectional_only.weights["proposal"]
+    bidirectional_only.save(tmp_path / "bidirectional_only.pt")
+    out = tmp_path / "out"
+    assert run(capsys, "--text", "Hi.", "--particles", "2", "--checkpoint", str(tmp_path / "bidirectional_only.pt"),
+               "--out", str(out))[0] == 0
+    assert json.loads((out / "summary.json").read_text())[0]["proposal"] == "bidirectional"
 
 
 def test_the_command_evaluates_the_map_structure_with_both_samplers(tmp_path, capsys):
     out = tmp_path / "result.json"
-    options = ["--evaluate", "--corpus", "sample", "--split", "dev", "--method", "both", "--particles", "10",
-               "--device", "cpu", "--json", str(out)]
-    assert posterior.main(options) == 0
+    status, stdout, stderr = run(capsys, "--evaluate", "--corpus", "sample", "--split", "dev", "--method", "both",
+                                 "--particles", "10", "--json", str(out))
+    assert status == 0 and "CoNLL F1" in stdout
     result = json.loads(out.read_text())
-    assert set(result["methods"]) == {"sir", "smc"}
+    assert set(result["methods"]) == {"sir", "smc"} and result["proposal"] == "forward"
     for row in result["methods"].values():
         assert 0 <= row["conll_f1"] <= 1 and row["perplexity"] > 1
         assert all(1 <= ess <= 10 + 1e-6 for ess in row["ess"])
     assert result["methods"]["sir"]["resamplings"] == [0, 0]
-    assert "CoNLL F1" in capsys.readouterr().out
 
 
-def test_the_command_refuses_bad_input_with_one_line(tmp_path, capsys):
-    assert posterior.main(["--text", "Hi.", "--checkpoint", str(tmp_path / "missing.pt")]) == 2
-    assert "missing.pt: no such checkpoint file" in capsys.readouterr().err
-    empty = tmp_path / "empty.conll"
-    empty.write_text("")
-    assert posterior.main(["--conll", str(empty), "--device", "cpu"]) == 2
-    assert f"{empty}: no documents" in capsys.readouterr().err
+def write_bad_files(folder) -> None:
+    """The files the bad inputs below name, in ``folder``."""
+    good = Path(write_conll(folder / "good.conll", "a")).read_bytes()
+    files = {
+        "empty.conll": b"",
+        "binary.conll": bytes(range(256)),
+        "latin1.conll": "#begin document (a); part 000\na\t0\t0\tcafé\t-\n#end document\n".encode("latin-1"),
+        "truncated.conll": good[: len(good) // 2],
+        "unended.conll": good.replace(b"#end document\n", b""),
+        "twice.conll": good + good,
+        "a_file": b"",
+        "truncated.pt": pretrained("entitynlm.pt").read_bytes()[:100_000],
+        "random.pt": np.random.default_rng(0).bytes(3000),
+    }
+    for name, content in files.items():
+        (folder / name).write_bytes(content)
+
+
+# each bad input's options ({tmp}: the test's folder, holding write_bad_files) and a part of its one-line message
+BAD_INPUTS = {
+    "empty text": (["--text", ""], "--text: the text has no words"),
+    "blank text": (["--text", " \n "], "--text: the text has no words"),
+    "empty conll": (["--conll", "{tmp}/empty.conll"], "empty.conll"),
+    "binary conll": (["--conll", "{tmp}/binary.conll"], "binary.conll:2: not UTF-8"),
+    "latin-1 conll": (["--conll", "{tmp}/latin1.conll"], "latin1.conll:2: not UTF-8"),
+    "truncated conll": (["--conll", "{tmp}/truncated.conll"], "truncated.conll:3: too few columns"),  # cut in line 3
+    "conll without its end": (["--conll", "{tmp}/unended.conll"], "unended.conll:1: '#begin document' without"),
+    "repeated document": (["--conll", "{tmp}/twice.conll"], "twice.conll: document 'a' part 0"),
+    "missing conll": (["--conll", "{tmp}/missing.conll"], "missing.conll: No such file or directory"),
+    "out under a file": (["--text", "Hi.", "--out", "{tmp}/a_file/out"], "a_file is a file, not a folder"),
+    "out is a file": (["--text", "Hi.", "--out", "{tmp}/a_file"], "a_file: exists and is not a folder"),
+    "no particles": (["--text", "Hi.", "--particles", "0"], "--particles: must be at least 1, got 0"),
+    "negative particles": (["--text", "Hi.", "--particles", "-3"], "--particles: must be at least 1, got -3"),
+    "particles not a number": (["--text", "Hi.", "--particles", "many"], "expected an integer, got 'many'"),
+    "no samples": (["--text", "Hi.", "--samples", "0"], "--samples: must be at least 1"),
+    "no spans": (["--text", "Hi.", "--max-spans", "0"], "--max-spans: must be at least 1"),
+    "probability below 0": (["--text", "Hi.", "--min-probability", "-0.1"], "--min-probability must be in [0, 1]"),
+    "probability above 1": (["--text", "Hi.", "--min-probability", "1.5"], "--min-probability must be in [0, 1]"),
+    "threshold above 1": (["--text", "Hi.", "--ess-threshold", "2"], "--ess-threshold must be in [0, 1]"),
+    "json without evaluate": (["--text", "Hi.", "--json", "{tmp}/r.json"], "--json is for --evaluate"),
+    "no source": ([], "one of the arguments --text --conll --evaluate is required"),
+    "unknown corpus": (["--evaluate", "--corpus", "nope"], "unknown corpus 'nope'"),
+    "missing checkpoint": (["--text", "Hi.", "--checkpoint", "{tmp}/missing.pt"], "missing.pt: no such checkpoint"),
+    "truncated checkpoint": (["--text", "Hi.", "--checkpoint", "{tmp}/truncated.pt"],
+                             "truncated.pt: not an entitylm checkpoint"),
+    "random checkpoint": (["--text", "Hi.", "--checkpoint", "{tmp}/random.pt"],
+                          "random.pt: not an entitylm checkpoint"),
+    "unwritable json": (["--evaluate", "--json", "{tmp}/a_file/r.json"], "a_file is a file, not a folder"),
+    "undecodable text": (["--text", "caf\udce9 au lait."], "--text: not UTF-8 text"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_INPUTS)
+def test_bad_input_fails_in_one_line_and_writes_nothing(tmp_path, capsys, case):
+    write_bad_files(tmp_path)
+    options, message = BAD_INPUTS[case]
+    options = [option.replace("{tmp}", str(tmp_path)) for option in options]
+    if "--out" not in options:
+        options += ["--out", str(tmp_path / "out")]
+    before = sorted(path.name for path in tmp_path.iterdir())
+    status, stdout, stderr = run(capsys, *options)
+    assert status != 0 and stdout == ""
+    assert stderr.count("\n") == 1 and "error: " in stderr and message in stderr, stderr
+    assert sorted(path.name for path in tmp_path.iterdir()) == before  # no output, no leftovers
+
+
+def test_a_missing_proposal_is_refused_in_one_line(tmp_path, capsys):
     forward_only = Checkpoint.load(pretrained("entitynlm.pt"))
     del forward_only.weights["bidirectional_proposal"]
     forward_only.save(tmp_path / "forward_only.pt")
-    argv = ["--text", "Hi.", "--checkpoint", str(tmp_path / "forward_only.pt"), "--proposal", "bidirectional"]
-    assert posterior.main([*argv, "--device", "cpu"]) == 2
-    assert "no bidirectional proposal" in capsys.readouterr().err
-    assert posterior.main(["--text", "caf\udce9 au lait.", "--out", str(tmp_path / "out"), "--device", "cpu"]) == 2
-    assert "--text: not UTF-8 text" in capsys.readouterr().err and not (tmp_path / "out").exists()
+    status, _, stderr = run(capsys, "--text", "Hi.", "--checkpoint", str(tmp_path / "forward_only.pt"),
+                            "--proposal", "bidirectional", "--out", str(tmp_path / "out"))
+    assert status == 2 and stderr.count("\n") == 1 and "no bidirectional proposal" in stderr
+    assert not (tmp_path / "out").exists()

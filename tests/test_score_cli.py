@@ -96,7 +96,7 @@ def test_a_broken_bracket_is_an_error_with_its_line_before_any_other_comparison(
     broken.write_text(conll("example", SENTENCES[:1], {"John": "(0"}))
     run = subprocess.run([sys.executable, "-m", "coref.score", str(key), str(broken)], capture_output=True, text=True)
     assert run.returncode == 2
-    assert run.stderr == f"coref.score: error: {broken}:2: '(0' opens a mention of entity 0 that is never closed " \
+    assert run.stderr == f"error: {broken}:2: '(0' opens a mention of entity 0 that is never closed " \
         "(document ends at line 9)\n"
     assert run.stdout == ""
 

@@ -1,0 +1,395 @@
+"""Every command fails on bad input in one clear line (README, "Reliability"; the contract is :mod:`coref.cli`'s).
+
+``ROWS`` is a table of (command, arguments, what the error must say). Each row runs the way a user runs it, as a
+subprocess: ``python -m MODULE``, a console script of pyproject.toml from the environment's ``bin/``, or a
+benchmark script. It must exit with status 2, write exactly ONE line to stderr (a progress bar, a warning or
+argparse's usage line would be a second), no traceback, and that line must say what the row says: the file at
+fault (``FILE:LINE:`` where there is a line) or the option. The command writes only under its own empty folder,
+where no file may be left. A new command joins the table by adding rows.
+
+Each subprocess spends about 2 s importing torch, so the selected rows run a few at a time before the first
+assertion (``outcomes``). Ctrl-C (SIGINT to a command in a long step) and ``--help`` are checked below the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import importlib
+import json
+import os
+import random
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from coref.cli import HelpFormatter
+from coref.preprocess import PreprocessConfig
+from coref.resolver import HASH_BITS, MentionRanker
+from inference.checkpoint import Checkpoint, pretrained
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent  # the environment's console scripts
+WORKERS = max(2, min(4, os.cpu_count() or 2))
+TIMEOUT = 120  # seconds for one row; each fails within seconds
+
+
+@dataclass(frozen=True)
+class Row:
+    """A command (``coref.score``: ``python -m``; ``entitylm-score``: console script; ``benchmarks/x.py``:
+    script), its arguments with ``{placeholders}`` for the inputs, and what its one line of stderr must contain."""
+
+    command: str
+    args: str
+    says: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.command} {self.args}"
+
+    def argv(self, inputs: dict[str, str]) -> list[str]:
+        if self.command.startswith("entitylm-"):
+            program = [str(BIN / self.command)]
+        elif self.command.endswith(".py"):
+            program = [sys.executable, str(ROOT / self.command)]
+        else:
+            program = [sys.executable, "-m", self.command]
+        return program + [argument.format(**inputs) for argument in shlex.split(self.args)]
+
+
+def row(command: str, args: str, says: str):
+    """A row of the table as a pytest parameter."""
+    return pytest.param(Row(command, args, says), id=Row(command, args, says).id)
+
+
+CUT = "{data_cut}/litbank/conll/doc_train.conll:3:"  # a file cut mid-line: line 3 has too few columns
+UNFINISHED = "{data_unfinished}/litbank/conll/doc_train.conll:1:"  # '#begin document' and no '#end'
+TEXT = "'Anna met Tom. She gave him a book.'"
+
+# Each command with the bad inputs it reads; a torch command costs ~1.6 s of CPU, so each row tests a path of its
+# own (every command's files, numbers and output; its console script on one of them).
+ROWS = [
+    # ---- corpora: names, data directories and the files in them -----------------------------------------------
+    row("coref.corpora", "stats --corpus nope", "unknown corpus 'nope'"),
+    row("coref.corpora", "stats --corpus sample --split test2", "unknown split 'test2'"),
+    row("coref.corpora", "stats --corpus litbank --data-dir {missing}", "{missing}"),
+    row("coref.corpora", "stats --corpus litbank --data-dir {data_binary}", "{data_binary}/litbank/splits.tsv:1:"),
+    row("coref.corpora", "stats --corpus litbank --data-dir {data_empty}",
+        "{data_empty}/litbank/conll/doc_train.conll:1:"),
+    row("coref.corpora", "stats --corpus litbank --data-dir {data_unfinished}", UNFINISHED),
+    row("coref.corpora", "stats --corpus sample --json {unwritable}", "{unwritable}"),
+    row("coref.corpora", "download nope --to {out}", "invalid choice: 'nope'"),
+    row("coref.corpora", "download litbank --to {unwritable}", "{unwritable}"),
+    row("coref.corpora", "download litbank --to {out} --mirror file:///nonexistent",
+        "cannot fetch file:///nonexistent"),
+    row("entitylm-corpora", "stats --corpus litbank --data-dir {data_cut}", CUT),
+    # ---- the scorer -----------------------------------------------------------------------------------------
+    row("coref.score", "{empty} {sample}", "{empty}:1:"),
+    row("coref.score", "{binary} {sample}", "{binary}:1:"),
+    row("coref.score", "{latin1} {sample}", "{latin1}:3:"),
+    row("coref.score", "{sample} {unfinished}", "{unfinished}:1:"),
+    row("coref.score", "{sample} {cut}", "{cut}:3:"),
+    row("coref.score", "{sample} {missing}", "{missing}"),
+    row("coref.score", "{sample} {sample} --json {unwritable}", "{unwritable}"),
+    row("coref.score", "{sample}", "the following arguments are required: response"),
+    row("entitylm-score", "{binary} {sample}", "{binary}:1:"),
+    # ---- the base resolver ----------------------------------------------------------------------------------
+    row("coref.resolver", "train --corpus nope --out {out}/m.npz", "unknown corpus 'nope'"),
+    row("coref.resolver", "train --corpus sample --epochs 0 --out {out}/m.npz",
+        "argument --epochs: must be at least 1"),
+    row("coref.resolver", "train --corpus sample --out {unwritable}", "{unwritable}"),
+    row("coref.resolver", "predict --model {binary} --corpus sample --split test --out {out}/p.conll",
+        "{binary}: not a resolver model"),
+    row("coref.resolver", "predict --model {truncated_resolver} --corpus sample --split test --out {out}/p.conll",
+        "{truncated_resolver}: not a resolver model"),
+    row("coref.resolver", "predict --model {missing} --corpus sample --split test --out {out}/p.conll",
+        "{missing}: no such resolver model file"),
+    row("coref.resolver", "predict --model {resolver} --corpus sample --split nope --out {out}/p.conll",
+        "unknown split 'nope'"),
+    row("coref.resolver", "predict --model {resolver} --corpus sample --split test --out {out}/p.conll "
+        "--json {unwritable}", "{unwritable}"),
+    row("entitylm-resolver", "train --corpus litbank --data-dir {data_cut} --out {out}/m.npz", CUT),
+    # ---- training -------------------------------------------------------------------------------------------
+    row("inference.train", "--model rnnlm --corpus litbank --data-dir {data_cut} --out {out}", CUT),
+    row("inference.train", "--model rnnlm --out {out} --dropout 1.5", "argument --dropout: must be in [0, 1)"),
+    row("inference.train", "--model rnnlm --out {unwritable}", "{unwritable}"),
+    row("inference.train", "--model rnnlm --out {run_random} --resume",
+        "{run_random}/last.pt: not an entitylm checkpoint"),
+    row("inference.train", "--model rnnlm --out {run_earlier}", "{run_earlier}: holds an earlier run"),
+    row("entitylm-train", "--model rnnlm --corpus nope --out {out}", "unknown corpus 'nope'"),
+    row("inference.grid", "--model rnnlm --out {out} --sizes 0", "argument --sizes: must be at least 1"),
+    row("inference.grid", "--model rnnlm --corpus nope --out {out} --sizes 8 --dropouts 0.2 --optimizers adam",
+        "unknown corpus 'nope'"),
+    row("inference.grid", "--model rnnlm --out {out} --plot-only", "{out}: holds no run of this grid"),
+    row("entitylm-grid", "--model rnnlm --out {out} --sizes 8 --dropouts 0.2 --optimizers adam -- --epochs 0",
+        "argument --epochs: must be at least 1"),
+    row("inference.refine", "--checkpoint {binary} --out {out}/r.pt", "{binary}: not an entitylm checkpoint"),
+    row("inference.refine", "--checkpoint {bundled} --out {unwritable}", "{unwritable}"),
+    row("inference.refine", "--checkpoint {bundled} --out {out}/r.pt --particles 1", "argument --particles"),
+    row("inference.refine", "--checkpoint {bundled} --out {refine_state}/r.pt",
+        "{refine_state}/r.pt.state: not an entitylm refinement state"),
+    row("entitylm-refine", "--checkpoint {truncated} --out {out}/r.pt", "{truncated}: not an entitylm checkpoint"),
+    # ---- the main job and its diagnostics -------------------------------------------------------------------
+    row("inference.marginal_ppl", "--checkpoint {truncated}", "{truncated}: not an entitylm checkpoint"),
+    row("inference.marginal_ppl", "--baseline {binary}", "{binary}: not an entitylm checkpoint"),
+    row("inference.marginal_ppl", "--corpus litbank --data-dir {data_binary} --baseline none",
+        "{data_binary}/litbank/splits.tsv:1:"),
+    row("inference.marginal_ppl", "--particles 0", "argument --particles: must be at least 1"),
+    row("inference.marginal_ppl", "--json {unwritable}", "{unwritable}"),
+    row("entitylm-marginal-ppl", "--checkpoint {binary}", "{binary}: not an entitylm checkpoint"),
+    row("inference.diagnostics", "--checkpoint {binary}", "{binary}: not an entitylm checkpoint"),
+    row("inference.diagnostics", "--baseline {truncated}", "{truncated}: not an entitylm checkpoint"),
+    row("inference.diagnostics", "--json {unwritable}", "{unwritable}"),
+    row("entitylm-diagnostics", "--documents 0", "argument --documents: must be at least 1"),
+    # ---- posterior structures -------------------------------------------------------------------------------
+    row("inference.posterior", "--conll {binary} --out {out}", "{binary}:1:"),
+    row("inference.posterior", "--conll {unfinished} --out {out}", "{unfinished}:1:"),
+    row("inference.posterior", f"--text {TEXT} --checkpoint {{truncated}} --out {{out}}",
+        "{truncated}: not an entitylm checkpoint"),
+    row("inference.posterior", f"--text {TEXT} --out {{unwritable}}", "{unwritable}"),
+    row("inference.posterior", f"--text {TEXT} --particles 0 --out {{out}}", "--particles"),
+    row("entitylm-posterior", "--conll {empty} --out {out}", "{empty}:1:"),
+    # ---- reranking and entity prediction --------------------------------------------------------------------
+    row("inference.rerank", "--resolver {binary} --corpus sample", "{binary}: not a resolver model"),
+    row("inference.rerank", "--resolver {resolver} --corpus sample --checkpoint {truncated}",
+        "{truncated}: not an entitylm checkpoint"),
+    row("inference.rerank", "--resolver {resolver} --corpus sample --k 0", "argument --k: must be at least 1"),
+    row("inference.rerank", "--resolver {resolver} --corpus sample --json {unwritable}", "{unwritable}"),
+    row("inference.rerank", "--resolver {resolver} --corpus sample --cache {rerank_cache}",
+        "{rerank_cache}/{cache_name}: not a score cache"),
+    row("entitylm-rerank", "--resolver {missing} --corpus sample", "{missing}: no such resolver model file"),
+    row("inference.entity_prediction", "--checkpoint {binary}", "{binary}: not an entitylm checkpoint"),
+    row("inference.entity_prediction", "--checkpoint {bundled} --corpus sample",
+        "{bundled}: trained without singletons"),
+    row("inference.entity_prediction", "--checkpoint {singletons} --data-dir {missing}", "{missing}"),
+    row("inference.entity_prediction", "--checkpoint {singletons} --max-slots 0", "argument --max-slots"),
+    row("inference.entity_prediction", "--checkpoint {singletons} --json {unwritable}", "{unwritable}"),
+    row("entitylm-entity-prediction", "--checkpoint {truncated}", "{truncated}: not an entitylm checkpoint"),
+    # ---- the benchmark scripts the README shows -------------------------------------------------------------
+    row("benchmarks/quality.py", "--data-dir {missing} --entitynlm {binary} --rnnlm {binary} --ngram {binary} "
+        "--corpora litbank --out {out}", "{binary}: not an entitylm checkpoint"),
+    row("benchmarks/quality.py", "--data-dir D --entitynlm E --rnnlm R --ngram N --corpora litbank "
+        "--out {quality_out}", "{quality_out}/quality_litbank.json: a result with other settings"),
+    row("benchmarks/samplers.py", "--seeds 1 --out {out}", "argument --seeds: must be at least 2"),
+    row("benchmarks/samplers.py", "--checkpoint {truncated} --corpus sample --out {out}",
+        "{truncated}: not an entitylm checkpoint"),
+    row("benchmarks/speed.py", "--data-dir {data_unfinished} --out {out}",
+        "{data_unfinished}/litbank/conll/doc_test.conll:1:"),
+    row("benchmarks/speed.py", "--data-dir D --out {unwritable}", "{unwritable}"),
+    row("benchmarks/proposal_choice.py", "--data-dir {missing} --entitynlm {binary} --out {out}",
+        "{binary}: not an entitylm checkpoint"),
+    row("benchmarks/proposal_choice.py", "--data-dir D --entitynlm E --temperatures 0 --out {out}",
+        "argument --temperatures"),
+]
+
+
+# ---- the inputs ---------------------------------------------------------------------------------------------
+
+
+def litbank_folder(root: Path, content: bytes, split_table: bytes | None = None) -> str:
+    """A data directory whose LitBank has one document per split, each file holding ``content``."""
+    folder = root / "litbank"
+    (folder / "conll").mkdir(parents=True)
+    names = {"train": "doc_train", "dev": "doc_dev", "test": "doc_test"}
+    table = "document\tsplit\n" + "".join(f"{name}\t{split}\n" for split, name in names.items())
+    (folder / "splits.tsv").write_bytes(split_table if split_table is not None else table.encode())
+    for name in names.values():
+        (folder / "conll" / f"{name}.conll").write_bytes(content)
+    return str(root)
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> dict[str, str]:
+    """The bad (and a few good) inputs the rows name, by placeholder."""
+    root = tmp_path_factory.mktemp("inputs")
+    noise = random.Random(0).randbytes(4096)
+    bundled = pretrained("entitynlm.pt")
+    checkpoint_bytes = bundled.read_bytes()
+    document = "#begin document (d); part 000\nd\t0\t0\tAnn\t(1)\n"
+    files = {
+        "empty": b"",
+        "binary": noise,
+        "latin1": f"{document}d\t0\t1\tCaf\u00e9\t-\n#end document\n".encode("latin-1"),
+        "unfinished": document.encode(),
+        "cut": f"{document}d\t0".encode(),
+        "truncated": checkpoint_bytes[: len(checkpoint_bytes) // 2],
+        "run_random/last.pt": noise,
+        "run_earlier/model.pt": noise,
+        "refine_state/r.pt.state": noise,
+        "a_file": b"a regular file, where an output wants a folder\n",
+    }
+    for name, content in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(content)
+    paths = {name.split("/")[0]: str(root / name.split("/")[0]) for name in files}  # "run_random": its folder
+
+    resolver = root / "resolver.npz"
+    MentionRanker(np.zeros(1 << HASH_BITS, dtype=np.float32)).save(resolver)
+    (root / "truncated_resolver.npz").write_bytes(resolver.read_bytes()[: resolver.stat().st_size // 2])
+    singletons = Checkpoint.load(bundled)
+    dataclasses.replace(singletons, preprocess=PreprocessConfig(drop_singletons=False)).save(
+        root / "singletons.pt", half=True)
+    cache_name = f"entitynlm_scores_sample_{hashlib.sha256(checkpoint_bytes).hexdigest()[:12]}.json"
+    (root / "rerank_cache").mkdir()
+    (root / "rerank_cache" / cache_name).write_bytes(noise)
+    (root / "quality_out").mkdir()
+    (root / "quality_out" / "quality_litbank.json").write_text(json.dumps(
+        {"checkpoint": "another.pt", "corpus": "litbank", "split": "test", "sampler": "both", "particles": 100}))
+    return paths | {
+        "missing": str(root / "absent"),
+        "unwritable": str(root / "a_file" / "out"),
+        "bundled": str(bundled),
+        "resolver": str(resolver),
+        "truncated_resolver": str(root / "truncated_resolver.npz"),
+        "singletons": str(root / "singletons.pt"),
+        "rerank_cache": str(root / "rerank_cache"),
+        "cache_name": cache_name,
+        "quality_out": str(root / "quality_out"),
+        "sample": str(ROOT / "coref" / "data" / "sample_test.conll"),
+        "data_binary": litbank_folder(root / "data_binary", b"", split_table=noise),
+        "data_empty": litbank_folder(root / "data_empty", b""),
+        "data_unfinished": litbank_folder(root / "data_unfinished", files["unfinished"]),
+        "data_cut": litbank_folder(root / "data_cut", files["cut"]),
+    }
+
+
+# ---- running the rows ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outcome:
+    out: str  # what ``{out}`` stood for
+    returncode: int
+    stderr: str
+    left: list[str]  # files left in the row's own folder
+
+
+def environment() -> dict[str, str]:
+    """The test's environment without a data directory (rows name theirs), one torch thread, unbuffered output."""
+    env = {key: value for key, value in os.environ.items() if key != "ENTITYLM_DATA"}
+    return env | {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def run_row(row: Row, inputs: dict[str, str], folder: Path) -> Outcome:
+    """Run one row in its own empty folder (``{out}`` is a path in it that does not exist yet)."""
+    folder.mkdir(parents=True)
+    out = str(folder / "out")
+    argv = row.argv(inputs | {"out": out})
+    if not Path(argv[0]).exists():
+        return Outcome(out, -1, f"{argv[0]} is not installed: `pip install -e .` installs the console scripts", [])
+    completed = subprocess.run(argv, cwd=folder, env=environment(), capture_output=True, text=True,
+                               errors="replace", timeout=TIMEOUT)
+    left = sorted(str(path.relative_to(folder)) for path in folder.rglob("*") if path.is_file())
+    return Outcome(out, completed.returncode, completed.stderr, left)
+
+
+@pytest.fixture(scope="module")
+def outcomes(request, inputs, tmp_path_factory) -> dict[str, Outcome]:
+    """The outcome of every row this session selected, run ``WORKERS`` at a time."""
+    selected = [item.callspec.params["row"] for item in request.session.items
+                if hasattr(item, "callspec") and isinstance(item.callspec.params.get("row"), Row)]
+    work = tmp_path_factory.mktemp("rows")
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+        futures = {row.id: pool.submit(run_row, row, inputs, work / str(n)) for n, row in enumerate(selected)}
+        return {key: future.result() for key, future in futures.items()}
+
+
+@pytest.mark.parametrize("row", ROWS)
+def test_bad_input_fails_in_one_line_naming_the_file(row: Row, outcomes, inputs):
+    outcome = outcomes[row.id]
+    assert "Traceback" not in outcome.stderr, outcome.stderr
+    assert outcome.returncode == 2, outcome.stderr
+    lines = outcome.stderr.splitlines()
+    assert len(lines) == 1, outcome.stderr
+    assert row.says.format(**inputs, out=outcome.out) in lines[0]
+    assert outcome.left == [], f"files left behind: {outcome.left}"
+
+
+# ---- Ctrl-C ---------------------------------------------------------------------------------------------------
+
+INTERRUPTIBLE = [  # (command, arguments, a line of stderr or stdout that shows it is in its long step)
+    ("inference.train", "--model rnnlm --embedding-size 16 --hidden-size 16 --batch-tokens 300 --epochs 100000 "
+     "--patience 100000 --device cpu --out {out}", '{"epoch": 1'),
+    ("inference.marginal_ppl", "--particles 4000 --baseline none --device cpu --json {out}/result.json",
+     "sample/test: preprocessing"),
+    ("coref.resolver", "train --corpus sample --epochs 100000 --out {out}/model.npz", "epoch 1: dev"),
+]
+
+
+@pytest.mark.parametrize(("command", "args", "busy"), INTERRUPTIBLE, ids=[c[0] for c in INTERRUPTIBLE])
+def test_ctrl_c_is_one_line_and_status_130(command, args, busy, tmp_path):
+    out = tmp_path / "out"
+    argv = Row(command, args, "").argv({"out": str(out)})
+    with subprocess.Popen(argv, cwd=tmp_path, env=environment(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True) as process:
+        try:
+            seen = []
+            for line in process.stdout:  # until the command is in its long step
+                seen.append(line)
+                if busy in line:
+                    break
+            else:
+                pytest.fail(f"{command} ended before its long step:\n{''.join(seen)}")
+            time.sleep(0.5)
+            process.send_signal(signal.SIGINT)
+            output = "".join(seen) + process.communicate(timeout=TIMEOUT)[0]
+        finally:
+            if process.poll() is None:
+                process.kill()
+    assert process.returncode == 130, output
+    assert output.splitlines()[-1] == "interrupted" and "Traceback" not in output, output
+    assert not list(tmp_path.rglob("*.part")), "a half-written file was left"
+
+
+# ---- --help -------------------------------------------------------------------------------------------------
+
+PARSERS = [  # (module, the function that builds its parser)
+    ("coref.corpora", "_parser"), ("coref.resolver", "_parser"), ("inference.train", "build_parser"),
+    ("inference.grid", "build_parser"), ("inference.refine", "build_parser"),
+    ("inference.marginal_ppl", "build_parser"), ("inference.diagnostics", "build_parser"),
+    ("inference.rerank", "build_parser"), ("inference.entity_prediction", "build_parser"),
+    ("benchmarks.quality", "build_parser"), ("benchmarks.samplers", "build_parser"),
+    ("benchmarks.speed", "build_parser"), ("benchmarks.proposal_choice", "build_parser"),
+    ("coref.score", "_parser"),
+    ("inference.posterior", "build_parser"),
+]
+
+
+def parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """A parser and its sub-commands' parsers."""
+    found = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found += parsers(sub)
+    return found
+
+
+@pytest.mark.parametrize(("module", "factory"), PARSERS)
+def test_help_shows_the_whole_description_and_every_option_with_its_default(module, factory):
+    imported = importlib.import_module(module)
+    top = getattr(imported, factory)()
+    assert top.description == imported.__doc__, "the description is the module's whole docstring"
+    for parser in parsers(top):
+        assert issubclass(parser.formatter_class, HelpFormatter), parser.prog
+        assert parser.description, f"{parser.prog}: no description"
+        for action in parser._actions:
+            if not isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
+                assert action.help, f"{parser.prog} {'/'.join(action.option_strings) or action.dest}: no help text"
+
+
+def test_progress_bars_are_made_by_coref_cli_progress():
+    """Bars say what they count (``progress`` has no default unit, so never tqdm's "it") and are drawn on a
+    terminal only; a direct ``tqdm(...)`` call would bypass both."""
+    direct = [str(path.relative_to(ROOT)) for folder in ("coref", "inference", "benchmarks")
+              for path in sorted((ROOT / folder).glob("*.py")) if "tqdm(" in path.read_text()]
+    assert direct == ["coref/cli.py"]

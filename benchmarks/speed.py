@@ -167,8 +167,11 @@ def run(args: argparse.Namespace) -> int:
 
     # 2. peak memory, in a fresh process so that nothing else counts
     child = subprocess.run([sys.executable, "-c", PEAK_MEMORY_CHILD, checkpoint_path, args.data_dir, args.device,
-                            str(args.particles)], capture_output=True, text=True, check=True,
+                            str(args.particles)], capture_output=True, text=True,
                            cwd=Path(__file__).resolve().parents[1])
+    if child.returncode != 0:  # it reads what this run already read, so this is a crash, said in one line
+        last = (child.stderr.strip().splitlines() or ["no message"])[-1]
+        raise ValueError(f"the peak-memory measurement failed (status {child.returncode}): {last}")
     peak_mib = float(child.stdout.strip().splitlines()[-1])
 
     # 3. training throughput on the same batches: the training setting (200-token pieces, 4,000-token batches)

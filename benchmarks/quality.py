@@ -85,7 +85,7 @@ def table(results: dict[str, dict]) -> str:
     lines.append("| seconds, IS / SMC | " + " | ".join(
         f"{r['samplers']['is']['seconds']:.0f} / {r['samplers']['smc']['seconds']:.0f}" for r in results.values())
         + " |")
-    lines.append(f"| proposal | " + " | ".join(r["proposal"] for r in results.values()) + " |")
+    lines.append("| proposal | " + " | ".join(r["proposal"] for r in results.values()) + " |")
     return "\n".join(lines)
 
 

@@ -186,8 +186,8 @@ def drop_crossing(mentions: Sequence[Mention]) -> list[Mention]:
     """The mentions left after dropping, in text order, every mention that crosses one already kept.
 
     The reader keeps crossing mentions as annotated (the official scorer scores them); the R/E/L encoding cannot
-    hold them, so they are dropped here and counted. Spans must be distinct (:func:`merge_shared_spans`). The kept mentions nest properly, which
-    :func:`outermost` relies on.
+    hold them, so they are dropped here and counted. Spans must be distinct (:func:`merge_shared_spans`). The kept
+    mentions nest properly, which :func:`outermost` relies on.
     """
     return split_crossing(mentions)[0]
 

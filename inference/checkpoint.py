@@ -1,8 +1,9 @@
 """Checkpoints: a trained model with everything needed to use it again (vocabulary, preprocessing, options).
 
 One file per trained model, written atomically with ``torch.save`` and read with ``weights_only=True``:
-``{"format", "kind", "config", "vocabulary", "preprocess", "weights", "training"}``. ``kind`` is
-``entitynlm`` (weights of the model and its proposal), ``rnnlm`` or ``ngram`` (the n-gram's counts).
+``{"format", "kind", "config", "vocabulary", "preprocess", "weights", "training"}``. ``kind`` is a model of
+:data:`generative.registry.LANGUAGE_MODELS` (``entitynlm``: weights of the model and its proposals; ``rnnlm``,
+``dntm``: the model's) or ``ngram`` (the n-gram's counts).
 Bundled checkpoints store float weights in float16 to stay small; loading restores float32.
 """
 
@@ -21,10 +22,10 @@ from coref.atomic import atomic_path
 from coref.preprocess import PreprocessConfig, Vocabulary
 from generative.entitynlm import EntityNLM, EntityNLMConfig, EntityProposal
 from generative.ngram import KneserNeyLM
-from generative.rnnlm import RNNLM, RNNLMConfig
+from generative.registry import LANGUAGE_MODELS, model_kind
 
 FORMAT = 1
-KINDS = ("entitynlm", "rnnlm", "ngram")
+KINDS = (*LANGUAGE_MODELS, "ngram")
 PRETRAINED = files("inference") / "pretrained"
 
 
@@ -129,8 +130,12 @@ def entitynlm_modules(checkpoint: Checkpoint, device: torch.device | str = "cpu"
     return model.to(device).eval(), guide.to(device).eval()
 
 
-def rnnlm_module(checkpoint: Checkpoint, device: torch.device | str = "cpu") -> RNNLM:
-    model = RNNLM(RNNLMConfig(**checkpoint.config), list(checkpoint.vocabulary.counts))
+def language_model(checkpoint: Checkpoint, device: torch.device | str = "cpu") -> nn.Module:
+    """The model of a checkpoint of any registered kind (for EntityNLM without its proposals), in eval mode."""
+    if checkpoint.kind not in LANGUAGE_MODELS:
+        raise CheckpointError(f"a {checkpoint.kind} checkpoint holds no neural language model")
+    kind = model_kind(checkpoint.kind)
+    model = kind.build(kind.config(checkpoint.config), list(checkpoint.vocabulary.counts))
     model.load_state_dict(checkpoint.weights["model"])
     return model.to(device).eval()
 

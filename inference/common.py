@@ -7,17 +7,18 @@ import argparse
 import json
 import random
 import sys
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 
 import numpy as np
 import pyro
 import torch
 
 from coref import cli
+from coref.anonymise import ANONYMISED_PREPROCESS, anonymised_corpus, anonymised_vocabulary, dropped_lines
 from coref.atomic import write_text_atomic
 from coref.corpora import dropped_report, load_corpus
 from coref.document import Document
-from coref.preprocess import PreprocessConfig, Vocabulary, preprocess_documents
+from coref.preprocess import PreprocessConfig, Vocabulary, apply_vocabulary, preprocess_documents
 
 # What bad input raises: the commands report these in one line (exit status 2), never as a traceback. Every
 # input error of entitylm is a ValueError (CorpusError, ConllError, CheckpointError, ...); non-finite
@@ -59,6 +60,32 @@ def prepared_documents(
     if not quiet:
         print(dropped_report(loaded, report), file=sys.stderr)
     return documents
+
+
+def language_model_preprocess(data: str, keep_singletons: bool = False) -> PreprocessConfig:
+    """The preprocessing of a data kind (:data:`generative.registry.DATA_KINDS`): EntityNLM's (the paper's,
+    singletons kept on request) or the Anonymized Language Modelling data's."""
+    return ANONYMISED_PREPROCESS if data == "anonymised" else PreprocessConfig(drop_singletons=not keep_singletons)
+
+
+def language_model_documents(data: str, corpus: str, split: str, data_dir: str | None, config: PreprocessConfig,
+                             vocabulary: Vocabulary | None = None, quiet: bool = False) -> list[Document]:
+    """A corpus split as a model of data kind ``data`` reads it (words outside ``vocabulary``, when given, become
+    ``<unk>``); what was dropped is reported on stderr unless ``quiet``."""
+    if data == "entity":
+        return prepared_documents(corpus, split, data_dir, config, vocabulary, quiet)
+    loaded = anonymised_corpus(corpus, split, data_dir)
+    if not quiet:
+        print(dropped_lines(loaded), file=sys.stderr)
+    documents = loaded.documents
+    return [apply_vocabulary(document, vocabulary)[0] for document in documents] if vocabulary else documents
+
+
+def language_model_vocabulary(data: str, train_documents: Sequence[Document], max_size: int) -> Vocabulary:
+    """The training split's vocabulary of ``max_size`` words; the anonymised data's always holds every ``<unkK>``."""
+    if data == "anonymised":
+        return anonymised_vocabulary(train_documents, max_size)
+    return Vocabulary.build(train_documents, max_size=max_size)
 
 
 def changed_options(before: dict, now: dict, free: Collection[str]) -> list[str]:

@@ -59,8 +59,8 @@ from inference.checkpoint import (
     CheckpointError,
     entitynlm_checkpoint,
     entitynlm_modules,
+    language_model,
     pretrained,
-    rnnlm_module,
 )
 from inference.common import prepared_documents, resolve_device, run_command, set_seed
 from inference.smc import ParticleStructures, sample_structures
@@ -328,7 +328,7 @@ def run(args: argparse.Namespace) -> dict:
             raise CheckpointError(f"{baseline_file}: the baseline must be an rnnlm checkpoint, this one is "
                                   f"{baseline.kind}")
         checkpoint.require_vocabulary(baseline.vocabulary, f"baseline {baseline_file}")
-        rnnlm = rnnlm_module(baseline, device)
+        rnnlm = language_model(baseline, device)
     model, proposal = entitynlm_modules(checkpoint, device, proposal=args.proposal)
     documents = prepared_documents(args.corpus, args.split, args.data_dir, checkpoint.preprocess,
                                    checkpoint.vocabulary, quiet=True)[:args.documents]

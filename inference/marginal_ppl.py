@@ -49,9 +49,9 @@ from inference.checkpoint import (
     CheckpointError,
     entitynlm_checkpoint,
     entitynlm_modules,
+    language_model,
     ngram_model,
     pretrained,
-    rnnlm_module,
 )
 from inference.common import prepared_documents, resolve_device, run_command, set_seed
 from inference.importance import ImportanceEstimate, estimate_marginal, psis_khat
@@ -137,7 +137,7 @@ def baseline_log_likelihood(checkpoint: Checkpoint, documents: list[Document], b
         ngram = ngram_model(checkpoint)
         return float(sum(ngram.log_prob(token_stream(d, checkpoint.vocabulary).words).sum() for d in documents))
     if checkpoint.kind == "rnnlm":
-        model = rnnlm_module(checkpoint, device)
+        model = language_model(checkpoint, device)
         with torch.no_grad():
             return float(sum(model.log_likelihood(batch).sum() for batch in batches))
     raise CheckpointError(f"a baseline must be an rnnlm or ngram checkpoint, not {checkpoint.kind}")

@@ -1,6 +1,13 @@
-"""Train EntityNLM (model and proposal), the RNNLM baseline or the Kneser-Ney n-gram on annotated corpora.
+"""Train any language model of the registry (EntityNLM with its proposals, the RNNLM, the Dynamic Neural Text
+Model) or the Kneser-Ney n-gram.
 
     python -m inference.train --model entitynlm --corpus litbank+ontogum --data-dir DATA --out runs/entitynlm
+    python -m inference.train --model dntm --placement both --merge gru_relu --corpus ontogum --data-dir DATA \
+        --out runs/dntm/both-gru_relu
+
+Each model reads the data its registry entry names (:data:`generative.registry.DATA_KINDS`): EntityNLM and the
+RNNLM the paper's preprocessing of annotated text, the Dynamic Neural Text Model the Anonymized Language
+Modelling data (:mod:`coref.anonymise`, each chain's mentions one token ``<unkK>``).
 
 EntityNLM's model is fitted by maximum likelihood on the gold R, E, L and words (paper eq. 9), its proposal by
 supervised maximum likelihood on the same annotation (the parameters are disjoint, so one optimiser serves both
@@ -21,25 +28,38 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 
+from coref.anonymise import first_entity_id
 from coref.cli import Parser, integer, output_folder, progress, real, run_main
 from coref.document import sentence_chunks
-from coref.preprocess import SPECIALS, PreprocessConfig, Vocabulary, apply_vocabulary
+from coref.preprocess import SPECIALS, Vocabulary, apply_vocabulary
 from generative.batch import DocumentBatch, batches_by_length, token_stream
-from generative.entitynlm import PROPOSAL_CONTEXTS, EntityNLM, EntityNLMConfig, EntityProposal
+from generative.dntm import MERGES, PLACEMENTS, DNTMConfig
+from generative.entitynlm import PROPOSAL_CONTEXTS, EntityNLMConfig, EntityProposal
 from generative.ngram import KneserNeyConfig, KneserNeyLM
-from generative.rnnlm import RNNLM, RNNLMConfig
+from generative.registry import LANGUAGE_MODELS, model_kind
+from generative.rnnlm import RNNLMConfig
 from inference.checkpoint import PROPOSAL_WEIGHTS, Checkpoint, module_weights
-from inference.common import USER_ERRORS, changed_options, prepared_documents, resolve_device, set_seed
+from inference.common import (
+    USER_ERRORS,
+    changed_options,
+    language_model_documents,
+    language_model_preprocess,
+    language_model_vocabulary,
+    resolve_device,
+    set_seed,
+)
+from inference.pretrain_context import load_context_encoder
 
 PAPER_LEARNING_RATES = {"adam": 1e-3, "adagrad": 0.1}
 
 
 def build_parser() -> Parser:
     parser = Parser(prog="python -m inference.train", description=__doc__)
-    parser.add_argument("--model", choices=("entitynlm", "rnnlm", "ngram"), required=True, help="what to train")
+    parser.add_argument("--model", choices=(*LANGUAGE_MODELS, "ngram"), required=True, help="what to train")
     parser.add_argument("--corpus", default="sample", help="corpus name, or several joined with '+'")
     parser.add_argument("--data-dir", help="folder holding the corpora (default: $ENTITYLM_DATA; sample needs none)")
     parser.add_argument("--train-split", default="train", help="split to train on")
@@ -66,6 +86,17 @@ def build_parser() -> Parser:
                         help="EntityNLM: the proposals trained beside the model (forward: the paper's; "
                              "bidirectional: reads the whole text); the first is the checkpoint's default; none "
                              "trains the model alone (the proposal's fit does not depend on the model)")
+    parser.add_argument("--placement", choices=PLACEMENTS, default="both",
+                        help="dntm: where entities' dynamic embeddings go (none: the paper's baseline LSTM LM; "
+                             "input, output, both: its models B, C, D)")
+    parser.add_argument("--merge", choices=MERGES, default="gru_relu",
+                        help="dntm: how a new context merges into an entity's vector (the paper's best: gru_relu)")
+    parser.add_argument("--context-size", type=integer(1), default=128,
+                        help="dntm: units of the context encoder and of the entity vectors")
+    parser.add_argument("--context-encoder", metavar="PATH",
+                        help="dntm: a context encoder from python -m inference.pretrain_context (same --corpus, "
+                             "--vocab-size and --context-size): loaded and frozen, and the LM's input/output "
+                             "embeddings initialised from its embeddings where their size equals it (paper §5.1)")
     parser.add_argument("--optimizer", choices=("adam", "adagrad"), default="adam", help="the paper's two")
     parser.add_argument("--lr", type=real(0, include_low=False),
                         help="learning rate (default: the paper's, Adam 1e-3, AdaGrad 0.1)")
@@ -114,24 +145,30 @@ def check_out_folder(args: argparse.Namespace, resumed: Checkpoint | None) -> No
 # ---- models and objectives --------------------------------------------------------------------------------------
 
 
+def model_config(args: argparse.Namespace, vocabulary: Vocabulary) -> Any:
+    """The model's config from the command line: the shared sizes, and each model's own options."""
+    sizes = dict(vocab_size=len(vocabulary), embedding_size=args.embedding_size, hidden_size=args.hidden_size,
+                 dropout=args.dropout)
+    if args.model == "entitynlm":
+        return EntityNLMConfig(**sizes, softmax=args.softmax, distance=args.distance, update=args.update,
+                               new_entity_scale=args.new_entity_scale,
+                               proposal=(args.proposals or PROPOSAL_CONTEXTS)[0])
+    if args.model == "rnnlm":
+        return RNNLMConfig(**sizes, softmax=args.softmax)
+    return DNTMConfig(**sizes, context_size=args.context_size, placement=args.placement, merge=args.merge,
+                      first_entity_id=first_entity_id(vocabulary))
+
+
 class Trainee:
     """The modules being trained and their objective: per-component log-likelihoods of a batch."""
 
     def __init__(self, args: argparse.Namespace, vocabulary: Vocabulary, device: torch.device) -> None:
-        counts = list(vocabulary.counts)
-        sizes = dict(vocab_size=len(vocabulary), embedding_size=args.embedding_size, hidden_size=args.hidden_size,
-                     dropout=args.dropout, softmax=args.softmax)
         self.kind = args.model
+        self.config = model_config(args, vocabulary)
+        self.modules = {"model": model_kind(args.model).build(self.config, list(vocabulary.counts))}
         if args.model == "entitynlm":
-            self.config = EntityNLMConfig(**sizes, distance=args.distance, update=args.update,
-                                          new_entity_scale=args.new_entity_scale,
-                                          proposal=(args.proposals or PROPOSAL_CONTEXTS)[0])
-            self.modules = {"model": EntityNLM(self.config, counts)}
             for context in args.proposals:
                 self.modules[PROPOSAL_WEIGHTS[context]] = EntityProposal(self.config, context=context)
-        else:
-            self.config = RNNLMConfig(**sizes)
-            self.modules = {"model": RNNLM(self.config, counts)}
         for module in self.modules.values():
             module.to(device)
 
@@ -188,18 +225,23 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     set_seed(args.seed)
     device = resolve_device(args.device)
-    preprocess = PreprocessConfig(drop_singletons=not args.keep_singletons)
+    data = "entity" if args.model == "ngram" else model_kind(args.model).data
+    preprocess = language_model_preprocess(data, args.keep_singletons)
+    if args.context_encoder and args.model != "dntm":
+        raise ValueError(f"--context-encoder: only --model dntm has a context encoder, not {args.model}")
     resumed = Checkpoint.load(out / "last.pt") if args.resume else None
     check_out_folder(args, resumed)
-    train_docs = prepared_documents(args.corpus, args.train_split, args.data_dir, preprocess)
-    vocabulary = resumed.vocabulary if resumed else Vocabulary.build(train_docs, max_size=args.vocab_size)
+    train_docs = language_model_documents(data, args.corpus, args.train_split, args.data_dir, preprocess)
+    vocabulary = resumed.vocabulary if resumed else language_model_vocabulary(data, train_docs, args.vocab_size)
     train_docs = [apply_vocabulary(document, vocabulary)[0] for document in train_docs]
-    dev_docs = prepared_documents(args.corpus, args.dev_split, args.data_dir, preprocess, vocabulary)
+    dev_docs = language_model_documents(data, args.corpus, args.dev_split, args.data_dir, preprocess, vocabulary)
     if args.model == "ngram":
         print(json.dumps(train_ngram(args, train_docs, dev_docs, vocabulary, preprocess), indent=2))
         return 0
 
     trainee = Trainee(args, vocabulary, device)
+    if args.context_encoder:
+        print(load_context_encoder(trainee.modules["model"], args.context_encoder, vocabulary), file=sys.stderr)
     optimizer_class = {"adam": torch.optim.Adam, "adagrad": torch.optim.Adagrad}[args.optimizer]
     optimizer = optimizer_class(trainee.parameters(), lr=args.lr or PAPER_LEARNING_RATES[args.optimizer])
     if args.train_chunk:

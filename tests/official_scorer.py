@@ -21,7 +21,8 @@ LEA_BRANCH = TOOLS / "reference-coreference-scorers-lea"  # the same, plus LEA
 
 OFFICIAL_METRICS = ("muc", "bcub", "ceafm", "ceafe", "blanc", "lea")
 
-_COUNTS = r"Recall: \((?P<rn>[^ ]+) / (?P<rd>[^ ]+)\).*?Precision: \((?P<pn>[^ ]+) / (?P<pd>[^ ]+)\).*?F1: (?P<f>[^%]+)%"
+_COUNTS = (r"Recall: \((?P<rn>[^ ]+) / (?P<rd>[^ ]+)\).*?Precision: \((?P<pn>[^ ]+) / (?P<pd>[^ ]+)\)"
+           r".*?F1: (?P<f>[^%]+)%")
 
 
 @dataclass(frozen=True)

@@ -92,6 +92,9 @@ ROWS = [
     row("coref.corpora", "download litbank --to {out} --mirror file:///nonexistent",
         "cannot fetch file:///nonexistent"),
     row("entitylm-corpora", "stats --corpus litbank --data-dir {data_cut}", CUT),
+    row("coref.anonymise", "stats --corpus nope", "unknown corpus 'nope'"),
+    row("coref.anonymise", "stats --corpus sample --json {unwritable}", "{unwritable}"),
+    row("entitylm-anonymise", "stats --corpus litbank --data-dir {data_cut}", CUT),
     # ---- the scorer -----------------------------------------------------------------------------------------
     row("coref.score", "{empty} {sample}", "{empty}:1:"),
     row("coref.score", "{binary} {sample}", "{binary}:1:"),
@@ -150,6 +153,17 @@ ROWS = [
     row("inference.diagnostics", "--baseline {truncated}", "{truncated}: not an entitylm checkpoint"),
     row("inference.diagnostics", "--json {unwritable}", "{unwritable}"),
     row("entitylm-diagnostics", "--documents 0", "argument --documents: must be at least 1"),
+    row("inference.pretrain_context", "--corpus sample --steps 0 --out {out}/c.pt", "argument --steps"),
+    row("inference.pretrain_context", "--corpus sample --out {unwritable}", "{unwritable}"),
+    row("entitylm-pretrain-context", "--corpus nope --out {out}/c.pt", "unknown corpus 'nope'"),
+    row("inference.perplexity", "--checkpoint {binary}", "{binary}: not an entitylm checkpoint"),
+    row("inference.perplexity", "--checkpoint {bundled}", "no exact per-word probabilities"),
+    row("inference.perplexity", "--checkpoint {truncated} --json {unwritable}", "{unwritable}"),
+    row("entitylm-perplexity", "--checkpoint {truncated}", "{truncated}: not an entitylm checkpoint"),
+    row("inference.entity_cloze", "--checkpoint {bundled}", "{bundled}: the entity cloze needs a model of the "
+        "anonymised data"),
+    row("inference.entity_cloze", "--checkpoint {binary}", "{binary}: not an entitylm checkpoint"),
+    row("entitylm-entity-cloze", "--checkpoint {truncated} --batch-tokens 0", "argument --batch-tokens"),
     # ---- posterior structures -------------------------------------------------------------------------------
     row("inference.posterior", "--conll {binary} --out {out}", "{binary}:1:"),
     row("inference.posterior", "--conll {unfinished} --out {out}", "{unfinished}:1:"),
@@ -189,6 +203,9 @@ ROWS = [
         "{binary}: not an entitylm checkpoint"),
     row("benchmarks/proposal_choice.py", "--data-dir D --entitynlm E --temperatures 0 --out {out}",
         "argument --temperatures"),
+    row("benchmarks/dntm.py", "--jobs 0 --out {out}", "argument --jobs: must be at least 1"),
+    row("benchmarks/dntm.py", "--corpus nope --seeds 0 --variants baseline --out {out} --results {out}",
+        "unknown corpus 'nope'"),
 ]
 
 
@@ -359,7 +376,9 @@ PARSERS = [  # (module, the function that builds its parser)
     ("inference.rerank", "build_parser"), ("inference.entity_prediction", "build_parser"),
     ("benchmarks.quality", "build_parser"), ("benchmarks.samplers", "build_parser"),
     ("benchmarks.speed", "build_parser"), ("benchmarks.proposal_choice", "build_parser"),
-    ("coref.score", "_parser"),
+    ("benchmarks.dntm", "build_parser"),
+    ("coref.score", "_parser"), ("coref.anonymise", "_parser"), ("inference.perplexity", "build_parser"),
+    ("inference.entity_cloze", "build_parser"), ("inference.pretrain_context", "build_parser"),
     ("inference.posterior", "build_parser"),
 ]
 

@@ -19,7 +19,7 @@ import torch
 from coref.preprocess import EOS
 from generative.batch import make_batch
 from inference import diagnostics
-from inference.checkpoint import Checkpoint, entitynlm_checkpoint, entitynlm_modules, pretrained, rnnlm_module
+from inference.checkpoint import Checkpoint, entitynlm_checkpoint, entitynlm_modules, language_model, pretrained
 from inference.common import prepared_documents
 from inference.smc import sample_structures
 
@@ -30,7 +30,7 @@ def bundled():
     _, checkpoint = entitynlm_checkpoint()
     checkpoint.config = {**checkpoint.config, "new_entity_scale": 0.0}
     model, proposal = entitynlm_modules(checkpoint)
-    rnnlm = rnnlm_module(Checkpoint.load(pretrained("rnnlm.pt")))
+    rnnlm = language_model(Checkpoint.load(pretrained("rnnlm.pt")))
     documents = prepared_documents("sample", "test", None, checkpoint.preprocess, checkpoint.vocabulary, quiet=True)
     batch = make_batch(documents, checkpoint.vocabulary)
     return model, proposal, rnnlm, batch, checkpoint.vocabulary

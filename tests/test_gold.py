@@ -16,8 +16,8 @@ from coref.corpora import load_corpus
 from coref.document import sentence_chunks
 from coref.preprocess import PreprocessConfig, Vocabulary, apply_vocabulary, preprocess_documents
 from generative.batch import make_batch
-from generative.entitynlm import NEW_ENTITY_SITE, Annotation, EntityNLM, EntityNLMConfig, EntityProposal
 from generative.density import LogDensity
+from generative.entitynlm import NEW_ENTITY_SITE, Annotation, EntityNLM, EntityNLMConfig, EntityProposal
 
 RELATIVE = 1e-4
 

@@ -15,7 +15,18 @@ from hypothesis import strategies as st
 
 from coref.conll import read_conll
 from coref.document import Document, Mention
-from coref.metrics import METRICS, Alignment, CorefEvaluation, EvaluationError, Score, _blanc, _blanc_by_pairs, Contingency, evaluate, scorer_chains
+from coref.metrics import (
+    METRICS,
+    Alignment,
+    Contingency,
+    CorefEvaluation,
+    EvaluationError,
+    Score,
+    _blanc,
+    _blanc_by_pairs,
+    evaluate,
+    scorer_chains,
+)
 
 SCORES = ("mentions", "muc", "bcub", "ceafe", "ceafm", "lea")  # the plain Scores; BLANC has two halves
 

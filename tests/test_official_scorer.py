@@ -19,7 +19,7 @@ import pytest
 from coref.conll import read_conll, write_conll
 from coref.document import Document, Mention
 from coref.metrics import CorefEvaluation, EvaluationError, Score, evaluate
-from tests.official_scorer import LEA_BRANCH, MASTER, OFFICIAL_METRICS, Counts, official_scores, require_official_scorer
+from tests.official_scorer import LEA_BRANCH, MASTER, Counts, official_scores, require_official_scorer
 
 TOLERANCE = 1e-4
 
@@ -191,7 +191,8 @@ RECIPES = {
     "all-errors": ["drop", "merge", "split", "shift", "spurious", "nested", "crossing"],
     "no-singletons": ["singletons_off", "drop", "merge"],
 }
-KEY_RECIPES = {"as-annotated": [], "no-singletons": ["singletons_off"], "repeated+crossing": ["repeated_once", "crossing"]}
+KEY_RECIPES = {"as-annotated": [], "no-singletons": ["singletons_off"],
+               "repeated+crossing": ["repeated_once", "crossing"]}
 
 
 def _writable(mentions: list[Mention]) -> list[Mention]:

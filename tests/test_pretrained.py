@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from inference import marginal_ppl
-from inference.checkpoint import Checkpoint, entitynlm_modules, pretrained, rnnlm_module
+from inference.checkpoint import Checkpoint, entitynlm_modules, language_model, pretrained
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 BUNDLED = ("entitynlm.pt", "rnnlm.pt")
@@ -22,7 +22,7 @@ def test_bundled_checkpoints_are_small_and_share_one_vocabulary():
     assert fingerprints == {checkpoints["entitynlm.pt"].vocabulary.fingerprint}
     assert len(checkpoints["entitynlm.pt"].vocabulary) == 10_000
     assert checkpoints["entitynlm.pt"].training["args"]["corpus"] == "litbank+ontogum"
-    entitynlm_modules(checkpoints["entitynlm.pt"]), rnnlm_module(checkpoints["rnnlm.pt"])
+    entitynlm_modules(checkpoints["entitynlm.pt"]), language_model(checkpoints["rnnlm.pt"])
 
 
 def readme_sample_figures() -> dict[str, float]:

@@ -1,0 +1,183 @@
+"""Kobayashi et al. 2017's experiments on our data: the baseline and every placement x merge function of the
+Dynamic Neural Text Model, over seeds; Table 2/3 (perplexity per token group), Table 4 (entity cloze, mean
+quantile) and Figures 4-6, written to benchmarks/results/dntm.json and dntm_*.png.
+
+    python benchmarks/dntm.py --corpus ontogum --data-dir DATA --seeds 0 1 2 --jobs 2 --out runs/dntm
+
+Every run goes through the shared commands (``inference.train``, ``inference.perplexity``,
+``inference.entity_cloze``), one subprocess each, ``--jobs`` at a time; a step whose output exists is not run
+again, so the script resumes where it stopped. A variant's figure is the mean over its seeds with the standard
+error (standard deviation / sqrt(seeds)), as the paper reports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from coref.atomic import atomic_path, write_text_atomic
+from coref.cli import Parser, integer, output_folder, run_main
+from generative.dntm import MERGES, PLACEMENTS
+from inference.perplexity import GROUPS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+VARIANTS = ("baseline", *(f"{placement}/{merge}" for placement in PLACEMENTS if placement != "none"
+                          for merge in MERGES))
+FIGURES = {"position": "Figure 4: perplexity of all tokens by position in the document",
+           "following_occurrence": "Figure 5: perplexity of tokens following the k-th occurrence of an entity",
+           "antecedent_entities": "Figure 6: perplexity of entity tokens by the number of entities seen before"}
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="python benchmarks/dntm.py", description=__doc__)
+    parser.add_argument("--corpus", default="ontogum", help="corpus of the anonymised data")
+    parser.add_argument("--data-dir", help="folder holding the corpora (default: $ENTITYLM_DATA)")
+    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS),
+                        help="baseline, or PLACEMENT/MERGE")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], help="one run per seed and variant")
+    parser.add_argument("--jobs", type=integer(1), default=2, help="runs at a time (one CPU core each)")
+    parser.add_argument("--out", type=output_folder, default="runs/dntm", help="folder of the runs")
+    parser.add_argument("--results", type=output_folder, default=str(ROOT / "benchmarks" / "results"),
+                        help="where dntm.json and the figures go")
+    parser.add_argument("--collect-only", action="store_true",
+                        help="run nothing: gather the runs that exist into the table, JSON and figures")
+    parser.add_argument("--train-args", default="--epochs 5 --patience 2 --hidden-size 128 --embedding-size 128 "
+                        "--context-size 128", help="further options of inference.train, the same for every run")
+    return parser
+
+
+def run_folder(out: Path, corpus: str, variant: str, seed: int) -> Path:
+    return out / corpus / variant.replace("/", "-") / f"seed{seed}"
+
+
+def variant_options(variant: str) -> list[str]:
+    placement, merge = ("none", "gru_relu") if variant == "baseline" else variant.split("/")
+    return ["--placement", placement, "--merge", merge]
+
+
+def steps(args: argparse.Namespace, variant: str, seed: int) -> list[tuple[Path, list[str]]]:
+    """The commands of one run, each with the file it leaves when done."""
+    folder = run_folder(Path(args.out), args.corpus, variant, seed)
+    data = ["--corpus", args.corpus] + (["--data-dir", args.data_dir] if args.data_dir else [])
+    model = folder / "model.pt"  # written by training, read by the evaluations
+    return [
+        (folder / "train.json", ["inference.train", "--model", "dntm", *variant_options(variant), *data,
+                                 "--seed", str(seed), "--out", str(folder), *args.train_args.split()]),
+        (folder / "perplexity.json", ["inference.perplexity", "--checkpoint", str(model), *data,
+                                      "--json", str(folder / "perplexity.json")]),
+        (folder / "cloze.json", ["inference.entity_cloze", "--checkpoint", str(model), *data,
+                                 "--json", str(folder / "cloze.json")]),
+    ]
+
+
+def execute(args: argparse.Namespace, variant: str, seed: int) -> None:
+    """Run the steps of one (variant, seed) whose outputs are missing; a training run that stopped resumes.
+    Training's summary (its stdout) is kept as train.json once it has finished."""
+    for output, command in steps(args, variant, seed):
+        if output.exists():
+            continue
+        if command[0] == "inference.train" and (output.parent / "last.pt").exists():
+            command = [*command, "--resume"]
+        done = subprocess.run([sys.executable, "-m", *command], cwd=ROOT, capture_output=True, text=True,
+                              env={**os.environ, "OMP_NUM_THREADS": "1"})
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+            raise RuntimeError(f"{command[0]} of {variant}, seed {seed}, failed: {last}")
+        if command[0] == "inference.train":
+            write_text_atomic(output, done.stdout)
+        print(f"done: {variant} seed {seed}: {command[0]}", file=sys.stderr)
+
+
+def mean_and_error(values: Sequence[float]) -> dict[str, float | int]:
+    values = [value for value in values if value is not None and math.isfinite(value)]
+    if not values:
+        return {"mean": None, "standard_error": None, "seeds": 0}
+    error = float(np.std(values, ddof=1) / math.sqrt(len(values))) if len(values) > 1 else None
+    return {"mean": float(np.mean(values)), "standard_error": error, "seeds": len(values)}
+
+
+def collect(args: argparse.Namespace) -> dict:
+    """Per variant: each group's perplexity and the mean quantile, mean and standard error over the seeds."""
+    result = {"corpus": args.corpus, "train_args": args.train_args, "variants": {}}
+    for variant in args.variants:
+        runs = []
+        for seed in args.seeds:
+            folder = run_folder(Path(args.out), args.corpus, variant, seed)
+            if (folder / "perplexity.json").exists() and (folder / "cloze.json").exists():
+                runs.append((json.loads((folder / "perplexity.json").read_text()),
+                             json.loads((folder / "cloze.json").read_text())))
+        if not runs:
+            continue
+        entry = {group: mean_and_error([p["groups"][group]["perplexity"] for p, _ in runs]) for group in GROUPS}
+        entry["mean_quantile"] = mean_and_error([c["mean_quantile"] for _, c in runs])
+        entry["figures"] = {figure: {bucket: mean_and_error([p["groups"][figure][bucket]["perplexity"]
+                                                              for p, _ in runs])
+                                     for bucket in runs[0][0]["groups"][figure]}
+                            for figure in FIGURES}
+        result["variants"][variant] = entry
+    return result
+
+
+def plot(result: dict, folder: Path, compared: Sequence[str] = ("baseline", "both/gru_relu")) -> list[Path]:
+    """Figures 4-6: the baseline against the paper's best variant, bucket by bucket."""
+    from matplotlib.figure import Figure
+
+    written = []
+    for figure, title in FIGURES.items():
+        chart = Figure(figsize=(6, 3.5))
+        axes = chart.subplots()
+        for variant in compared:
+            if variant in result["variants"]:
+                cells = result["variants"][variant]["figures"][figure]
+                axes.plot(list(cells), [cell["mean"] if cell["mean"] is not None else np.nan
+                                        for cell in cells.values()], marker="o", label=variant)
+        axes.set_title(f"{title} ({result['corpus']})", fontsize=8)
+        axes.set_ylabel("perplexity")
+        axes.legend()
+        chart.tight_layout()
+        path = folder / f"dntm_{result['corpus']}_{figure}.png"
+        with atomic_path(path) as temporary:
+            chart.savefig(temporary, format="png", dpi=100)
+        written.append(path)
+    return written
+
+
+def format_table(result: dict) -> str:
+    lines = [f"{'variant':<20}" + "".join(f"{group:>24}" for group in GROUPS) + f"{'MQ':>16}"]
+    for variant, entry in result["variants"].items():
+        cells = [entry[group] for group in GROUPS] + [entry["mean_quantile"]]
+        lines.append(f"{variant:<20}" + "".join(
+            f"{cell['mean']:>16.2f} ± {cell['standard_error'] or 0:<5.2f}" if cell["mean"] is not None else f"{'-':>24}"
+            for cell in cells))
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+
+    def body() -> int:
+        jobs = [] if args.collect_only else [(variant, seed) for seed in args.seeds for variant in args.variants]
+        with ThreadPoolExecutor(args.jobs) as pool:
+            list(pool.map(lambda job: execute(args, *job), jobs))
+        result = collect(args)
+        results = Path(args.results)
+        write_text_atomic(results / f"dntm_{args.corpus}.json", json.dumps(result, indent=2) + "\n")
+        plot(result, results)
+        print(format_table(result))
+        return 0
+
+    return run_main(body, (ValueError, OSError, RuntimeError))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

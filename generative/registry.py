@@ -1,0 +1,83 @@
+"""Every neural language model of entitylm behind one small interface, and the registry the commands use.
+
+A language model here is a torch module built from a config dataclass and the training vocabulary's word counts
+(:meth:`ModelKind.build`), with two methods over a :class:`~generative.batch.DocumentBatch`:
+
+- ``log_likelihood(batch) -> (B,)``: what training maximises, per document (EntityNLM: the joint of the words
+  and their gold annotation, paper eq. 9; the others: log p(words));
+- ``token_log_probs(batch) -> (B, T)``: its terms per target token, 0 at padding. For an ``exact`` model they are
+  log p(x_t | x_<t), so perplexity and per-token-group tables need no sampling; EntityNLM's are the gold joint's
+  terms, and its perplexity over words alone is estimated by ``python -m inference.marginal_ppl``.
+
+``python -m inference.train --model NAME`` trains any of them and ``python -m inference.perplexity`` evaluates the
+exact ones, with the same batching, checkpoints, seeds and ``--device``. The Kneser-Ney n-gram is no torch module;
+it is fitted by counting (``inference.train --model ngram``) and evaluated through the same per-token interface
+(:meth:`generative.ngram.KneserNeyLM.log_prob`). A new model joins by adding one :class:`ModelKind` here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+from torch import nn
+
+from generative.batch import DocumentBatch
+from generative.dntm import DNTMConfig, DynamicNeuralTextModel
+from generative.entitynlm import EntityNLM, EntityNLMConfig
+from generative.rnnlm import RNNLM, RNNLMConfig
+
+# What a model reads: "entity" is EntityNLM's preprocessing of annotated text (coref.preprocess, the paper's);
+# "anonymised" is Kobayashi et al.'s Anonymized Language Modelling data (coref.anonymise), each coreference chain's
+# mentions replaced by one token <unkK>.
+DATA_KINDS = ("entity", "anonymised")
+
+
+class LanguageModel(Protocol):
+    """What the shared commands need of a model."""
+
+    config: Any
+
+    def log_likelihood(self, batch: DocumentBatch) -> torch.Tensor: ...
+
+    def token_log_probs(self, batch: DocumentBatch) -> torch.Tensor: ...
+
+
+@dataclass(frozen=True)
+class ModelKind:
+    """A registered model: its config class, how to build it, the data it reads, and whether its per-token
+    log-probabilities are exact conditionals."""
+
+    name: str
+    config_class: type
+    make: Callable[[Any, Sequence[int]], nn.Module]
+    data: str
+    exact: bool
+
+    def config(self, values: dict[str, Any]) -> Any:
+        """The config from a checkpoint's dict (unknown keys are an error)."""
+        return self.config_class(**values)
+
+    def build(self, config: Any, counts: Sequence[int]) -> nn.Module:
+        """A fresh model; ``counts`` are the vocabulary's word counts (the class-factored softmax uses them)."""
+        return self.make(config, counts)
+
+
+LANGUAGE_MODELS: dict[str, ModelKind] = {
+    kind.name: kind
+    for kind in (
+        ModelKind("entitynlm", EntityNLMConfig, EntityNLM, data="entity", exact=False),
+        ModelKind("rnnlm", RNNLMConfig, RNNLM, data="entity", exact=True),
+        ModelKind("dntm", DNTMConfig, lambda config, counts: DynamicNeuralTextModel(config), data="anonymised",
+                  exact=True),
+    )
+}
+
+
+def model_kind(name: str) -> ModelKind:
+    """The registered model called ``name``; a ValueError listing the known ones otherwise."""
+    if name not in LANGUAGE_MODELS:
+        raise ValueError(f"unknown model {name!r}; known: {', '.join(LANGUAGE_MODELS)}")
+    return LANGUAGE_MODELS[name]

@@ -1,0 +1,89 @@
+"""The shared language-model commands: the registry, per-token-group perplexity and the entity cloze."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from coref.anonymise import ENTITY_TOKENS
+from coref.document import Document, Mention
+from generative.batch import TokenStream
+from generative.registry import LANGUAGE_MODELS, model_kind
+from inference import perplexity
+from inference.checkpoint import Checkpoint, language_model, pretrained
+from inference.entity_cloze import clozes, mean_quantile
+
+
+def stream(R, E, L) -> TokenStream:
+    return TokenStream(list(range(len(R))), [0] * len(R), list(R), list(E), list(L))
+
+
+def test_token_groups_follow_the_papers_definitions():
+    # tokens: [A A] x [B] y [A] z </s>  -- A's second mention reappears; x, y, z follow mentions
+    s = stream(R=[1, 1, 0, 1, 0, 1, 0, 0], E=[1, 1, 0, 2, 0, 1, 0, 0], L=[2, 1, 1, 1, 1, 1, 1, 1])
+    groups = perplexity.token_groups(s)
+    assert groups["reappearing_entities"].tolist() == [0, 0, 0, 0, 0, 1, 0, 0]
+    assert groups["following_entities"].tolist() == [0, 0, 1, 0, 1, 0, 1, 0]
+    assert groups["non_entities"].tolist() == [0, 0, 1, 0, 1, 0, 1, 1]
+    breakdowns = perplexity.token_breakdowns(s)
+    assert breakdowns["following_occurrence"] == [None, None, "1", None, "1", None, "2", None]
+    assert breakdowns["antecedent_entities"] == ["0", "0", None, "1", None, "1", None, None]
+    assert breakdowns["position"][0] == "1-20"
+
+
+def test_adjacent_mentions_of_one_entity_are_two_mentions():
+    # [A] [A]: the second is a new mention (L = 1 ended the first), so it reappears
+    groups = perplexity.token_groups(stream(R=[1, 1, 0], E=[1, 1, 0], L=[1, 1, 1]))
+    assert groups["reappearing_entities"].tolist() == [0, 1, 0]
+
+
+def test_group_table_is_exp_of_the_mean_negative_log_probability():
+    s = stream(R=[1, 0, 1, 0], E=[1, 0, 1, 0], L=[1, 1, 1, 1])
+    log_probs = np.log([0.5, 0.25, 0.125, 0.5])
+    table = perplexity.group_table([s], [log_probs])
+    assert table["all"]["perplexity"] == pytest.approx(math.exp(-log_probs.mean()))
+    assert table["reappearing_entities"] == {"perplexity": pytest.approx(8.0), "tokens": 1}
+    assert table["non_entities"]["tokens"] == 2
+
+
+def test_the_registry_builds_and_loads_every_model():
+    assert set(LANGUAGE_MODELS) == {"entitynlm", "rnnlm", "dntm"}
+    with pytest.raises(ValueError, match="unknown model 'gpt'"):
+        model_kind("gpt")
+    checkpoint = Checkpoint.load(pretrained("rnnlm.pt"))
+    assert type(language_model(checkpoint)).__name__ == "RNNLM"
+
+
+def test_the_bundled_rnnlm_keeps_its_perplexity_through_the_shared_command(capsys):
+    # the same figure the main job prints for it (README: 155.51 on the embedded sample)
+    assert perplexity.main(["--checkpoint", str(pretrained("rnnlm.pt"))]) == 0
+    assert "all                           155.51" in capsys.readouterr().out
+
+
+def anonymised(*sentences: str) -> Document:
+    """A document of whitespace-separated sentences whose <unkK> tokens are one-token mentions of entity K."""
+    tokens, spans = [], []
+    for sentence in sentences:
+        words = sentence.split()
+        spans.append((len(tokens), len(tokens) + len(words)))
+        tokens.extend(words)
+    mentions = [Mention(i, i + 1, ENTITY_TOKENS.index(token) + 1) for i, token in enumerate(tokens)
+                if token in ENTITY_TOKENS]
+    return Document("d", tokens, spans, mentions)
+
+
+def test_clozes_are_sentences_with_an_entity_seen_in_an_earlier_sentence():
+    document = anonymised("<unk1> met <unk2> .", "<unk3> saw <unk2> .", "<unk4> left .", "<unk1> and <unk3> .")
+    found = clozes(document)
+    assert [(c.sentence, c.answer, c.candidates) for c in found] == [(1, 2, (1, 2)), (3, 1, (1, 2, 3, 4))]
+    filled = found[1].filled(4)
+    assert filled.tokens[found[1].slot] == "<unk4>" and len(filled.sentences) == 4
+    assert Mention(found[1].slot, found[1].slot + 1, 4) in filled.mentions
+
+
+def test_mean_quantile_on_a_hand_made_case():
+    # cloze 1: the answer beats both others (1); cloze 2: it beats two of three and ties the third (2/3)
+    scores = [{1: -1.0, 2: -3.0, 3: -2.0}, {1: -5.0, 2: -4.0, 3: -4.0, 4: -6.0}]
+    assert mean_quantile(scores, [1, 2]) == pytest.approx((1 + 2 / 3) / 2)

@@ -1,6 +1,6 @@
 """Kobayashi et al. 2017's experiments on our data: the baseline and every placement x merge function of the
 Dynamic Neural Text Model, over seeds; Table 2/3 (perplexity per token group), Table 4 (entity cloze, mean
-quantile) and Figures 4-6, written to benchmarks/results/dntm.json and dntm_*.png.
+quantile) and Figures 4-6, written to benchmarks/results/dntm.json (one entry per corpus) and dntm_*.png.
 
     python benchmarks/dntm.py --corpus ontogum --data-dir DATA --seeds 0 1 2 --jobs 2 --out runs/dntm
 
@@ -49,6 +49,9 @@ def build_parser() -> Parser:
     parser.add_argument("--out", type=output_folder, default="runs/dntm", help="folder of the runs")
     parser.add_argument("--results", type=output_folder, default=str(ROOT / "benchmarks" / "results"),
                         help="where dntm.json and the figures go")
+    parser.add_argument("--pretrained-runs", type=output_folder,
+                        help="also collect the runs in this folder (trained with --context-encoder) as "
+                             "VARIANT+pretrained")
     parser.add_argument("--collect-only", action="store_true",
                         help="run nothing: gather the runs that exist into the table, JSON and figures")
     parser.add_argument("--train-args", default="--epochs 5 --patience 2 --hidden-size 128 --embedding-size 128 "
@@ -109,10 +112,11 @@ def mean_and_error(values: Sequence[float]) -> dict[str, float | int]:
 def collect(args: argparse.Namespace) -> dict:
     """Per variant: each group's perplexity and the mean quantile, mean and standard error over the seeds."""
     result = {"corpus": args.corpus, "train_args": args.train_args, "variants": {}}
-    for variant in args.variants:
+    sources = [(Path(args.out), "")] + ([(Path(args.pretrained_runs), "+pretrained")] if args.pretrained_runs else [])
+    for (out, suffix), variant in ((source, variant) for source in sources for variant in args.variants):
         runs = []
         for seed in args.seeds:
-            folder = run_folder(Path(args.out), args.corpus, variant, seed)
+            folder = run_folder(out, args.corpus, variant, seed)
             if (folder / "perplexity.json").exists() and (folder / "cloze.json").exists():
                 runs.append((json.loads((folder / "perplexity.json").read_text()),
                              json.loads((folder / "cloze.json").read_text())))
@@ -124,7 +128,7 @@ def collect(args: argparse.Namespace) -> dict:
                                                               for p, _ in runs])
                                      for bucket in runs[0][0]["groups"][figure]}
                             for figure in FIGURES}
-        result["variants"][variant] = entry
+        result["variants"][variant + suffix] = entry
     return result
 
 
@@ -152,13 +156,20 @@ def plot(result: dict, folder: Path, compared: Sequence[str] = ("baseline", "bot
     return written
 
 
+def _cell(cell: dict, digits: int) -> str:
+    """``mean ± standard error`` (the error left out with one seed), or ``-`` without runs."""
+    if cell["mean"] is None:
+        return "-"
+    error = f" ± {cell['standard_error']:.{digits}f}" if cell["standard_error"] is not None else ""
+    return f"{cell['mean']:.{digits}f}{error}"
+
+
 def format_table(result: dict) -> str:
-    lines = [f"{'variant':<20}" + "".join(f"{group:>24}" for group in GROUPS) + f"{'MQ':>16}"]
+    """Table 2/3 with Table 4's mean quantile: one row per variant."""
+    lines = [f"{'variant':<24}" + "".join(f"{group:>24}" for group in GROUPS) + f"{'MQ':>18}"]
     for variant, entry in result["variants"].items():
-        cells = [entry[group] for group in GROUPS] + [entry["mean_quantile"]]
-        lines.append(f"{variant:<20}" + "".join(
-            f"{cell['mean']:>16.2f} ± {cell['standard_error'] or 0:<5.2f}" if cell["mean"] is not None else f"{'-':>24}"
-            for cell in cells))
+        cells = [_cell(entry[group], 2) for group in GROUPS] + [_cell(entry["mean_quantile"], 3)]
+        lines.append(f"{variant:<24}" + "".join(f"{cell:>24}" for cell in cells[:-1]) + f"{cells[-1]:>18}")
     return "\n".join(lines)
 
 
@@ -171,7 +182,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             list(pool.map(lambda job: execute(args, *job), jobs))
         result = collect(args)
         results = Path(args.results)
-        write_text_atomic(results / f"dntm_{args.corpus}.json", json.dumps(result, indent=2) + "\n")
+        kept = json.loads((results / "dntm.json").read_text()) if (results / "dntm.json").exists() else {}
+        write_text_atomic(results / "dntm.json", json.dumps({**kept, args.corpus: result}, indent=2) + "\n")
         plot(result, results)
         print(format_table(result))
         return 0

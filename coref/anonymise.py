@@ -33,7 +33,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from coref.atomic import write_text_atomic
-from coref.cli import Parser, output_file, run_main
+from coref.cli import Parser, output_file, run_subcommand
 from coref.corpora import DATA_ENV, Corpus, DataDir, available_splits, dropped_report, load_corpus
 from coref.document import Document, Mention, encoding_problems
 from coref.preprocess import SPECIALS, UNK, PreprocessConfig, PreprocessReport, Vocabulary, preprocess_documents
@@ -293,8 +293,7 @@ def _parser() -> Parser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line and return its exit status (2 and one line on stderr for bad input)."""
-    args = _parser().parse_args(argv)
-    return run_main(lambda: args.run(args))
+    return run_subcommand(_parser(), argv)
 
 
 if __name__ == "__main__":

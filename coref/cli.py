@@ -19,7 +19,7 @@ import argparse
 import math
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import NoReturn, TypeVar
 
@@ -151,6 +151,13 @@ def run_main(body: Callable[[], int], errors: tuple[type[Exception], ...] = USER
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return INTERRUPTED
+
+
+def run_subcommand(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` and run the chosen sub-command (its ``run(args)``, set with ``set_defaults``) under
+    :func:`run_main`: the ``main`` of every command with sub-commands."""
+    args = parser.parse_args(argv)
+    return run_main(lambda: args.run(args))
 
 
 def progress(iterable: Iterable[T] | None = None, *, desc: str, unit: str, enabled: bool = True, **options) -> tqdm:

@@ -47,7 +47,7 @@ from importlib.resources import as_file, files
 from pathlib import Path
 
 from coref.atomic import atomic_path, write_text_atomic
-from coref.cli import Parser, output_file, output_folder, progress, run_main
+from coref.cli import Parser, output_file, output_folder, progress, run_subcommand
 from coref.conll import Problem, read_conll, read_utf8
 from coref.document import Document
 from coref.inscript import InscriptError, LabelCounts, read_story
@@ -542,8 +542,7 @@ def _parser() -> Parser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line and return its exit status (2 and one line on stderr for bad input)."""
-    args = _parser().parse_args(argv)
-    return run_main(lambda: args.run(args))
+    return run_subcommand(_parser(), argv)
 
 
 if __name__ == "__main__":

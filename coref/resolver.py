@@ -43,7 +43,7 @@ import numpy as np
 from tqdm import tqdm
 
 from coref.atomic import atomic_path, write_text_atomic
-from coref.cli import Parser, integer, output_file, real, run_main
+from coref.cli import Parser, integer, output_file, real, run_subcommand
 from coref.cli import progress as progress_bar
 from coref.conll import ConllError, read_utf8, write_conll
 from coref.corpora import corpus_names, load_corpus, resolve_data_dir
@@ -726,8 +726,7 @@ def _parser() -> Parser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line and return its exit status (2 and one line on stderr for bad input)."""
-    args = _parser().parse_args(argv)
-    return run_main(lambda: args.run(args))
+    return run_subcommand(_parser(), argv)
 
 
 if __name__ == "__main__":

@@ -28,12 +28,12 @@ import numpy as np
 import torch
 
 from coref.anonymise import ENTITY_TOKENS
-from coref.cli import Parser, integer, output_file
+from coref.cli import Parser, integer
 from coref.document import Document, Mention
 from generative.registry import LANGUAGE_MODELS
 from inference.checkpoint import Checkpoint, CheckpointError
 from inference.common import language_model_documents, resolve_device, run_command, set_seed
-from inference.perplexity import document_log_probs
+from inference.perplexity import document_log_probs, evaluation_parser
 
 
 @dataclass(frozen=True)
@@ -92,17 +92,10 @@ def sentence_scores(checkpoint: Checkpoint, cloze_list: Sequence[Cloze], device:
 
 
 def build_parser() -> Parser:
-    parser = Parser(prog="python -m inference.entity_cloze", description=__doc__)
-    parser.add_argument("--checkpoint", required=True, help="a checkpoint of a model of the anonymised data (dntm)")
-    parser.add_argument("--corpus", default="sample", help="corpus name, or several joined with '+'")
-    parser.add_argument("--split", default="test", help="split to evaluate")
-    parser.add_argument("--data-dir", help="folder holding the corpora (default: $ENTITYLM_DATA; sample needs none)")
-    parser.add_argument("--batch-tokens", type=integer(1), default=32_000, help="padded tokens per batch")
+    parser = evaluation_parser("python -m inference.entity_cloze", __doc__,
+                               "a checkpoint of a model of the anonymised data (dntm)")
     parser.add_argument("--max-clozes", type=integer(1), default=200,
                         help="score a random sample of this many clozes (seeded by --seed); all if fewer")
-    parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (which clozes --max-clozes keeps)")
-    parser.add_argument("--json", type=output_file, metavar="OUT", help="also write the result as JSON to OUT")
     return parser
 
 

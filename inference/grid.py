@@ -123,7 +123,8 @@ def best_checkpoint(args: argparse.Namespace, summary: dict) -> Checkpoint:
     folder = Path(args.out)
     best = Checkpoint.load(folder / summary["best"] / "model.pt")
     for key in PROPOSAL_WEIGHTS.values():
-        trained = {name: run["best_dev_nll"][key] for name, run in summary["runs"].items() if key in run["best_dev_nll"]}
+        trained = {name: run["best_dev_nll"][key] for name, run in summary["runs"].items()
+                   if key in run["best_dev_nll"]}
         if trained:
             source = min(trained, key=trained.get)
             best.weights[key] = Checkpoint.load(folder / source / "model.pt").weights[key]

@@ -51,17 +51,23 @@ ANTECEDENT_BUCKETS = (("0", 0, 0), ("1", 1, 1), ("2", 2, 2), ("3", 3, 3), ("4-6"
                       ("11-20", 11, 20), ("21-", 21, None))
 
 
-def build_parser() -> Parser:
-    parser = Parser(prog="python -m inference.perplexity", description=__doc__)
-    parser.add_argument("--checkpoint", required=True, help="a checkpoint of an exact model (rnnlm, dntm, ngram)")
+def evaluation_parser(prog: str, description: str, checkpoint_help: str) -> Parser:
+    """The options of every command that evaluates a checkpoint on a corpus split."""
+    parser = Parser(prog=prog, description=description)
+    parser.add_argument("--checkpoint", required=True, help=checkpoint_help)
     parser.add_argument("--corpus", default="sample", help="corpus name, or several joined with '+'")
     parser.add_argument("--split", default="test", help="split to evaluate")
     parser.add_argument("--data-dir", help="folder holding the corpora (default: $ENTITYLM_DATA; sample needs none)")
     parser.add_argument("--batch-tokens", type=integer(1), default=32_000, help="padded tokens per batch")
     parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (nothing here is random; kept for --json)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed")
     parser.add_argument("--json", type=output_file, metavar="OUT", help="also write the result as JSON to OUT")
     return parser
+
+
+def build_parser() -> Parser:
+    return evaluation_parser("python -m inference.perplexity", __doc__,
+                             "a checkpoint of an exact model (rnnlm, dntm, ngram)")
 
 
 # ---- token groups --------------------------------------------------------------------------------------------

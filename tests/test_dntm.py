@@ -29,6 +29,7 @@ from generative.dntm import (
     sample_negatives,
     sentence_batch,
 )
+from tests.training import adam_losses
 
 torch.set_flush_denormal(True)
 
@@ -407,14 +408,7 @@ def training_corpus() -> list[Document]:
 def test_adam_steps_reduce_the_loss(placement: str) -> None:
     model = tiny_model(placement, size=16).train()
     batch = make_batch(training_corpus(), VOCABULARY)
-    optimiser = torch.optim.Adam(model.parameters(), lr=0.02)
-    losses = []
-    for _ in range(15):
-        loss = -model.log_likelihood(batch).sum() / batch.num_tokens
-        optimiser.zero_grad()
-        loss.backward()
-        optimiser.step()
-        losses.append(loss.item())
+    losses = adam_losses(model, batch)
     assert losses[-1] < losses[0] - 0.5
 
 

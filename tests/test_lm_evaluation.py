@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -87,3 +88,23 @@ def test_mean_quantile_on_a_hand_made_case():
     # cloze 1: the answer beats both others (1); cloze 2: it beats two of three and ties the third (2/3)
     scores = [{1: -1.0, 2: -3.0, 3: -2.0}, {1: -5.0, 2: -4.0, 3: -4.0, 4: -6.0}]
     assert mean_quantile(scores, [1, 2]) == pytest.approx((1 + 2 / 3) / 2)
+
+
+def test_the_benchmark_reports_mean_and_standard_error_over_seeds(tmp_path):
+    from benchmarks import dntm
+
+    assert dntm.mean_and_error([1.0, 2.0, 3.0]) == {"mean": 2.0, "standard_error": pytest.approx(1 / math.sqrt(3)),
+                                                     "seeds": 3}
+    assert dntm.mean_and_error([5.0])["standard_error"] is None
+    args = dntm.build_parser().parse_args(["--corpus", "c", "--seeds", "0", "1", "--variants", "baseline",
+                                           "--out", str(tmp_path), "--collect-only"])
+    groups = {name: {"perplexity": value, "tokens": 1} for name, value in zip(perplexity.GROUPS, (10, 20, 30, 40))}
+    figures = {figure: {"1": {"perplexity": 5.0, "tokens": 1}} for figure in dntm.FIGURES}
+    for seed, quantile in ((0, 0.5), (1, 0.7)):
+        folder = dntm.run_folder(tmp_path, "c", "baseline", seed)
+        folder.mkdir(parents=True)
+        (folder / "perplexity.json").write_text(json.dumps({"groups": {**groups, **figures}}))
+        (folder / "cloze.json").write_text(json.dumps({"mean_quantile": quantile}))
+    entry = dntm.collect(args)["variants"]["baseline"]
+    assert entry["all"]["mean"] == 10 and entry["all"]["standard_error"] == 0
+    assert entry["mean_quantile"]["mean"] == pytest.approx(0.6) and entry["mean_quantile"]["seeds"] == 2

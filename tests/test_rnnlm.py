@@ -10,6 +10,7 @@ from coref.corpora import load_corpus
 from coref.preprocess import Vocabulary, preprocess_documents
 from generative.batch import DocumentBatch, make_batch
 from generative.rnnlm import RNNLM, RNNLMConfig
+from tests.training import adam_losses
 
 torch.set_flush_denormal(True)
 
@@ -101,14 +102,7 @@ def test_adam_steps_reduce_the_loss(corpus, softmax: str) -> None:
     documents, vocabulary = corpus
     model = tiny_model(vocabulary, softmax, dropout=0.0)
     batch = make_batch(documents, vocabulary)
-    optimiser = torch.optim.Adam(model.parameters(), lr=0.02)
-    losses = []
-    for _ in range(15):
-        loss = -model.log_likelihood(batch).sum() / batch.num_tokens
-        optimiser.zero_grad()
-        loss.backward()
-        optimiser.step()
-        losses.append(loss.item())
+    losses = adam_losses(model, batch)
     assert losses[-1] < losses[0] - 0.5
 
 

@@ -1,6 +1,7 @@
 """Kobayashi et al. 2017's experiments on our data: the baseline and every placement x merge function of the
 Dynamic Neural Text Model, over seeds; Table 2/3 (perplexity per token group), Table 4 (entity cloze, mean
-quantile) and Figures 4-6, written to benchmarks/results/dntm.json (one entry per corpus) and dntm_*.png.
+quantile) and Figures 4-6, written to benchmarks/results/dntm.json (one entry per corpus), dntm_CORPUS.md and
+dntm_CORPUS_*.png.
 
     python benchmarks/dntm.py --corpus ontogum --data-dir DATA --seeds 0 1 2 --jobs 2 --out runs/dntm
 
@@ -36,6 +37,10 @@ VARIANTS = ("baseline", *(f"{placement}/{merge}" for placement in PLACEMENTS if 
 FIGURES = {"position": "Figure 4: perplexity of all tokens by position in the document",
            "following_occurrence": "Figure 5: perplexity of tokens following the k-th occurrence of an entity",
            "antecedent_entities": "Figure 6: perplexity of entity tokens by the number of entities seen before"}
+
+
+X_LABELS = {"position": "t-th token of the document", "following_occurrence": "t-th occurrence of the entity",
+            "antecedent_entities": "entities seen before"}
 
 
 def build_parser() -> Parser:
@@ -147,6 +152,7 @@ def plot(result: dict, folder: Path, compared: Sequence[str] = ("baseline", "bot
                                         for cell in cells.values()], marker="o", label=variant)
         axes.set_title(f"{title} ({result['corpus']})", fontsize=8)
         axes.set_ylabel("perplexity")
+        axes.set_xlabel(X_LABELS[figure])
         axes.legend()
         chart.tight_layout()
         path = folder / f"dntm_{result['corpus']}_{figure}.png"
@@ -173,6 +179,16 @@ def format_table(result: dict) -> str:
     return "\n".join(lines)
 
 
+def markdown_table(result: dict) -> str:
+    """The same table in Markdown, with the number of seeds behind each row (as the README shows it)."""
+    header = ["variant", *GROUPS, "mean quantile", "seeds"]
+    lines = ["| " + " | ".join(header) + " |", "|---" + "|---:" * (len(header) - 1) + "|"]
+    for variant, entry in result["variants"].items():
+        cells = [_cell(entry[group], 2) for group in GROUPS] + [_cell(entry["mean_quantile"], 3)]
+        lines.append(f"| {variant} | " + " | ".join(cells) + f" | {entry['all']['seeds']} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
 
@@ -184,6 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         results = Path(args.results)
         kept = json.loads((results / "dntm.json").read_text()) if (results / "dntm.json").exists() else {}
         write_text_atomic(results / "dntm.json", json.dumps({**kept, args.corpus: result}, indent=2) + "\n")
+        write_text_atomic(results / f"dntm_{args.corpus}.md", markdown_table(result))
         plot(result, results)
         print(format_table(result))
         return 0

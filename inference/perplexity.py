@@ -159,6 +159,13 @@ def group_table(streams: Sequence[TokenStream], log_probs: Sequence[np.ndarray])
 # ---- per-token log-probabilities -----------------------------------------------------------------------------
 
 
+def require_exact(checkpoint: Checkpoint) -> None:
+    """Refuse a model whose per-word probabilities are not its exact conditionals (EntityNLM)."""
+    if checkpoint.kind != "ngram" and not model_kind(checkpoint.kind).exact:
+        raise CheckpointError(f"{checkpoint.kind} checkpoints have no exact per-word probabilities: their "
+                              "perplexity is estimated by python -m inference.marginal_ppl")
+
+
 def document_log_probs(checkpoint: Checkpoint, documents: Sequence[Document], device: torch.device,
                        batch_tokens: int, progress: bool = True) -> list[np.ndarray]:
     """log p(x_t | x_<t) of every target of every document, in the order of ``documents``."""
@@ -166,9 +173,7 @@ def document_log_probs(checkpoint: Checkpoint, documents: Sequence[Document], de
     if checkpoint.kind == "ngram":
         ngram = ngram_model(checkpoint)
         return [ngram.log_prob(token_stream(document, vocabulary).words) for document in documents]
-    if not model_kind(checkpoint.kind).exact:
-        raise CheckpointError(f"a {checkpoint.kind} checkpoint has no exact per-word probabilities: its "
-                              "perplexity is estimated by python -m inference.marginal_ppl")
+    require_exact(checkpoint)
     model = language_model(checkpoint, device)
     by_key: dict[tuple[str, int], np.ndarray] = {}
     batches = batches_by_length(documents, vocabulary, batch_tokens)
@@ -186,6 +191,7 @@ def run(args: argparse.Namespace) -> dict:
     set_seed(args.seed)
     device = resolve_device(args.device)
     checkpoint = Checkpoint.load(args.checkpoint)
+    require_exact(checkpoint)  # before reading the corpus, so the refusal is the only line
     data = "entity" if checkpoint.kind == "ngram" else LANGUAGE_MODELS[checkpoint.kind].data
     documents = language_model_documents(data, args.corpus, args.split, args.data_dir, checkpoint.preprocess,
                                          checkpoint.vocabulary)

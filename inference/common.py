@@ -71,7 +71,8 @@ def language_model_preprocess(data: str, keep_singletons: bool = False) -> Prepr
 def language_model_documents(data: str, corpus: str, split: str, data_dir: str | None, config: PreprocessConfig,
                              vocabulary: Vocabulary | None = None, quiet: bool = False) -> list[Document]:
     """A corpus split as a model of data kind ``data`` reads it (words outside ``vocabulary``, when given, become
-    ``<unk>``); what was dropped is reported on stderr unless ``quiet``."""
+    ``<unk>``); what was dropped is reported on stderr unless ``quiet``. ``config`` is the entity data's
+    preprocessing; the anonymised data always uses :data:`coref.anonymise.ANONYMISED_PREPROCESS`."""
     if data == "entity":
         return prepared_documents(corpus, split, data_dir, config, vocabulary, quiet)
     loaded = anonymised_corpus(corpus, split, data_dir)

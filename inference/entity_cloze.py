@@ -85,7 +85,7 @@ def sentence_scores(checkpoint: Checkpoint, cloze_list: Sequence[Cloze], device:
     log_probs = iter(document_log_probs(checkpoint, filled, device, batch_tokens))
     scores = []
     for cloze in cloze_list:
-        start, end = cloze.document.sentences[cloze.sentence]
+        start = cloze.document.sentences[cloze.sentence][0]
         first_target = start + cloze.sentence  # targets: the words then </s> of every sentence
         scores.append({entity: float(next(log_probs)[first_target:].sum()) for entity in cloze.candidates})
     return scores

@@ -13,8 +13,9 @@ over clozes, the fraction of E- scored below e+:
 
 A cloze with no other candidate is left out (its quantile is undefined), as are ties' halves: a tie counts as
 not below. All filled sentences of all clozes run as rows of a few large batches. Each row reads the whole
-document before its sentence, so a split's clozes cost (candidates x prefix length) tokens each; ``--max-clozes``
-scores a seeded random sample of them (the JSON says how many of how many).
+document before its sentence (the softmax runs on the sentence alone), so a split's clozes cost (candidates x
+prefix length) LSTM steps each; ``--max-clozes`` scores a seeded random sample of them (the JSON says how many
+of how many).
 """
 
 from __future__ import annotations
@@ -82,12 +83,13 @@ def sentence_scores(checkpoint: Checkpoint, cloze_list: Sequence[Cloze], device:
                     batch_tokens: int) -> list[dict[int, float]]:
     """log p(cloze sentence filled with each candidate | the document before it), per cloze and candidate."""
     filled = [cloze.filled(entity) for cloze in cloze_list for entity in cloze.candidates]
-    log_probs = iter(document_log_probs(checkpoint, filled, device, batch_tokens))
+    # Targets are the words then </s> of every sentence, so sentence i's first target follows i earlier </s>.
+    first_targets = [cloze.document.sentences[cloze.sentence][0] + cloze.sentence for cloze in cloze_list]
+    scored_from = [first for cloze, first in zip(cloze_list, first_targets) for _ in cloze.candidates]
+    log_probs = iter(document_log_probs(checkpoint, filled, device, batch_tokens, scored_from=scored_from))
     scores = []
     for cloze in cloze_list:
-        start = cloze.document.sentences[cloze.sentence][0]
-        first_target = start + cloze.sentence  # targets: the words then </s> of every sentence
-        scores.append({entity: float(next(log_probs)[first_target:].sum()) for entity in cloze.candidates})
+        scores.append({entity: float(next(log_probs).sum()) for entity in cloze.candidates})
     return scores
 
 

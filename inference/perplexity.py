@@ -167,8 +167,11 @@ def require_exact(checkpoint: Checkpoint) -> None:
 
 
 def document_log_probs(checkpoint: Checkpoint, documents: Sequence[Document], device: torch.device,
-                       batch_tokens: int, progress: bool = True) -> list[np.ndarray]:
-    """log p(x_t | x_<t) of every target of every document, in the order of ``documents``."""
+                       batch_tokens: int, progress: bool = True,
+                       scored_from: Sequence[int] | None = None) -> list[np.ndarray]:
+    """log p(x_t | x_<t) of every target of every document, in the order of ``documents``; with
+    ``scored_from`` (the DNTM only), of document i's targets from ``scored_from[i]`` on, 0 before: the model
+    reads the prefix but skips its softmax."""
     vocabulary = checkpoint.vocabulary
     if checkpoint.kind == "ngram":
         ngram = ngram_model(checkpoint)
@@ -176,12 +179,18 @@ def document_log_probs(checkpoint: Checkpoint, documents: Sequence[Document], de
     require_exact(checkpoint)
     model = language_model(checkpoint, device)
     by_key: dict[tuple[str, int], np.ndarray] = {}
+    first_target = {document.key: start for document, start in zip(documents, scored_from or [])}
     batches = batches_by_length(documents, vocabulary, batch_tokens)
     with torch.no_grad():
         for batch in progress_bar(batches, desc=f"{checkpoint.kind}: log-probabilities", unit="batch",
                                   enabled=progress):
             batch = batch.to(device)
-            values = model.token_log_probs(batch).cpu().numpy()
+            if scored_from is None:
+                values = model.token_log_probs(batch)
+            else:
+                starts = torch.tensor([first_target[key] for key in batch.keys], device=device)
+                values = model.token_log_probs(batch, torch.arange(batch.steps, device=device) >= starts[:, None])
+            values = values.cpu().numpy()
             for row, (key, length) in enumerate(zip(batch.keys, batch.lengths.tolist())):
                 by_key[key] = values[row, :length]
     return [by_key[document.key] for document in documents]

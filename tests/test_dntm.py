@@ -330,13 +330,28 @@ def test_probabilities_sum_to_one_over_the_vocabulary_and_entity_slots(placement
 
 
 @pytest.mark.parametrize("placement", PLACEMENTS)
-def test_log_likelihood_is_the_sum_of_token_log_probs(placement: str) -> None:
+def test_log_likelihood_is_the_log_density_of_the_pyro_model(placement: str) -> None:
     model = tiny_model(placement)
     batch = make_batch([document(key) for key in TEXTS], VOCABULARY)
     with torch.no_grad():
         log_likelihood = model.log_likelihood(batch)
         assert log_likelihood.shape == (4,)
+        trace = pyro.poutine.trace(model.model).get_trace(batch)
+        trace.compute_log_prob()
+        assert torch.allclose(log_likelihood, trace.nodes["X"]["log_prob"], atol=1e-4)
         assert torch.allclose(log_likelihood, model.token_log_probs(batch).sum(-1), atol=1e-5)
+
+
+@pytest.mark.parametrize("placement", PLACEMENTS)
+def test_log_probs_of_chosen_targets_are_those_of_the_whole_document(placement: str) -> None:
+    model = tiny_model(placement)
+    batch = make_batch([document(key) for key in TEXTS], VOCABULARY)
+    targets = torch.rand(batch.words.shape, generator=torch.Generator().manual_seed(0)) < 0.3
+    with torch.no_grad():
+        every = model.token_log_probs(batch)
+        chosen = model.token_log_probs(batch, targets)
+    assert torch.allclose(chosen, every * targets, atol=1e-5)
+    assert bool((chosen[targets & batch.mask] < 0).all())
 
 
 def test_pyro_trace_has_the_observed_words() -> None:
@@ -532,3 +547,23 @@ def test_config_round_trips_and_checks_its_values() -> None:
             dataclasses.replace(config, **bad)
     with pytest.raises(TypeError):
         DNTMConfig(len(VOCABULARY))  # first_entity_id has no default
+
+
+def test_cloze_scores_are_the_filled_sentences_log_probability_after_the_prefix() -> None:
+    from coref.anonymise import ANONYMISED_PREPROCESS
+    from inference.checkpoint import Checkpoint, module_weights
+    from inference.entity_cloze import clozes, sentence_scores
+
+    model = tiny_model("both")
+    checkpoint = Checkpoint("dntm", dataclasses.asdict(model.config), VOCABULARY, ANONYMISED_PREPROCESS,
+                            {"model": module_weights(model)})
+    found = clozes(document("c"))
+    assert [(cloze.sentence, cloze.candidates) for cloze in found] == [(2, (1, 2, 3)), (4, (1, 2, 3))]
+    scores = sentence_scores(checkpoint, found, torch.device("cpu"), batch_tokens=64)
+    for cloze, score in zip(found, scores):
+        first_target = cloze.document.sentences[cloze.sentence][0] + cloze.sentence
+        for entity in cloze.candidates:
+            with torch.no_grad():
+                every = model.token_log_probs(make_batch([cloze.filled(entity)], VOCABULARY))[0]
+            assert score[entity] == pytest.approx(float(every[first_target:].sum()), abs=1e-4)
+    assert len({round(value, 4) for value in scores[0].values()}) == 3  # the candidates are told apart

@@ -102,13 +102,15 @@ def response_document(document: Document, partition: Partition) -> Document:
 
 
 def document_candidates(
-    document: Document, scores: ArrayLike, generators: Sequence[str], k: int, language_model: LanguageModel
+    document: Document, scores: ArrayLike, generators: Sequence[str], k: int, language_model: LanguageModel,
+    key: Document | None = None,
 ) -> dict[str, CandidateList]:
     """The candidate list of ``document`` for each generator.
 
     Every distinct partition over all the lists is scored once by ``language_model`` and evaluated once
-    against ``document`` (the gold), because the lists of two generators overlap heavily. A partition keeps
-    the tree (and so the resolver score) its own list found it with.
+    against ``key`` (the gold; by default ``document`` itself, whose mentions are then the gold ones), because
+    the lists of two generators overlap heavily. A partition keeps the tree (and so the resolver score) its own
+    list found it with.
     """
     base = greedy_tree(scores)
     lists = {generator: kbest_trees(scores, generator, k) for generator in generators}
@@ -121,7 +123,7 @@ def document_candidates(
     if not all(math.isfinite(value) for value in values):
         raise ValueError(f"document {document.id!r}: the language model gave a non-finite score")
     log_prob = dict(zip(partitions, values))
-    evaluation = {partition: score_document(document, response_document(document, partition))
+    evaluation = {partition: score_document(key or document, response_document(document, partition))
                   for partition in partitions}
     return {
         generator: CandidateList(

@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import itertools
 import json
 import os
 import sys
 import time
 import zipfile
 import zlib
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -47,10 +47,17 @@ from coref.cli import Parser, integer, output_file, real, run_subcommand
 from coref.cli import progress as progress_bar
 from coref.conll import ConllError, read_utf8, write_conll
 from coref.corpora import corpus_names, load_corpus, resolve_data_dir
-from coref.document import Document
+from coref.document import Document, Mention
 from coref.kbest import ROOT, document_with_clusters, greedy_tree
+from coref.mentions import MentionDetector, mention_scores
 from coref.metrics import CorefEvaluation, evaluate
-from coref.preprocess import PreprocessConfig, kept_tokens, preprocess_documents
+from coref.preprocess import (
+    PreprocessConfig,
+    drop_singletons,
+    entitynlm_mentions,
+    kept_tokens,
+    preprocess_documents,
+)
 from coref.score import format_table
 
 # The paper's preprocessing but with case and numbers kept: the same tokens, spans and mentions as EntityNLM's.
@@ -570,11 +577,18 @@ class MentionRanker:
         table[ana + 1, ante + 1] = self.weights[arc_features(document, syntax)].sum(axis=1, dtype=np.float64)
         return table
 
+    @property
+    def keeps_singletons(self) -> bool:
+        """Whether predictions keep single-mention entities: a model trained on predicted mentions of a corpus
+        that annotates singletons (LitBank) writes them, as that corpus's key holds them; otherwise cort's
+        convention, none."""
+        return bool(self.settings.get("keep_singletons", False))
+
     def predict(self, document: Document, syntax: Syntax | None = None) -> Document:
-        """``document`` with the clusters of the greedy antecedent tree, singletons removed (cort writes none)."""
+        """``document`` with the clusters of the greedy antecedent tree, singletons removed unless
+        :attr:`keeps_singletons`."""
         clustered = document_with_clusters(document, greedy_tree(self.arc_scores(document, syntax)).partition)
-        sizes = Counter(mention.entity for mention in clustered.mentions)
-        return clustered.replace(mentions=[mention for mention in clustered.mentions if sizes[mention.entity] > 1])
+        return clustered if self.keeps_singletons else clustered.replace(mentions=drop_singletons(clustered.mentions))
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the model atomically as a compressed ``.npz``: the nonzero weights, format tag and settings."""
@@ -650,32 +664,79 @@ def _summary(evaluation: CorefEvaluation) -> str:
     )
 
 
-def _load(corpus: str, split: str, data_dir: DataDir) -> tuple[list[Document], list[Syntax | None]]:
-    documents = resolver_documents(corpus, split, data_dir)
-    return documents, resolver_syntax(corpus, split, data_dir, documents)
+def with_predicted_mentions(gold: Document, spans: Sequence[tuple[int, int]]) -> Document:
+    """``gold``'s text with the predicted mention ``spans``, each in the entity of the gold mention of the same
+    span (the first, where the key repeats a span), a spurious one in an entity of its own: the clusters a
+    resolver should find among predicted mentions, and what it learns from."""
+    entity: dict[tuple[int, int], int] = {}
+    for mention in gold.mentions:
+        entity.setdefault(mention.span, mention.entity)
+    fresh = itertools.count(max((mention.entity for mention in gold.mentions), default=0) + 1)
+    return gold.replace(mentions=[Mention(start, end, entity[start, end] if (start, end) in entity else next(fresh))
+                                  for start, end in spans])
+
+
+@dataclass(frozen=True)
+class _Split:
+    """A split as the resolver reads it: its documents (with the mentions it ranks), their parses, and the gold
+    the predictions are scored against (the documents themselves, unless mentions are predicted)."""
+
+    documents: list[Document]
+    syntax: list[Syntax | None]
+    gold: list[Document]
+
+
+def _load(corpus: str, split: str, data_dir: DataDir, detector: str | None = None) -> _Split:
+    """Gold mentions: EntityNLM's preprocessed documents and their parses. With a mention ``detector``: the
+    documents as annotated, their mentions the detector's (labelled by the gold), no parses (raw text has
+    none)."""
+    if detector is None:
+        documents = resolver_documents(corpus, split, data_dir)
+        return _Split(documents, resolver_syntax(corpus, split, data_dir, documents), documents)
+    gold = load_corpus(corpus, split, data_dir).documents
+    spans = MentionDetector.load(detector).predict(gold)
+    return _Split([with_predicted_mentions(*pair) for pair in zip(gold, spans)], [None] * len(gold), gold)
+
+
+def _evaluations(split: _Split, predictions: Sequence[Document]) -> dict[str, CorefEvaluation]:
+    """Scores against the gold as annotated and, for predicted mentions, also against EntityNLM's mentions of it
+    (outermost, no singletons; the response filtered alike), the key of the gold-mention figures."""
+    scores = {"as_annotated": evaluate(split.gold, predictions)}
+    if split.gold is not split.documents:
+        scores["entitynlm_mentions"] = evaluate([entitynlm_mentions(document) for document in split.gold],
+                                                [entitynlm_mentions(document) for document in predictions])
+    return scores
 
 
 def _train_command(args: argparse.Namespace) -> int:
     """Train on a corpus's train split (cort's latent structured perceptron), scoring dev after each epoch, and
     write the model (.npz) atomically."""
-    train, train_syntax = _load(args.corpus, "train", args.data_dir)
-    dev, dev_syntax = _load(args.corpus, "dev", args.data_dir)
-    parsed = sum(parse is not None for parse in train_syntax)
-    print(f"{args.corpus}: {len(train)} training documents ({parsed} parsed), {len(dev)} dev documents")
+    train = _load(args.corpus, "train", args.data_dir, args.detector)
+    dev = _load(args.corpus, "dev", args.data_dir, args.detector)
+    parsed = sum(parse is not None for parse in train.syntax)
+    print(f"{args.corpus}: {len(train.documents)} training documents ({parsed} parsed), {len(dev.documents)} dev "
+          f"documents" + (f", mentions from {args.detector}" if args.detector else ""))
+    # Trained on predicted mentions of a corpus that annotates singletons, the model writes them too.
+    keep_singletons = args.detector is not None and any(
+        len(drop_singletons(document.mentions)) < len(document.mentions) for document in train.gold)
 
     scoring = []  # seconds spent scoring dev, kept out of the training time
 
     def report(epoch: int, model: MentionRanker) -> None:
         started = time.perf_counter()
-        tqdm.write(f"epoch {epoch}: dev {_summary(evaluate_resolver(model, dev, dev_syntax)[1])}")
+        model.settings["keep_singletons"] = keep_singletons
+        predictions = [model.predict(document, parse) for document, parse in zip(dev.documents, dev.syntax)]
+        tqdm.write(f"epoch {epoch}: dev {_summary(_evaluations(dev, predictions)['as_annotated'])}")
         scoring.append(time.perf_counter() - started)
 
     started = time.perf_counter()
     model = MentionRanker.train(
-        train, train_syntax, epochs=args.epochs, seed=args.seed, cost_scaling=args.cost_scaling, on_epoch=report
+        train.documents, train.syntax, epochs=args.epochs, seed=args.seed, cost_scaling=args.cost_scaling,
+        on_epoch=report,
     )
     training = time.perf_counter() - started - sum(scoring)
-    model.settings["corpus"] = args.corpus
+    model.settings.update(corpus=args.corpus, keep_singletons=keep_singletons,
+                          detector=Path(args.detector).name if args.detector else None)
     model.save(args.out)
     print(f"trained in {training:.1f} s (+ {sum(scoring):.1f} s scoring dev); model saved to {args.out}")
     return 0
@@ -685,13 +746,19 @@ def _predict_command(args: argparse.Namespace) -> int:
     """Resolve a corpus split with a trained model, write the clusters as CoNLL and score them against the
     split's gold (both files written atomically)."""
     model = MentionRanker.load(args.model)
-    documents, syntax = _load(args.corpus, args.split, args.data_dir)
-    predictions, evaluation = evaluate_resolver(model, documents, syntax)
+    split = _load(args.corpus, args.split, args.data_dir, args.detector)
+    predictions = [model.predict(document, parse) for document, parse in zip(split.documents, split.syntax)]
     with atomic_path(args.out) as partial:
         write_conll(predictions, partial)
-    print(format_table(evaluation))
+    evaluations = _evaluations(split, predictions)
+    for key, evaluation in evaluations.items():
+        print(f"key: {key.replace('_', ' ')}" if len(evaluations) > 1 else "", format_table(evaluation), sep="\n")
     if args.json:
-        write_text_atomic(args.json, json.dumps(evaluation.to_json(), indent=2) + "\n")
+        result = {key: evaluation.to_json() for key, evaluation in evaluations.items()}
+        if args.detector:
+            result["detected_mentions"] = mention_scores(split.gold, [[m.span for m in d.mentions]
+                                                                      for d in split.documents])
+        write_text_atomic(args.json, json.dumps(result if args.detector else result["as_annotated"], indent=2) + "\n")
     return 0
 
 
@@ -709,6 +776,8 @@ def _parser() -> Parser:
     train.add_argument("--seed", type=int, default=23, help="seed of the document shuffling")
     train.add_argument("--cost-scaling", type=real(0), default=100.0,
                        help="factor of the cost of a wrong decision in cost-augmented decoding (cort: 100)")
+    train.add_argument("--detector", help="train on this mention detector's mentions (python -m coref.mentions) "
+                       "of the documents as annotated, without parses, instead of the gold mentions")
     train.set_defaults(run=_train_command)
 
     predict = commands.add_parser("predict", help="resolve a split, write CoNLL and score it against its gold",
@@ -720,6 +789,8 @@ def _parser() -> Parser:
     predict.add_argument("--data-dir", help=data_help)
     predict.add_argument("--out", required=True, type=output_file, help="CoNLL file to write")
     predict.add_argument("--json", type=output_file, help="also write the scores as JSON here")
+    predict.add_argument("--detector", help="resolve this mention detector's mentions of the documents as "
+                         "annotated (scored against both keys) instead of the gold mentions")
     predict.set_defaults(run=_predict_command)
     return parser
 

@@ -11,6 +11,11 @@ run that shares the LSTM. :mod:`coref.rerank` then picks the interpolation weigh
 test: the base one-best, EntityNLM alone, EntityNLM + resolver score, and the oracle, with approximate
 randomization p-values against the base.
 
+With ``--detector`` the mentions are not given: a mention detector finds them in the raw text
+(:mod:`coref.mentions`), the resolver trained on its mentions (``python -m coref.resolver train --detector``)
+links them, and EntityNLM reranks the partitions of the mentions it can encode (outermost, not crossing), every
+system scored against EntityNLM's mentions of the gold.
+
 EntityNLM's new-entity embedding u = normalise(r_1 + sigma * eps) (eq. 7) is taken at its mean (eps = 0):
 otherwise every score would carry sampling noise of a few tenths of a nat, as large as some differences
 between candidates, and a rerun would rank differently. Scores are cached per (document, partition) in a JSON
@@ -27,6 +32,7 @@ import json
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -34,8 +40,11 @@ import torch
 
 from coref.atomic import write_text_atomic
 from coref.cli import Parser, integer, output_file, output_folder, progress, run_main
+from coref.corpora import load_corpus
 from coref.document import Document
 from coref.kbest import Partition, document_with_clusters
+from coref.mentions import MentionDetector
+from coref.preprocess import entitynlm_mentions, preprocess_documents
 from coref.rerank import (
     DEFAULT_GRID,
     GENERATORS,
@@ -49,7 +58,7 @@ from coref.rerank import (
     oracle_choice,
     rerank_experiment,
 )
-from coref.resolver import MentionRanker, resolver_documents, resolver_syntax
+from coref.resolver import MentionRanker, Syntax, resolver_documents, resolver_syntax, with_predicted_mentions
 from generative.batch import make_batch
 from generative.entitynlm import Annotation, EntityNLM
 from inference.checkpoint import Checkpoint, entitynlm_checkpoint, entitynlm_modules
@@ -64,6 +73,9 @@ def build_parser() -> Parser:
     parser.add_argument("--checkpoint", help="EntityNLM checkpoint (default: the bundled one)")
     parser.add_argument("--corpus", required=True, help="sample, litbank, ontogum, ... (several joined with '+')")
     parser.add_argument("--data-dir", help="folder holding the corpora (default: $ENTITYLM_DATA; sample needs none)")
+    parser.add_argument("--detector", help="rerank on this mention detector's mentions of the raw text (the "
+                        "resolver trained on them: python -m coref.resolver train --detector) instead of the gold "
+                        "mentions")
     parser.add_argument("--k", type=integer(1), default=100, help="k-best list length (paper: 100)")
     parser.add_argument("--generator", choices=[*GENERATORS, "both"], default="both", help="k-best generator")
     parser.add_argument("--dev-split", default="dev", help="split the interpolation weight is chosen on")
@@ -148,10 +160,12 @@ def noise_free(checkpoint: Checkpoint) -> Checkpoint:
 
 
 def check_same_mentions(resolver_document: Document, model_document: Document) -> None:
-    """Refuse to score a resolver document's partitions on an EntityNLM document with other mentions or tokens."""
-    if len(resolver_document.tokens) != len(model_document.tokens) or [m.span for m in resolver_document.mentions] != [
-        m.span for m in model_document.mentions
-    ]:
+    """Refuse to score a resolver document's partitions on an EntityNLM document with other mentions: the same
+    spans, or, where the resolver reads the raw text (predicted mentions), the same number of mentions of the
+    same lengths (preprocessing drops punctuation between mentions only)."""
+    same_tokens = len(resolver_document.tokens) == len(model_document.tokens)
+    resolver_mentions = [m.span if same_tokens else len(m) for m in resolver_document.mentions]
+    if resolver_mentions != [m.span if same_tokens else len(m) for m in model_document.mentions]:
         raise ValueError(
             f"document {resolver_document.id!r}: the resolver's and EntityNLM's preprocessing disagree "
             f"({len(resolver_document.tokens)} vs {len(model_document.tokens)} tokens, "
@@ -215,18 +229,52 @@ class EntityNLMScorer:
 # ---- the experiment ---------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class RerankSplit:
+    """A split as reranking reads it: the resolver's documents (the mentions it links) with their parses, the
+    keys they are scored against, and EntityNLM's documents (the same mentions, the model's preprocessing)."""
+
+    documents: list[Document]
+    syntax: list[Syntax | None]
+    keys: list[Document]
+    model_documents: list[Document]
+
+
+def gold_mention_split(corpus: str, split: str, data_dir: str | None, checkpoint: Checkpoint) -> RerankSplit:
+    """The gold mentions, as the paper reranks: the preprocessed corpus, its own key."""
+    documents = resolver_documents(corpus, split, data_dir)
+    return RerankSplit(documents, resolver_syntax(corpus, split, data_dir, documents), documents,
+                       prepared_documents(corpus, split, data_dir, checkpoint.preprocess, checkpoint.vocabulary,
+                                          quiet=True))
+
+
+def detected_mention_split(corpus: str, split: str, data_dir: str | None, checkpoint: Checkpoint,
+                           detector: str) -> RerankSplit:
+    """A mention detector's mentions of the raw text, as many as EntityNLM can encode (outermost, not crossing,
+    at most its mention length; the singleton filter off, since whether a mention stays single is what the
+    candidates decide), without parses; scored against EntityNLM's mentions of the gold, the key of
+    :func:`gold_mention_split`."""
+    gold = load_corpus(corpus, split, data_dir).documents
+    spans = MentionDetector.load(detector).predict(gold)
+    encodable = dataclasses.replace(checkpoint.preprocess, drop_singletons=False)
+    documents = [entitynlm_mentions(with_predicted_mentions(document.replace(mentions=()), found), encodable)
+                 for document, found in zip(gold, spans)]
+    model_documents = preprocess_documents(documents, encodable, checkpoint.vocabulary)[0]
+    return RerankSplit(documents, [None] * len(documents), [entitynlm_mentions(document) for document in gold],
+                       model_documents)
+
+
 def split_candidates(
-    args: argparse.Namespace, split: str, ranker: MentionRanker, scorer: EntityNLMScorer, generators: Sequence[str]
+    args: argparse.Namespace, split: str, data: RerankSplit, ranker: MentionRanker, scorer: EntityNLMScorer,
+    generators: Sequence[str],
 ) -> tuple[dict[str, list[CandidateList]], list[dict]]:
     """Every document's candidate list per generator, and per-document sizes for the JSON."""
-    documents = resolver_documents(args.corpus, split, args.data_dir)
-    syntax = resolver_syntax(args.corpus, split, args.data_dir, documents)
     lists: dict[str, list[CandidateList]] = {generator: [] for generator in generators}
     sizes = []
-    for document, parse in progress(list(zip(documents, syntax)), desc=f"{args.corpus}/{split}: k-best lists",
-                                    unit="document"):
+    for document, parse, key in progress(list(zip(data.documents, data.syntax, data.keys)),
+                                         desc=f"{args.corpus}/{split}: k-best lists", unit="document"):
         table = ranker.arc_scores(document, parse)
-        candidates = document_candidates(document, table, generators, args.k, scorer)
+        candidates = document_candidates(document, table, generators, args.k, scorer, key)
         for generator in generators:
             lists[generator].append(candidates[generator])
         sizes.append({
@@ -262,16 +310,17 @@ def run(args: argparse.Namespace) -> tuple[dict, dict[str, RerankResult]]:
     fingerprint = file_fingerprint(path)
     cache_dir = args.cache or (Path(args.json).parent if args.json else None)
     cache_path = Path(cache_dir) / f"entitynlm_scores_{args.corpus}_{fingerprint[:12]}.json" if cache_dir else None
-    model_documents = [
-        document
-        for split in (args.dev_split, args.test_split)
-        for document in prepared_documents(args.corpus, split, args.data_dir, checkpoint.preprocess,
-                                           checkpoint.vocabulary, quiet=True)
-    ]
+    if args.detector:
+        splits = {split: detected_mention_split(args.corpus, split, args.data_dir, checkpoint, args.detector)
+                  for split in (args.dev_split, args.test_split)}
+    else:
+        splits = {split: gold_mention_split(args.corpus, split, args.data_dir, checkpoint)
+                  for split in (args.dev_split, args.test_split)}
+    model_documents = [document for data in splits.values() for document in data.model_documents]
     scorer = EntityNLMScorer(checkpoint, model_documents, device, args.chunk, ScoreCache(cache_path, fingerprint))
     generators = list(GENERATORS) if args.generator == "both" else [args.generator]
-    dev, dev_sizes = split_candidates(args, args.dev_split, ranker, scorer, generators)
-    test, test_sizes = split_candidates(args, args.test_split, ranker, scorer, generators)
+    dev, dev_sizes = split_candidates(args, args.dev_split, splits[args.dev_split], ranker, scorer, generators)
+    test, test_sizes = split_candidates(args, args.test_split, splits[args.test_split], ranker, scorer, generators)
     experiments = {
         generator: rerank_experiment(dev[generator], test[generator], DEFAULT_GRID, "EntityNLM", args.trials,
                                      args.seed)
@@ -287,7 +336,8 @@ def run(args: argparse.Namespace) -> tuple[dict, dict[str, RerankResult]]:
     }
     result = {
         "corpus": args.corpus, "dev_split": args.dev_split, "test_split": args.test_split, "k": args.k,
-        "resolver": str(args.resolver), "checkpoint": str(path), "checkpoint_sha256": fingerprint,
+        "resolver": str(args.resolver), "detector": args.detector, "checkpoint": str(path),
+        "checkpoint_sha256": fingerprint,
         "device": str(device), "trials": args.trials, "seed": args.seed,
         "cache": str(cache_path) if cache_path else None, "generators": figures,
         "documents": {args.dev_split: dev_sizes, args.test_split: test_sizes},

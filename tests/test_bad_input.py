@@ -121,6 +121,27 @@ ROWS = [
     row("coref.resolver", "predict --model {resolver} --corpus sample --split test --out {out}/p.conll "
         "--json {unwritable}", "{unwritable}"),
     row("entitylm-resolver", "train --corpus litbank --data-dir {data_cut} --out {out}/m.npz", CUT),
+    # ---- the mention detector -------------------------------------------------------------------------------
+    row("coref.mentions", "train --corpus nope --out {out}/m.pt", "unknown corpus 'nope'"),
+    row("coref.mentions", "train --corpus sample --epochs 0 --out {out}/m.pt", "argument --epochs: must be at least 1"),
+    row("coref.mentions", "train --corpus sample --dropout 1.5 --out {out}/m.pt",
+        "argument --dropout: must be in [0, 1)"),
+    row("coref.mentions", "train --corpus sample --out {unwritable}", "{unwritable}"),
+    row("coref.mentions", "train --corpus litbank --data-dir {data_cut} --out {out}/m.pt", CUT),
+    row("coref.mentions", "train --corpus litbank --data-dir {missing} --out {out}/m.pt", "{missing}"),
+    row("coref.mentions", "evaluate --model {missing} --corpus sample --split test",
+        "{missing}: no such mention detector file"),
+    row("coref.mentions", "evaluate --model {binary} --corpus sample --split test", "{binary}: not a mention detector"),
+    row("coref.mentions", "evaluate --model {bundled} --corpus sample --split test",
+        "{bundled}: not a mention detector"),
+    row("coref.mentions", "evaluate --model {resolver} --corpus sample --split test",
+        "{resolver}: not a mention detector"),
+    row("coref.mentions", "evaluate --model {missing} --corpus nope --split test", "unknown corpus 'nope'"),
+    row("coref.mentions", "evaluate --model {missing} --corpus sample --split nope", "unknown split 'nope'"),
+    row("coref.mentions", "evaluate --model {missing} --corpus sample --split test --batch-tokens 0",
+        "argument --batch-tokens: must be at least 1"),
+    row("coref.mentions", "evaluate --model {missing} --corpus sample --split test --json {unwritable}",
+        "{unwritable}"),
     # ---- training -------------------------------------------------------------------------------------------
     row("inference.train", "--model rnnlm --corpus litbank --data-dir {data_cut} --out {out}", CUT),
     row("inference.train", "--model rnnlm --out {out} --dropout 1.5", "argument --dropout: must be in [0, 1)"),
@@ -379,7 +400,7 @@ PARSERS = [  # (module, the function that builds its parser)
     ("benchmarks.dntm", "build_parser"),
     ("coref.score", "_parser"), ("coref.anonymise", "_parser"), ("inference.perplexity", "build_parser"),
     ("inference.entity_cloze", "build_parser"), ("inference.pretrain_context", "build_parser"),
-    ("inference.posterior", "build_parser"),
+    ("inference.posterior", "build_parser"), ("coref.mentions", "_parser"),
 ]
 
 

@@ -333,3 +333,33 @@ def test_a_bad_resolver_file_is_a_one_line_error(tmp_path, capsys):
     bad.write_text("not a model")
     assert cli.main(["--resolver", str(bad), "--corpus", "sample"]) == 2
     assert "not a resolver model" in capsys.readouterr().err
+
+
+def test_reranking_detected_mentions_scores_against_entitynlm_mentions_of_the_gold(bundled, tmp_path, capsys):
+    from coref.corpora import load_corpus
+    from coref.mentions import MentionDetectorConfig, train_detector
+    from coref.preprocess import entitynlm_mentions
+    from coref.resolver import with_predicted_mentions
+
+    train = load_corpus("sample", "train", None).documents
+    detector = train_detector(train, load_corpus("sample", "dev", None).documents,
+                              MentionDetectorConfig(embedding_size=16, hidden_size=16, layers=1, mlp_size=16),
+                              epochs=30, progress=False)
+    detector.save(tmp_path / "mentions.pt")
+    labelled = [with_predicted_mentions(d, spans) for d, spans in zip(train, detector.predict(train))]
+    MentionRanker.train(labelled, epochs=2, progress=False).save(tmp_path / "resolver.npz")
+    split = cli.detected_mention_split("sample", "test", None, bundled, str(tmp_path / "mentions.pt"))
+    gold = load_corpus("sample", "test", None).documents
+    assert split.keys == [entitynlm_mentions(document) for document in gold]
+    for document, model_document in zip(split.documents, split.model_documents):
+        assert document.tokens == next(g for g in gold if g.key == document.key).tokens  # the raw text
+        cli.check_same_mentions(document, model_document)  # the same mentions, EntityNLM's preprocessing
+        assert len(model_document.tokens) <= len(document.tokens)
+    out = tmp_path / "rerank.json"
+    assert cli.main(["--resolver", str(tmp_path / "resolver.npz"), "--detector", str(tmp_path / "mentions.pt"),
+                     "--corpus", "sample", "--k", "5", "--trials", "100", "--generator", "exact", "--device", "cpu",
+                     "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["detector"] == str(tmp_path / "mentions.pt")
+    rows = result["generators"]["exact"]["test"]
+    assert rows[3]["conll_f1"] >= rows[0]["conll_f1"]  # the oracle

@@ -322,3 +322,37 @@ def test_ontogum_parses_align_and_give_heads_inside_mentions(ontogum_dir):
         kinds = describe_mentions(document, parse).kind
         assert all(parse.xpos[head] in ("PRP", "PRP$") for head, kind in zip(heads, kinds) if kind == PRONOUN)
     assert inside_last > 0  # the parse, not the last-word default, chose some heads
+
+
+# ---- predicted mentions -----------------------------------------------------------------------------------------
+
+
+def test_predicted_mentions_take_the_gold_entity_of_their_span_and_spurious_ones_their_own():
+    from coref.resolver import with_predicted_mentions
+
+    gold = story("[Mr. Brown]1 met [Mrs. Green]2 . [He]1 told [her]2 about [the dogs]3 .")
+    # found: Mr. Brown, He, her; spurious: "Brown" and "told"; missed: Mrs. Green, the dogs
+    predicted = with_predicted_mentions(gold, [(0, 2), (1, 2), (6, 7), (7, 8), (8, 9)])
+    entities = {mention.span: mention.entity for mention in predicted.mentions}
+    assert entities[0, 2] == entities[6, 7] == 1 and entities[8, 9] == 2
+    assert len({entities[1, 2], entities[7, 8], 1, 2, 3}) == 5  # the spurious ones: new entities of their own
+    assert predicted.tokens == gold.tokens and predicted.sentences == gold.sentences
+
+
+def test_entitynlm_mentions_keep_the_outermost_non_singletons_and_the_tokens():
+    from coref.preprocess import entitynlm_mentions
+
+    document = Document("d", "the wife of John saw John and Mary .".split(), None,
+                        [Mention(0, 4, 1), Mention(3, 4, 2), Mention(5, 6, 2), Mention(7, 8, 3)])
+    kept = entitynlm_mentions(document)
+    # the wife is a singleton, so John inside it survives; Mary is a singleton
+    assert kept.mentions == (Mention(3, 4, 2), Mention(5, 6, 2)) and kept.tokens == document.tokens
+
+
+def test_a_model_keeps_singletons_only_when_trained_to(sample_model):
+    document = resolver_documents("sample", "dev", None)[0]
+    assert not sample_model.keeps_singletons
+    sizes = Counter(mention.entity for mention in sample_model.predict(document).mentions)
+    assert min(sizes.values()) > 1
+    keeping = MentionRanker(sample_model.weights, {**sample_model.settings, "keep_singletons": True})
+    assert len(keeping.predict(document).mentions) == len(document.mentions)

@@ -1,0 +1,108 @@
+"""Coreference of raw text end to end: the pipeline on the embedded sample, the command, the bundled models, and
+the resolver trained and scored on predicted mentions."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from coref import resolve as resolve_module
+from coref import resolver
+from coref.corpora import load_corpus
+from coref.document import Document, Mention
+from coref.mentions import MentionDetectorConfig, train_detector
+from coref.resolve import BUNDLED, CorefPipeline, clusters, main, resolve
+from coref.resolver import MentionRanker, with_predicted_mentions
+from coref.text import tokenize
+
+STORY = ("Maria opened a small bakery on Elm Street. Every morning, she baked bread before dawn. "
+         "Her brother Tomas delivered the bread to the cafes. He drove an old van.")
+
+
+@pytest.fixture(scope="module")
+def sample_pipeline(tmp_path_factory) -> tuple[CorefPipeline, str, str]:
+    """A detector and a ranker trained on its mentions of the sample corpus, saved, and their paths."""
+    train = load_corpus("sample", "train", None).documents
+    dev = load_corpus("sample", "dev", None).documents
+    detector = train_detector(train, dev, MentionDetectorConfig(embedding_size=16, hidden_size=16, layers=1,
+                                                                mlp_size=16), epochs=30, progress=False)
+    labelled = [with_predicted_mentions(document, spans) for document, spans in zip(train, detector.predict(train))]
+    ranker = MentionRanker.train(labelled, epochs=3, progress=False)
+    folder = tmp_path_factory.mktemp("pipeline")
+    detector.save(folder / "mentions.pt")
+    ranker.save(folder / "resolver.npz")
+    return CorefPipeline(detector, ranker), str(folder / "mentions.pt"), str(folder / "resolver.npz")
+
+
+def test_the_pipeline_finds_mentions_and_links_pronouns(sample_pipeline):
+    pipeline = sample_pipeline[0]
+    document = pipeline.resolve(STORY)
+    words = {" ".join(document.tokens[m.start:m.end]): m.entity for m in document.mentions}
+    assert document.tokens == tokenize(STORY).tokens and len(document.sentences) == 4
+    assert "she" in words and "Her" in words and words["she"] == words["Her"]
+
+
+def test_documents_keep_their_tokens_and_lose_their_own_mentions(sample_pipeline):
+    pipeline = sample_pipeline[0]
+    gold = load_corpus("sample", "dev", None).documents
+    resolved = pipeline.resolve_documents(gold)
+    assert [d.tokens for d in resolved] == [d.tokens for d in gold]
+    assert [d.key for d in resolved] == [d.key for d in gold]
+    alone = pipeline.resolve_documents([gold[1]])[0]
+    assert alone == resolved[1]  # batching documents together changes nothing
+
+
+def test_clusters_give_character_offsets_into_the_text():
+    text = "Anna met  her brother."
+    tokenized = tokenize(text)
+    document = Document("t", tokenized.tokens, tokenized.sentences, [Mention(0, 1, 7), Mention(2, 3, 7)])
+    found = clusters(document, tokenized)
+    assert found == [[{"text": "Anna", "start_token": 0, "end_token": 1, "start_char": 0, "end_char": 4},
+                      {"text": "her", "start_token": 2, "end_token": 3, "start_char": 10, "end_char": 13}]]
+
+
+def test_the_command_writes_conll_and_json(sample_pipeline, tmp_path, capsys):
+    _, detector, ranker = sample_pipeline
+    story = tmp_path / "story.txt"
+    story.write_text(STORY, encoding="utf-8")
+    out, clusters_json = tmp_path / "story.conll", tmp_path / "story.json"
+    assert main(["--file", str(story), "--detector", detector, "--resolver", ranker, "--out", str(out),
+                 "--json", str(clusters_json)]) == 0
+    assert "entities mentioned more than once" in capsys.readouterr().out
+    assert out.read_text().startswith("#begin document (story); part 000")
+    written = json.loads(clusters_json.read_text())
+    for cluster in written["documents"][0]["clusters"]:
+        for mention in cluster:
+            assert STORY[mention["start_char"]:mention["end_char"]] == mention["text"]
+    assert main(["--conll", str(out), "--detector", detector, "--resolver", ranker, "--out", "-"]) == 0
+    assert capsys.readouterr().out == out.read_text()  # a CoNLL file's tokens resolve as the text's did
+
+
+def test_the_bundled_models_resolve_a_text_with_no_data_directory():
+    if not BUNDLED["detector"].is_file():
+        pytest.fail(f"the bundled detector {BUNDLED['detector']} is missing")
+    resolve_module.bundled_pipeline.cache_clear()
+    document = resolve("John Smith went home because he was tired. His wife Mary met him at the door.")
+    words = {" ".join(document.tokens[m.start:m.end]): m.entity for m in document.mentions}
+    assert words.get("he") is not None and words.get("he") == words.get("John Smith")
+
+
+def test_training_and_scoring_on_predicted_mentions_through_the_command(sample_pipeline, tmp_path, capsys):
+    _, detector, _ = sample_pipeline
+    model = tmp_path / "resolver.npz"
+    assert resolver.main(["train", "--corpus", "sample", "--detector", detector, "--out", str(model),
+                          "--epochs", "2"]) == 0
+    assert "mentions from" in capsys.readouterr().out
+    trained = MentionRanker.load(model)
+    assert trained.settings["detector"] == "mentions.pt"
+    assert trained.keeps_singletons  # the sample annotates singletons, as LitBank does
+    scores = tmp_path / "scores.json"
+    assert resolver.main(["predict", "--model", str(model), "--detector", detector, "--corpus", "sample",
+                          "--split", "dev", "--out", str(tmp_path / "dev.conll"), "--json", str(scores)]) == 0
+    result = json.loads(scores.read_text())
+    assert set(result) == {"as_annotated", "entitynlm_mentions", "detected_mentions"}
+    detected, annotated = result["detected_mentions"], result["as_annotated"]
+    assert detected["correct"] > 0 and annotated["conll_f1"] > 0
+    # the resolver keeps (LitBank style) every detected mention: the key's mention recall is the detector's
+    assert annotated["mentions"]["recall"] == pytest.approx(detected["recall"])

@@ -28,6 +28,7 @@ import numpy as np
 from coref.atomic import atomic_path, write_text_atomic
 from coref.cli import Parser, integer, output_folder, run_main
 from generative.dntm import MERGES, PLACEMENTS
+from inference.checkpoint import Checkpoint
 from inference.perplexity import GROUPS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -114,21 +115,31 @@ def mean_and_error(values: Sequence[float]) -> dict[str, float | int]:
     return {"mean": float(np.mean(values)), "standard_error": error, "seeds": len(values)}
 
 
+def parameter_count(checkpoint: Path) -> int:
+    """The number of trained parameters of a run's model (the paper's Table 3 lists them; a frozen pretrained
+    context encoder counts too)."""
+    return sum(tensor.numel() for name, tensor in Checkpoint.load(checkpoint).weights["model"].items()
+               if tensor.is_floating_point())
+
+
 def collect(args: argparse.Namespace) -> dict:
     """Per variant: each group's perplexity and the mean quantile, mean and standard error over the seeds."""
     result = {"corpus": args.corpus, "train_args": args.train_args, "variants": {}}
     sources = [(Path(args.out), "")] + ([(Path(args.pretrained_runs), "+pretrained")] if args.pretrained_runs else [])
     for (out, suffix), variant in ((source, variant) for source in sources for variant in args.variants):
-        runs = []
+        runs, parameters = [], None
         for seed in args.seeds:
             folder = run_folder(out, args.corpus, variant, seed)
             if (folder / "perplexity.json").exists() and (folder / "cloze.json").exists():
                 runs.append((json.loads((folder / "perplexity.json").read_text()),
                              json.loads((folder / "cloze.json").read_text())))
+                if parameters is None and (folder / "model.pt").exists():
+                    parameters = parameter_count(folder / "model.pt")
         if not runs:
             continue
         entry = {group: mean_and_error([p["groups"][group]["perplexity"] for p, _ in runs]) for group in GROUPS}
         entry["mean_quantile"] = mean_and_error([c["mean_quantile"] for _, c in runs])
+        entry["parameters"] = parameters
         entry["figures"] = {figure: {bucket: mean_and_error([p["groups"][figure][bucket]["perplexity"]
                                                               for p, _ in runs])
                                      for bucket in runs[0][0]["groups"][figure]}
@@ -181,11 +192,12 @@ def format_table(result: dict) -> str:
 
 def markdown_table(result: dict) -> str:
     """The same table in Markdown, with the number of seeds behind each row (as the README shows it)."""
-    header = ["variant", *GROUPS, "mean quantile", "seeds"]
+    header = ["variant", *GROUPS, "mean quantile", "seeds", "parameters"]
     lines = ["| " + " | ".join(header) + " |", "|---" + "|---:" * (len(header) - 1) + "|"]
     for variant, entry in result["variants"].items():
         cells = [_cell(entry[group], 2) for group in GROUPS] + [_cell(entry["mean_quantile"], 3)]
-        lines.append(f"| {variant} | " + " | ".join(cells) + f" | {entry['all']['seeds']} |")
+        parameters = "-" if entry["parameters"] is None else f"{entry['parameters'] / 1e6:.2f}M"
+        lines.append(f"| {variant} | " + " | ".join(cells) + f" | {entry['all']['seeds']} | {parameters} |")
     return "\n".join(lines) + "\n"
 
 

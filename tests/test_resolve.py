@@ -106,3 +106,20 @@ def test_training_and_scoring_on_predicted_mentions_through_the_command(sample_p
     assert detected["correct"] > 0 and annotated["conll_f1"] > 0
     # the resolver keeps (LitBank style) every detected mention: the key's mention recall is the detector's
     assert annotated["mentions"]["recall"] == pytest.approx(detected["recall"])
+
+
+def test_the_gap_command_scores_the_pipeline(sample_pipeline, tmp_path, capsys):
+    from coref import gap
+    from tests.test_gap import ROW, write_gap
+
+    _, detector, ranker = sample_pipeline
+    masculine = ["ex-2", "Tomas met Pavel and he left.", "he", "20", "Tomas", "0", "TRUE", "Pavel", "10", "FALSE",
+                 "http://en.wikipedia.org/wiki/Y"]
+    write_gap(tmp_path, [ROW, masculine], "gap-test.tsv")
+    out = tmp_path / "gap.json"
+    assert gap.main(["--split", "test", "--data-dir", str(tmp_path), "--detector", detector, "--resolver", ranker,
+                     "--json", str(out)]) == 0
+    assert "bias (F/M)" in capsys.readouterr().out
+    scores = json.loads(out.read_text())
+    assert scores["examples"] == 2 and scores["split"] == "test"
+    assert sum(scores["overall"][count] for count in ("tp", "fp", "fn", "tn")) == 4  # two decisions per example

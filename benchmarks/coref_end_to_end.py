@@ -12,7 +12,8 @@ Scores, with the official scorer's semantics (:mod:`coref.metrics`), per corpus 
 - **EntityNLM posterior MAP** (mentions not given, test only): the figures the posterior command measured,
   ``benchmarks/results/reported/posterior_CORPUS-test-forward.json``.
 
-Writes ``benchmarks/results/end_to_end.json`` and ``end_to_end.md`` and prints the table.
+Writes ``benchmarks/results/end_to_end.json`` and ``end_to_end.md`` (each command's CoNLL and JSON go to
+``RUNS/end_to_end``) and prints the table.
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def body() -> int:
         results = Path(args.results)
-        folder = results / "end_to_end"
+        folder = Path(args.runs) / "end_to_end"  # each command's CoNLL and JSON
         folder.mkdir(parents=True, exist_ok=True)
         rows, detected = [], {}
         for corpus in CORPORA:

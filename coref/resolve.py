@@ -122,26 +122,26 @@ def build_parser() -> Parser:
 
 
 def run(args: argparse.Namespace) -> int:
-    pipeline = CorefPipeline.load(args.detector, args.resolver)
-    if args.conll is not None:
-        documents = pipeline.resolve_documents(read_conll(args.conll, strict=True)[0])
-        tokenized: list[TokenizedText | None] = [None] * len(documents)
+    if args.conll is not None:  # the input is read and checked before the models load
+        inputs = [(document, None) for document in read_conll(args.conll, strict=True)[0]]
     else:
         text = args.text if args.text is not None else read_utf8(args.file)
+        tokenized = tokenize(text)
         name = "text" if args.file is None else Path(args.file).stem
-        tokenized = [tokenize(text)]
-        documents = [pipeline.resolve(tokenized[0], name)]
+        inputs = [(Document(name, tokenized.tokens, tokenized.sentences), tokenized)]
+    pipeline = CorefPipeline.load(args.detector, args.resolver)
+    documents = pipeline.resolve_documents([document for document, _ in inputs])
+    tokenizations = [tokenized for _, tokenized in inputs]
     if args.out == "-":
         print(format_conll(documents), end="")
     else:
-        print("\n".join(format_clusters(document, found) for document, found in zip(documents, tokenized)))
+        print("\n".join(format_clusters(document, found) for document, found in zip(documents, tokenizations)))
     if args.out not in (None, "-"):
         with atomic_path(args.out) as partial:
             Path(partial).write_text(format_conll(documents), encoding="utf-8")
     if args.json:
-        result = {"documents": [{"id": document.id, "part": document.part,
-                                 "clusters": clusters(document, found)}
-                                for document, found in zip(documents, tokenized)]}
+        result = {"documents": [{"id": document.id, "part": document.part, "clusters": clusters(document, found)}
+                                for document, found in zip(documents, tokenizations)]}
         write_text_atomic(args.json, json.dumps(result, indent=2, ensure_ascii=False) + "\n")
     return 0
 

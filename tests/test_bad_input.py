@@ -142,6 +142,27 @@ ROWS = [
         "argument --batch-tokens: must be at least 1"),
     row("coref.mentions", "evaluate --model {missing} --corpus sample --split test --json {unwritable}",
         "{unwritable}"),
+    row("coref.resolver", "train --corpus sample --detector {missing} --out {out}/m.npz",
+        "{missing}: no such mention detector file"),
+    row("coref.resolver", "predict --model {resolver} --detector {resolver} --corpus sample --split test "
+        "--out {out}/p.conll", "{resolver}: not a mention detector"),
+    # ---- coreference of raw text and GAP ------------------------------------------------------------------
+    row("coref.resolve", "--text ''", "cannot tokenize an empty or whitespace-only text"),
+    row("coref.resolve", "--file {missing}", "{missing}"),
+    row("coref.resolve", "--file {binary}", "{binary}"),
+    row("coref.resolve", "--conll {cut}", "{cut}:3:"),
+    row("coref.resolve", f"--text {TEXT} --detector {{bundled}}", "{bundled}: not a mention detector"),
+    row("coref.resolve", f"--text {TEXT} --resolver {{binary}}", "{binary}: not a resolver model"),
+    row("coref.resolve", f"--text {TEXT} --json {{unwritable}}", "{unwritable}"),
+    row("coref.resolve", f"--text {TEXT} --out {{unwritable}}", "{unwritable}"),
+    row("coref.resolve", "--json {out}/x.json", "one of the arguments --text --file --conll is required"),
+    row("entitylm-resolve", f"--text {TEXT} --file {{missing}}", "not allowed with argument --text"),
+    row("coref.gap", "--split nope --data-dir {out}", "unknown GAP split 'nope'"),
+    row("coref.gap", "--split test --data-dir {missing}", "{missing}"),
+    row("coref.gap", "--split test --limit 0", "argument --limit: must be at least 1"),
+    row("entitylm-gap", "--split test --data-dir {data_binary}", "gap-test.tsv"),
+    row("inference.rerank", "--resolver {resolver} --detector {binary} --corpus sample",
+        "{binary}: not a mention detector"),
     # ---- training -------------------------------------------------------------------------------------------
     row("inference.train", "--model rnnlm --corpus litbank --data-dir {data_cut} --out {out}", CUT),
     row("inference.train", "--model rnnlm --out {out} --dropout 1.5", "argument --dropout: must be in [0, 1)"),
@@ -400,7 +421,9 @@ PARSERS = [  # (module, the function that builds its parser)
     ("benchmarks.dntm", "build_parser"),
     ("coref.score", "_parser"), ("coref.anonymise", "_parser"), ("inference.perplexity", "build_parser"),
     ("inference.entity_cloze", "build_parser"), ("inference.pretrain_context", "build_parser"),
-    ("inference.posterior", "build_parser"), ("coref.mentions", "_parser"),
+    ("inference.posterior", "build_parser"), ("coref.mentions", "_parser"), ("coref.resolve", "build_parser"),
+    ("coref.gap", "build_parser"), ("benchmarks.coref_end_to_end", "build_parser"),
+    ("benchmarks.tokenizer_agreement", "build_parser"),
 ]
 
 

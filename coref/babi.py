@@ -58,6 +58,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from coref.cli import FileLineError
 from coref.conll import read_utf8
 from coref.corpora import CorpusError, DataDir, resolve_data_dir
 
@@ -78,14 +79,8 @@ _TOKEN = re.compile(r"[^\s.?,]+|[.?,]")
 Span = tuple[int, int]
 
 
-class BabiError(ValueError):
+class BabiError(FileLineError):
     """A bAbI file that breaks the format, located by file and line."""
-
-    def __init__(self, path: str, line: int, reason: str) -> None:
-        self.path = path
-        self.line = line
-        self.reason = reason
-        super().__init__(f"{path}:{line}: {reason}")
 
 
 @dataclass(frozen=True)

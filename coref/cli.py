@@ -55,6 +55,16 @@ class Parser(argparse.ArgumentParser):
         self.exit(BAD_INPUT, f"{self.prog}: error: {one_line(message)}\n")
 
 
+class FileLineError(ValueError):
+    """Bad input located by file and line: its message is ``FILE:LINE: reason`` (each reader subclasses it)."""
+
+    def __init__(self, path: str, line: int, reason: str) -> None:
+        self.path = path
+        self.line = line
+        self.reason = reason
+        super().__init__(f"{path}:{line}: {reason}")
+
+
 # ---- option types: a bad value is refused while parsing, before any work is done -----------------------------
 
 

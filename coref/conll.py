@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from coref.cli import FileLineError
 from coref.document import Document, Mention
 
 _NO_MENTION = frozenset({"", "_", "-"})
@@ -69,14 +70,8 @@ class Problem:
         return f"{self.path}:{self.line}: {self.reason}"
 
 
-class ConllError(ValueError):
+class ConllError(FileLineError):
     """Input the reader cannot use, located by file and line."""
-
-    def __init__(self, path: str, line: int, reason: str) -> None:
-        self.path = path
-        self.line = line
-        self.reason = reason
-        super().__init__(f"{path}:{line}: {reason}")
 
 
 # ----------------------------------------------------------------------------------------------- reading

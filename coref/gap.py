@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from coref.atomic import write_text_atomic
-from coref.cli import Parser, integer, output_file, progress, run_main
+from coref.cli import FileLineError, Parser, integer, output_file, progress, run_main
 from coref.conll import read_utf8
 from coref.corpora import CorpusError, DataDir, resolve_data_dir
 from coref.document import Document, Mention
@@ -39,14 +39,8 @@ PRONOUN_GENDER = {"she": "feminine", "her": "feminine", "hers": "feminine",
                   "he": "masculine", "his": "masculine", "him": "masculine"}
 
 
-class GapError(ValueError):
+class GapError(FileLineError):
     """A GAP file that breaks the format, located by file and line."""
-
-    def __init__(self, path: str, line: int, reason: str) -> None:
-        self.path = path
-        self.line = line
-        self.reason = reason
-        super().__init__(f"{path}:{line}: {reason}")
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from coref.atomic import write_text_atomic
-from coref.cli import progress
+from coref.cli import FileLineError, progress
 from coref.conll import read_utf8
 from coref.corpora import CorpusError, DataDir, resolve_data_dir
 from coref.document import Document
@@ -67,14 +67,8 @@ _BATCH = 32  # passages resolved at a time
 Span = tuple[int, int]
 
 
-class LambadaError(ValueError):
+class LambadaError(FileLineError):
     """A LAMBADA file that breaks the format, located by file and line."""
-
-    def __init__(self, path: str, line: int, reason: str) -> None:
-        self.path = path
-        self.line = line
-        self.reason = reason
-        super().__init__(f"{path}:{line}: {reason}")
 
 
 @dataclass(frozen=True)

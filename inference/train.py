@@ -5,6 +5,9 @@ Model) or the Kneser-Ney n-gram.
     python -m inference.train --model dntm --placement both --merge gru_relu --corpus ontogum --data-dir DATA \
         --out runs/dntm/both-gru_relu
 
+The readers of Coref-GRU (``--model ga_gru|ga_cgru|ga_gru_onehot|bi_gru|bi_cgru --task babi:N``) train through
+the same command with options of their own (:mod:`inference.reading`).
+
 Each model reads the data its registry entry names (:data:`generative.registry.DATA_KINDS`): EntityNLM and the
 RNNLM the paper's preprocessing of annotated text, the Dynamic Neural Text Model the Anonymized Language
 Modelling data (:mod:`coref.anonymise`, each chain's mentions one token ``<unkK>``).
@@ -42,6 +45,7 @@ from generative.entitynlm import PROPOSAL_CONTEXTS, EntityNLMConfig, EntityPropo
 from generative.ngram import KneserNeyConfig, KneserNeyLM
 from generative.registry import LANGUAGE_MODELS, model_kind
 from generative.rnnlm import RNNLMConfig
+from inference import reading
 from inference.checkpoint import PROPOSAL_WEIGHTS, Checkpoint, module_weights
 from inference.common import (
     USER_ERRORS,
@@ -53,13 +57,15 @@ from inference.common import (
     set_seed,
 )
 from inference.pretrain_context import load_context_encoder
+from inference.reading import READERS
 
 PAPER_LEARNING_RATES = {"adam": 1e-3, "adagrad": 0.1}
 
 
 def build_parser() -> Parser:
     parser = Parser(prog="python -m inference.train", description=__doc__)
-    parser.add_argument("--model", choices=(*LANGUAGE_MODELS, "ngram"), required=True, help="what to train")
+    parser.add_argument("--model", choices=(*LANGUAGE_MODELS, "ngram", *READERS), required=True,
+                        help="what to train (a reader of Dhingra et al.: see python -m inference.reading --help)")
     parser.add_argument("--corpus", default="sample", help="corpus name, or several joined with '+'")
     parser.add_argument("--data-dir", help="folder holding the corpora (default: $ENTITYLM_DATA; sample needs none)")
     parser.add_argument("--train-split", default="train", help="split to train on")
@@ -217,8 +223,21 @@ def train_ngram(args: argparse.Namespace, train_docs, dev_docs, vocabulary: Voca
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if reading_model(argv) in READERS:  # a reader of Dhingra et al.: its own options and defaults
+        return reading.main(argv)
     args = parse_args(argv)
     return run_main(lambda: run(args), USER_ERRORS)
+
+
+def reading_model(argv: Sequence[str]) -> str | None:
+    """The value of ``--model`` in ``argv`` (``--model X`` or ``--model=X``), None without one."""
+    for position, argument in enumerate(argv):
+        if argument == "--model" and position + 1 < len(argv):
+            return argv[position + 1]
+        if argument.startswith("--model="):
+            return argument.partition("=")[2]
+    return None
 
 
 def run(args: argparse.Namespace) -> int:

@@ -171,6 +171,12 @@ ROWS = [
         "{run_random}/last.pt: not an entitylm checkpoint"),
     row("inference.train", "--model rnnlm --out {run_earlier}", "{run_earlier}: holds an earlier run"),
     row("entitylm-train", "--model rnnlm --corpus nope --out {out}", "unknown corpus 'nope'"),
+    row("inference.train", "--model ga_cgru --task babi:0 --out {out}", "expected babi:N with N in 1..20"),
+    row("inference.train", "--model ga_cgru --task babi:3 --data-dir {missing} --out {out}", "{missing}"),
+    row("inference.train", "--model bi_cgru --task babi:3 --hidden-size 1 --out {out}",
+        "argument --hidden-size: must be at least 2"),
+    row("inference.train", "--model ga_gru --task babi:3 --out {run_random} --resume",
+        "{run_random}/last.pt: not an entitylm reader checkpoint"),
     row("inference.grid", "--model rnnlm --out {out} --sizes 0", "argument --sizes: must be at least 1"),
     row("inference.grid", "--model rnnlm --corpus nope --out {out} --sizes 8 --dropouts 0.2 --optimizers adam",
         "unknown corpus 'nope'"),
@@ -423,7 +429,7 @@ PARSERS = [  # (module, the function that builds its parser)
     ("inference.entity_cloze", "build_parser"), ("inference.pretrain_context", "build_parser"),
     ("inference.posterior", "build_parser"), ("coref.mentions", "_parser"), ("coref.resolve", "build_parser"),
     ("coref.gap", "build_parser"), ("benchmarks.coref_end_to_end", "build_parser"),
-    ("benchmarks.tokenizer_agreement", "build_parser"),
+    ("benchmarks.tokenizer_agreement", "build_parser"), ("inference.reading", "build_parser"),
 ]
 
 

@@ -1,0 +1,240 @@
+"""Training the Coref-GRU readers (Dhingra et al. 2018) on bAbI-1K, through ``python -m inference.train``.
+
+    python -m inference.train --model ga_cgru --task babi:3 --data-dir DATA --out runs/babi/ga_cgru/3/seed0
+
+``inference.train`` hands a reader's ``--model`` to this module's parser (``python -m inference.reading``
+is the same command), whose defaults are the readers' own.
+
+The models (:mod:`generative.coref_gru`): ``ga_gru``, ``ga_cgru`` and ``ga_gru_onehot`` are the gated-attention
+reader (K = 3) with GRU, C-GRU or GRU + 1-hot coreference features (its hidden size chosen so that its
+parameter count matches the C-GRU model's); ``bi_gru`` and ``bi_cgru`` the one-layer readers. A task is
+extractive when every training answer occurs in its story (the answer is then read off the story by
+attention-sum), a classification task otherwise (a softmax over the task's answers), as the paper's Appendix B
+describes. The hyper-parameters are Appendix B's: d = 64, batches of 32, Adam with learning rate 0.01 halved
+after every 120 updates, dropout 0.1; the coreference chains are :mod:`coref.babi`'s.
+
+Dev accuracy (on :mod:`coref.babi`'s dev split, the last stories of the training file) picks the epoch; the
+run stops after ``--patience`` epochs without a gain or at 100% dev accuracy. ``OUT/model.pt`` holds the best
+weights and, at the end, the test accuracy; ``OUT/last.pt`` the state ``--resume`` continues from; both are
+written atomically after every epoch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from coref.atomic import atomic_path
+from coref.babi import TASKS, BabiExample, babi_answer_classes, babi_vocabulary, load_babi
+from coref.cli import Parser, integer, output_folder, progress, real, run_main
+from generative.coref_gru import (
+    BiReader,
+    GatedAttentionReader,
+    ReaderConfig,
+    ReadingExample,
+    make_reading_batch,
+    matched_hidden_size,
+)
+from inference.checkpoint import CheckpointError, module_weights, read_torch_file
+from inference.common import resolve_device, set_seed
+
+READERS = {  # name: (reader class, recurrent layer)
+    "ga_gru": (GatedAttentionReader, "gru"),
+    "ga_cgru": (GatedAttentionReader, "cgru"),
+    "ga_gru_onehot": (GatedAttentionReader, "gru_onehot"),
+    "bi_gru": (BiReader, "gru"),
+    "bi_cgru": (BiReader, "cgru"),
+}
+FORMAT = "entitylm-reader-1"
+PAD = "<pad>"
+HALVE_EVERY = 120  # updates between halvings of the learning rate (Appendix B)
+DEFAULT_LEARNING_RATE = 0.01
+
+
+def parse_task(text: str) -> int:
+    """``babi:N`` -> N, for N in 1..20; anything else is a ValueError saying what is expected."""
+    corpus, _, number = text.partition(":")
+    if corpus != "babi" or not number.isdigit() or int(number) not in TASKS:
+        raise ValueError(f"--task {text!r}: expected babi:N with N in 1..20")
+    return int(number)
+
+
+@dataclass(frozen=True)
+class ReadingData:
+    """A bAbI task as the readers read it: examples of the three splits, the words, and the answers."""
+
+    task: int
+    words: list[str]  # id 0 is padding; a word unseen in training reads as padding
+    classes: list[str] | None  # the answers of a classification task; None for an extractive one
+    splits: dict[str, list[ReadingExample]]
+    max_chains: int  # the sequential chain plus the most coreference chains of any example
+
+    @classmethod
+    def babi(cls, task: int, data_dir: str | None, words: list[str] | None = None,
+             classes: list[str] | None = None) -> ReadingData:
+        """The task's splits; ``words`` and ``classes`` from a checkpoint, else from the training split."""
+        loaded = {split: load_babi(task, split, data_dir) for split in ("train", "dev", "test")}
+        if words is None:
+            words = [PAD, *babi_vocabulary(loaded["train"])]
+            extractive = all(example.answer_in_document for example in loaded["train"])
+            classes = None if extractive else babi_answer_classes(loaded["train"])
+        index = {word: number for number, word in enumerate(words)}
+        answers = {answer: number for number, answer in enumerate(classes or [])}
+
+        def example(item: BabiExample) -> ReadingExample:
+            answer = answers.get(item.answer, -1) if classes is not None else index.get(item.answer, 0)
+            return ReadingExample([index.get(word, 0) for word in item.document],
+                                  [index.get(word, 0) for word in item.question], answer, item.clusters)
+
+        splits = {split: [example(item) for item in items] for split, items in loaded.items()}
+        max_chains = 1 + max(len(item.clusters) for items in loaded.values() for item in items)
+        return cls(task, words, classes, splits, max_chains)
+
+
+def reader_config(args: argparse.Namespace, data: ReadingData) -> ReaderConfig:
+    """The model's config: Appendix B's sizes, and for GRU + 1-hot the hidden size matching the C-GRU's count."""
+    reader, recurrent = READERS[args.model]
+    config = ReaderConfig(len(data.words), embedding_size=args.embedding_size, hidden_size=args.hidden_size,
+                          layers=3 if reader is GatedAttentionReader else 1, dropout=args.dropout,
+                          recurrent=recurrent, answer="candidates" if data.classes is None else "classes",
+                          num_answers=None if data.classes is None else len(data.classes),
+                          max_chains=data.max_chains)
+    if recurrent == "gru_onehot":
+        config = ReaderConfig(**{**config.to_dict(), "hidden_size": matched_hidden_size(config, reader)})
+    return config
+
+
+def batches(examples: Sequence[ReadingExample], size: int, max_chains: int, device: torch.device,
+            order: Sequence[int] | None = None) -> list:
+    order = range(len(examples)) if order is None else order
+    order = list(order)
+    return [make_reading_batch([examples[i] for i in order[start:start + size]], max_chains).to(device)
+            for start in range(0, len(order), size)]
+
+
+def accuracy(model: torch.nn.Module, batched: Sequence) -> float:
+    """The fraction of questions answered right (a test answer that is no training class counts as wrong)."""
+    model.eval()
+    with torch.no_grad():
+        right = sum(int((model.predict(batch) == batch.answer).sum()) for batch in batched)
+    return right / sum(batch.size for batch in batched)
+
+
+def save(path: Path, args: argparse.Namespace, data: ReadingData, config: ReaderConfig, weights: dict,
+         training: dict) -> None:
+    payload = {"format": FORMAT, "model": args.model, "task": data.task, "config": config.to_dict(),
+               "words": data.words, "classes": data.classes, "weights": weights, "training": training}
+    with atomic_path(path) as temporary:
+        torch.save(payload, temporary)
+
+
+def load(path: Path) -> dict[str, Any]:
+    """A reader checkpoint :func:`save` wrote, or a one-line error naming the file."""
+    payload = read_torch_file(path, "reader checkpoint")
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise CheckpointError(f"{path}: not an entitylm reader checkpoint ({FORMAT})")
+    return payload
+
+
+def train_reader(args: argparse.Namespace) -> int:
+    """The training loop of the module docstring; prints the summary as JSON."""
+    task = parse_task(args.task)
+    out = Path(args.out)
+    set_seed(args.seed)
+    device = resolve_device(args.device)
+    resumed = load(out / "last.pt") if args.resume else None
+    if resumed is None and (out / "last.pt").exists():
+        raise ValueError(f"{out}: holds an earlier run (--resume continues it)")
+    if resumed:
+        data = ReadingData.babi(task, args.data_dir, resumed["words"], resumed["classes"])
+    else:
+        data = ReadingData.babi(task, args.data_dir)
+    config = ReaderConfig.from_dict(resumed["config"]) if resumed else reader_config(args, data)
+    model = READERS[args.model][0](config).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+    schedule = torch.optim.lr_scheduler.StepLR(optimizer, HALVE_EVERY, gamma=0.5)
+    state: dict[str, Any] = {"epoch": 0, "best_dev": -1.0, "bad_epochs": 0, "history": []}
+    best = module_weights(model)
+    if resumed:
+        model.load_state_dict(resumed["weights"]["model"])
+        optimizer.load_state_dict(resumed["weights"]["optimizer"])
+        schedule.load_state_dict(resumed["weights"]["schedule"])
+        best, state = resumed["weights"]["best"], resumed["training"]["state"]
+    dev = batches(data.splits["dev"], 256, data.max_chains, device)
+    train = data.splits["train"]
+    while state["epoch"] < args.epochs and state["bad_epochs"] < args.patience and state["best_dev"] < 1.0:
+        model.train()
+        started, total = time.perf_counter(), 0.0
+        order = np.random.default_rng(args.seed + state["epoch"]).permutation(len(train))
+        for batch in progress(batches(train, args.batch_size, data.max_chains, device, order),
+                              desc=f"{args.model} babi:{task}: epoch {state['epoch'] + 1}", unit="batch"):
+            loss = -model.log_likelihood(batch).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+            total += float(loss.detach()) * batch.size
+        dev_accuracy = accuracy(model, dev)
+        state["epoch"] += 1
+        improved = dev_accuracy > state["best_dev"]
+        if improved:
+            state["best_dev"], best = dev_accuracy, module_weights(model)
+        state["bad_epochs"] = 0 if improved else state["bad_epochs"] + 1
+        record = {"epoch": state["epoch"], "seconds": time.perf_counter() - started,
+                  "train_nll": total / len(train), "dev_accuracy": dev_accuracy}
+        state["history"].append(record)
+        print(json.dumps(record), file=sys.stderr)
+        training = {"args": vars(args), "state": state}
+        save(out / "model.pt", args, data, config, {"model": best}, training)
+        save(out / "last.pt", args, data, config, {"model": module_weights(model), "best": best,
+                                                   "optimizer": optimizer.state_dict(),
+                                                   "schedule": schedule.state_dict()}, training)
+    model.load_state_dict(best)
+    test = accuracy(model, batches(data.splits["test"], 256, data.max_chains, device))
+    summary = {"model": args.model, "task": task, "epochs": state["epoch"], "best_dev_accuracy": state["best_dev"],
+               "test_accuracy": test, "parameters": sum(p.numel() for p in model.parameters()),
+               "answer": config.answer, "hidden_size": config.hidden_size}
+    save(out / "model.pt", args, data, config, {"model": best}, {"args": vars(args), "state": state, **summary})
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="python -m inference.train", description=__doc__)
+    parser.add_argument("--model", choices=READERS, required=True, help="the reader to train")
+    parser.add_argument("--task", required=True, help="babi:N, N in 1..20 (the 1K English set)")
+    parser.add_argument("--data-dir", help="folder holding babi/ (default: $ENTITYLM_DATA)")
+    parser.add_argument("--out", required=True, type=output_folder,
+                        help="output folder: model.pt (best weights, test accuracy), last.pt (for --resume)")
+    parser.add_argument("--embedding-size", type=integer(1), default=64, help="word embeddings (Appendix B: d)")
+    parser.add_argument("--hidden-size", type=integer(2), default=64,
+                        help="units per direction (Appendix B: d; a C-GRU's 2 relation slices of d/2)")
+    parser.add_argument("--dropout", type=real(0, 1), default=0.1, help="at each layer's output (Appendix B)")
+    parser.add_argument("--lr", type=real(0, include_low=False), default=DEFAULT_LEARNING_RATE,
+                        help=f"Adam's learning rate, halved after every {HALVE_EVERY} updates (Appendix B)")
+    parser.add_argument("--batch-size", type=integer(1), default=32, help="questions per update (Appendix B)")
+    parser.add_argument("--epochs", type=integer(1), default=60, help="at most this many epochs")
+    parser.add_argument("--patience", type=integer(1), default=10,
+                        help="stop after this many epochs without a dev gain (the paper does not say)")
+    parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (initialisation, shuffling, dropout)")
+    parser.add_argument("--resume", action="store_true", help="continue the run in OUT from OUT/last.pt")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return run_main(lambda: train_reader(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

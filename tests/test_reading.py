@@ -1,0 +1,84 @@
+"""Training the Coref-GRU readers through ``python -m inference.train`` on hand-made bAbI files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from inference import reading, train
+from tests.test_babi import TASK11, TASK13, write_task
+
+TINY = ["--embedding-size", "8", "--hidden-size", "8", "--device", "cpu"]
+
+
+@pytest.fixture()
+def data_dir(tmp_path: Path) -> Path:
+    """Task 11 (extractive: every answer is in its story) and task 13, each story three times in training."""
+    for task, text in ((11, TASK11), (13, TASK13)):
+        name = {11: "qa11_basic-coreference", 13: "qa13_compound-coreference"}[task]
+        write_task(tmp_path, f"{name}_train.txt", text * 6)
+        write_task(tmp_path, f"{name}_test.txt", text)
+    return tmp_path
+
+
+def test_task_names_are_checked():
+    assert reading.parse_task("babi:13") == 13
+    for bad in ("babi:0", "babi:21", "lambada", "babi:x"):
+        with pytest.raises(ValueError, match="expected babi:N"):
+            reading.parse_task(bad)
+
+
+def test_extractive_and_classification_tasks_and_their_chains(data_dir):
+    data = reading.ReadingData.babi(11, str(data_dir))
+    assert data.classes is None  # every answer occurs in its story: attention-sum over the story
+    example = data.splits["test"][0]
+    assert data.words[example.answer] == "bedroom"
+    assert [list(chain) for chain in example.clusters] == [[(0, 1), (9, 10)]]  # mary ... she
+    assert data.max_chains == 3  # the sequential chain, mary, daniel (the second question of the story)
+
+
+@pytest.mark.parametrize("model", sorted(reading.READERS))
+def test_every_reader_trains_through_the_shared_command_and_resumes(model, data_dir, tmp_path, capsys):
+    out = tmp_path / "run"
+    argv = ["--model", model, "--task", "babi:13", "--data-dir", str(data_dir), "--out", str(out), "--patience", "5",
+            *TINY]
+    assert train.main([*argv, "--epochs", "2"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["model"] == model and summary["answer"] in ("candidates", "classes")
+    assert 0.0 <= summary["test_accuracy"] <= 1.0 and summary["epochs"] >= 1
+    saved = reading.load(out / "model.pt")
+    assert saved["training"]["test_accuracy"] == summary["test_accuracy"]
+    if summary["epochs"] == 2 and summary["best_dev_accuracy"] < 1.0:
+        assert train.main([*argv, "--epochs", "3", "--resume"]) == 0
+        assert reading.load(out / "last.pt")["training"]["state"]["epoch"] == 3
+
+
+def test_the_loss_falls_on_task_11(data_dir, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert train.main(["--model", "ga_cgru", "--task", "babi:11", "--data-dir", str(data_dir), "--out", str(out),
+                       "--epochs", "4", "--patience", "10", "--lr", "0.05", *TINY]) == 0
+    history = reading.load(out / "last.pt")["training"]["state"]["history"]
+    assert history[-1]["train_nll"] < history[0]["train_nll"]
+
+
+def test_the_one_hot_baseline_matches_the_c_gru_parameter_count(data_dir):
+    data = reading.ReadingData.babi(13, str(data_dir))
+    args = reading.build_parser().parse_args(["--model", "ga_gru_onehot", "--task", "babi:13", "--out", "x"])
+    onehot = reading.GatedAttentionReader(reading.reader_config(args, data))
+    args.model = "ga_cgru"
+    cgru = reading.GatedAttentionReader(reading.reader_config(args, data))
+    count = sum(p.numel() for p in cgru.parameters())
+    assert abs(sum(p.numel() for p in onehot.parameters()) - count) / count < 0.05
+
+
+def test_an_earlier_run_is_refused_and_a_bad_checkpoint_named(data_dir, tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "last.pt").write_bytes(b"not a checkpoint")
+    argv = ["--model", "bi_gru", "--task", "babi:11", "--data-dir", str(data_dir), "--out", str(out), *TINY]
+    with pytest.raises(ValueError, match="holds an earlier run"):
+        reading.train_reader(reading.build_parser().parse_args(argv))
+    with pytest.raises(ValueError, match="not an entitylm reader checkpoint"):
+        reading.train_reader(reading.build_parser().parse_args([*argv, "--resume"]))

@@ -685,6 +685,9 @@ class _Split:
     syntax: list[Syntax | None]
     gold: list[Document]
 
+    def predictions(self, model: MentionRanker) -> list[Document]:
+        return [model.predict(document, parse) for document, parse in zip(self.documents, self.syntax)]
+
 
 def _load(corpus: str, split: str, data_dir: DataDir, detector: str | None = None) -> _Split:
     """Gold mentions: EntityNLM's preprocessed documents and their parses. With a mention ``detector``: the
@@ -725,8 +728,7 @@ def _train_command(args: argparse.Namespace) -> int:
     def report(epoch: int, model: MentionRanker) -> None:
         started = time.perf_counter()
         model.settings["keep_singletons"] = keep_singletons
-        predictions = [model.predict(document, parse) for document, parse in zip(dev.documents, dev.syntax)]
-        tqdm.write(f"epoch {epoch}: dev {_summary(_evaluations(dev, predictions)['as_annotated'])}")
+        tqdm.write(f"epoch {epoch}: dev {_summary(_evaluations(dev, dev.predictions(model))['as_annotated'])}")
         scoring.append(time.perf_counter() - started)
 
     started = time.perf_counter()
@@ -747,7 +749,7 @@ def _predict_command(args: argparse.Namespace) -> int:
     split's gold (both files written atomically)."""
     model = MentionRanker.load(args.model)
     split = _load(args.corpus, args.split, args.data_dir, args.detector)
-    predictions = [model.predict(document, parse) for document, parse in zip(split.documents, split.syntax)]
+    predictions = split.predictions(model)
     with atomic_path(args.out) as partial:
         write_conll(predictions, partial)
     evaluations = _evaluations(split, predictions)

@@ -15,9 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import os
-import subprocess
 import sys
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -25,13 +22,14 @@ from pathlib import Path
 
 import numpy as np
 
-from coref.atomic import atomic_path, write_text_atomic
-from coref.cli import Parser, integer, output_folder, run_main
-from generative.dntm import MERGES, PLACEMENTS
-from inference.checkpoint import Checkpoint
-from inference.perplexity import GROUPS
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repository's packages
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.runs import ROOT, Step, mean_and_error, run_steps  # noqa: E402
+from coref.atomic import atomic_path, write_text_atomic  # noqa: E402
+from coref.cli import Parser, integer, output_folder, run_main  # noqa: E402
+from generative.dntm import MERGES, PLACEMENTS  # noqa: E402
+from inference.checkpoint import Checkpoint  # noqa: E402
+from inference.perplexity import GROUPS  # noqa: E402
 
 VARIANTS = ("baseline", *(f"{placement}/{merge}" for placement in PLACEMENTS if placement != "none"
                           for merge in MERGES))
@@ -74,7 +72,7 @@ def variant_options(variant: str) -> list[str]:
     return ["--placement", placement, "--merge", merge]
 
 
-def steps(args: argparse.Namespace, variant: str, seed: int) -> list[tuple[Path, list[str]]]:
+def steps(args: argparse.Namespace, variant: str, seed: int) -> list[Step]:
     """The commands of one run, each with the file it leaves when done."""
     folder = run_folder(Path(args.out), args.corpus, variant, seed)
     data = ["--corpus", args.corpus] + (["--data-dir", args.data_dir] if args.data_dir else [])
@@ -90,29 +88,8 @@ def steps(args: argparse.Namespace, variant: str, seed: int) -> list[tuple[Path,
 
 
 def execute(args: argparse.Namespace, variant: str, seed: int) -> None:
-    """Run the steps of one (variant, seed) whose outputs are missing; a training run that stopped resumes.
-    Training's summary (its stdout) is kept as train.json once it has finished."""
-    for output, command in steps(args, variant, seed):
-        if output.exists():
-            continue
-        if command[0] == "inference.train" and (output.parent / "last.pt").exists():
-            command = [*command, "--resume"]
-        done = subprocess.run([sys.executable, "-m", *command], cwd=ROOT, capture_output=True, text=True,
-                              env={**os.environ, "OMP_NUM_THREADS": "1"})
-        if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or ["no message"])[-1]
-            raise RuntimeError(f"{command[0]} of {variant}, seed {seed}, failed: {last}")
-        if command[0] == "inference.train":
-            write_text_atomic(output, done.stdout)
-        print(f"done: {variant} seed {seed}: {command[0]}", file=sys.stderr)
-
-
-def mean_and_error(values: Sequence[float]) -> dict[str, float | int]:
-    values = [value for value in values if value is not None and math.isfinite(value)]
-    if not values:
-        return {"mean": None, "standard_error": None, "seeds": 0}
-    error = float(np.std(values, ddof=1) / math.sqrt(len(values))) if len(values) > 1 else None
-    return {"mean": float(np.mean(values)), "standard_error": error, "seeds": len(values)}
+    """Run the steps of one (variant, seed) whose outputs are missing (:func:`benchmarks.runs.run_steps`)."""
+    run_steps(steps(args, variant, seed), f"{variant} seed {seed}")
 
 
 def parameter_count(checkpoint: Path) -> int:

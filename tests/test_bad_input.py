@@ -177,6 +177,8 @@ ROWS = [
         "argument --hidden-size: must be at least 2"),
     row("inference.train", "--model ga_gru --task babi:3 --out {run_random} --resume",
         "{run_random}/last.pt: not an entitylm reader checkpoint"),
+    row("benchmarks/coref_gru.py", "--tasks 21 --collect-only", "argument --tasks: invalid choice"),
+    row("benchmarks/coref_gru.py", "--jobs 0", "argument --jobs: must be at least 1"),
     row("inference.grid", "--model rnnlm --out {out} --sizes 0", "argument --sizes: must be at least 1"),
     row("inference.grid", "--model rnnlm --corpus nope --out {out} --sizes 8 --dropouts 0.2 --optimizers adam",
         "unknown corpus 'nope'"),
@@ -430,6 +432,7 @@ PARSERS = [  # (module, the function that builds its parser)
     ("inference.posterior", "build_parser"), ("coref.mentions", "_parser"), ("coref.resolve", "build_parser"),
     ("coref.gap", "build_parser"), ("benchmarks.coref_end_to_end", "build_parser"),
     ("benchmarks.tokenizer_agreement", "build_parser"), ("inference.reading", "build_parser"),
+    ("benchmarks.coref_gru", "build_parser"),
 ]
 
 

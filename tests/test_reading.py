@@ -82,3 +82,21 @@ def test_an_earlier_run_is_refused_and_a_bad_checkpoint_named(data_dir, tmp_path
         reading.train_reader(reading.build_parser().parse_args(argv))
     with pytest.raises(ValueError, match="not an entitylm reader checkpoint"):
         reading.train_reader(reading.build_parser().parse_args([*argv, "--resume"]))
+
+
+def test_the_benchmark_reports_avg_max_by_dev_and_failed_tasks(tmp_path):
+    from benchmarks import coref_gru
+
+    args = coref_gru.build_parser().parse_args(["--models", "ga_gru", "--tasks", "1", "2", "--seeds", "0", "1",
+                                                "--out", str(tmp_path), "--collect-only"])
+    runs = {(1, 0): (1.0, 0.98), (1, 1): (0.9, 0.99), (2, 0): (0.5, 0.40), (2, 1): (0.7, 0.60)}  # (dev, test)
+    for (task, seed), (dev, test) in runs.items():
+        folder = coref_gru.run_folder(tmp_path, "ga_gru", task, seed)
+        folder.mkdir(parents=True)
+        (folder / "train.json").write_text(json.dumps({"best_dev_accuracy": dev, "test_accuracy": test}))
+    result = coref_gru.collect(args)["models"]["ga_gru"]
+    assert result["tasks"]["1"] == {"avg": pytest.approx(0.985), "max": 0.98, "seeds": 2}  # max: by dev, not test
+    assert result["tasks"]["2"]["max"] == 0.60
+    assert result["failed_tasks"] == 1 and result["max"] == pytest.approx((0.98 + 0.60) / 2)
+    table = coref_gru.markdown_table(coref_gru.collect(args))
+    assert "| 1 | 0.985 | 0.980 |" in table and "| failed (max < 0.95) | 1 |  |" in table

@@ -1,0 +1,121 @@
+"""Dhingra et al. 2018's bAbI-1K experiment (Table 1 and Table 4): every reader on every task over seeds, written
+to benchmarks/results/coref_gru.json and coref_gru.md.
+
+    python benchmarks/coref_gru.py --data-dir DATA --seeds 0 1 2 --jobs 2 --out runs/babi
+
+Each run is ``python -m inference.train --model MODEL --task babi:N --seed S`` in ``OUT/MODEL/N/seedS``, one
+subprocess per run, ``--jobs`` at a time; a finished run (its train.json) is not run again and a stopped one
+resumes. Per model and task, as the paper reports: **avg**, the mean test accuracy over the seeds, and **max**,
+the test accuracy of the seed with the best dev accuracy; per model, both averaged over the tasks, and the
+number of failed tasks (max < 0.95).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repository's packages
+
+from benchmarks.runs import ROOT, Step, run_steps  # noqa: E402
+from coref.atomic import write_text_atomic  # noqa: E402
+from coref.babi import TASKS  # noqa: E402
+from coref.cli import Parser, integer, output_folder, run_main  # noqa: E402
+from inference.reading import READERS  # noqa: E402
+
+FAILED_BELOW = 0.95  # a task whose max accuracy is below this has failed (the paper's and bAbI's convention)
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="python benchmarks/coref_gru.py", description=__doc__)
+    parser.add_argument("--data-dir", help="folder holding babi/ (default: $ENTITYLM_DATA)")
+    parser.add_argument("--models", nargs="+", choices=READERS, default=list(READERS), help="readers to run")
+    parser.add_argument("--tasks", nargs="+", type=int, choices=TASKS, default=list(TASKS), help="bAbI tasks")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], help="one run per seed")
+    parser.add_argument("--jobs", type=integer(1), default=2, help="runs at a time (one CPU core each)")
+    parser.add_argument("--out", type=output_folder, default="runs/babi", help="folder of the runs")
+    parser.add_argument("--results", type=output_folder, default=str(ROOT / "benchmarks" / "results"),
+                        help="where coref_gru.json and coref_gru.md go")
+    parser.add_argument("--collect-only", action="store_true", help="run nothing: gather the finished runs")
+    parser.add_argument("--train-args", default="", help="further options of inference.train for every run")
+    return parser
+
+
+def run_folder(out: Path, model: str, task: int, seed: int) -> Path:
+    return out / model / str(task) / f"seed{seed}"
+
+
+def steps(args: argparse.Namespace, model: str, task: int, seed: int) -> list[Step]:
+    folder = run_folder(Path(args.out), model, task, seed)
+    data = ["--data-dir", args.data_dir] if args.data_dir else []
+    return [(folder / "train.json", ["inference.train", "--model", model, "--task", f"babi:{task}", *data,
+                                     "--seed", str(seed), "--out", str(folder), *args.train_args.split()])]
+
+
+def collect(args: argparse.Namespace) -> dict:
+    """Per model: per task avg, max (by dev) and the seeds behind them; the averages and failed tasks."""
+    result: dict = {"train_args": args.train_args, "models": {}}
+    for model in args.models:
+        tasks = {}
+        for task in args.tasks:
+            runs = [json.loads(path.read_text()) for seed in args.seeds
+                    if (path := run_folder(Path(args.out), model, task, seed) / "train.json").exists()]
+            if runs:
+                best = max(runs, key=lambda run: run["best_dev_accuracy"])  # ties: the earlier seed
+                tests = [run["test_accuracy"] for run in runs]
+                tasks[str(task)] = {"avg": sum(tests) / len(tests), "max": best["test_accuracy"], "seeds": len(runs)}
+        if tasks:
+            result["models"][model] = {
+                "tasks": tasks,
+                "avg": sum(cell["avg"] for cell in tasks.values()) / len(tasks),
+                "max": sum(cell["max"] for cell in tasks.values()) / len(tasks),
+                "failed_tasks": sum(cell["max"] < FAILED_BELOW for cell in tasks.values()),
+                "tasks_run": len(tasks),
+            }
+    return result
+
+
+def markdown_table(result: dict) -> str:
+    """Table 4's layout: one row per task, avg / max per model; then the means and the failed tasks."""
+    models = list(result["models"])
+    lines = ["| task | " + " | ".join(f"{model} avg | {model} max" for model in models) + " |",
+             "|---|" + "---:|---:|" * len(models)]
+    tasks = sorted({int(task) for entry in result["models"].values() for task in entry["tasks"]})
+    for task in tasks:
+        cells = []
+        for model in models:
+            cell = result["models"][model]["tasks"].get(str(task))
+            cells += ["-", "-"] if cell is None else [f"{cell['avg']:.3f}", f"{cell['max']:.3f}"]
+        lines.append(f"| {task} | " + " | ".join(cells) + " |")
+    lines.append("| mean | " + " | ".join(f"{result['models'][m]['avg']:.3f} | {result['models'][m]['max']:.3f}"
+                                         for m in models) + " |")
+    failed = [cell for m in models for cell in (str(result["models"][m]["failed_tasks"]), "")]
+    lines.append("| failed (max < 0.95) | " + " | ".join(failed) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+
+    def body() -> int:
+        jobs = [] if args.collect_only else [(model, task, seed) for seed in args.seeds for task in args.tasks
+                                             for model in args.models]
+        with ThreadPoolExecutor(args.jobs) as pool:
+            list(pool.map(lambda job: run_steps(steps(args, *job), f"{job[0]} babi:{job[1]} seed {job[2]}"), jobs))
+        result = collect(args)
+        results = Path(args.results)
+        write_text_atomic(results / "coref_gru.json", json.dumps(result, indent=2) + "\n")
+        table = markdown_table(result)
+        write_text_atomic(results / "coref_gru.md", table)
+        print(table, end="")
+        return 0
+
+    return run_main(body, (ValueError, OSError, RuntimeError))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -86,6 +86,17 @@ def steps_mask(lengths: torch.Tensor, steps: int) -> torch.Tensor:
 # ---- coreference as edges ---------------------------------------------------------------------------------------
 
 
+def non_overlapping(spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """A cluster's mentions as the C-GRU can read them: in order of position, each starting after the one before
+    it ends (of nested or overlapping mentions the earlier, so the outermost, is kept); what
+    :meth:`CorefEdges.from_clusters` requires of a resolver's clusters, which may nest ("[his wife [Mary]]")."""
+    kept: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if not kept or start >= kept[-1][1]:
+            kept.append((start, end))
+    return kept
+
+
 @dataclass(frozen=True)
 class CorefEdges:
     """The chains of B documents of (up to) N tokens, batch-first, as the reference code's Ei/Eo/Ri/Ro.

@@ -1,6 +1,7 @@
 """Training the Coref-GRU readers (Dhingra et al. 2018) on bAbI-1K, through ``python -m inference.train``.
 
     python -m inference.train --model ga_cgru --task babi:3 --data-dir DATA --out runs/babi/ga_cgru/3/seed0
+    python -m inference.train --model ga_cgru --task wikihop --data-dir DATA --out runs/wikihop   # a demo
 
 ``inference.train`` hands a reader's ``--model`` to this module's parser (``python -m inference.reading``
 is the same command), whose defaults are the readers' own.
@@ -36,6 +37,7 @@ import torch
 from coref.atomic import atomic_path
 from coref.babi import TASKS, BabiExample, babi_answer_classes, babi_vocabulary, load_babi
 from coref.cli import Parser, integer, output_folder, progress, real, run_main
+from coref.wikihop import load_wikihop_sample
 from generative.coref_gru import (
     BiReader,
     GatedAttentionReader,
@@ -43,6 +45,7 @@ from generative.coref_gru import (
     ReadingExample,
     make_reading_batch,
     matched_hidden_size,
+    non_overlapping,
 )
 from inference.checkpoint import CheckpointError, module_weights, read_torch_file
 from inference.common import resolve_device, set_seed
@@ -56,32 +59,42 @@ READERS = {  # name: (reader class, recurrent layer)
 }
 FORMAT = "entitylm-reader-1"
 PAD = "<pad>"
+WIKIHOP_CHAINS = 50  # chains per WikiHop document, the sequential one included (Appendix B)
 HALVE_EVERY = 120  # updates between halvings of the learning rate (Appendix B)
 DEFAULT_LEARNING_RATE = 0.01
 
 
-def parse_task(text: str) -> int:
-    """``babi:N`` -> N, for N in 1..20; anything else is a ValueError saying what is expected."""
+def parse_task(text: str) -> str:
+    """``babi:N`` (N in 1..20) or ``wikihop``, as given; anything else is a ValueError saying what is expected."""
     corpus, _, number = text.partition(":")
-    if corpus != "babi" or not number.isdigit() or int(number) not in TASKS:
-        raise ValueError(f"--task {text!r}: expected babi:N with N in 1..20")
-    return int(number)
+    if text != "wikihop" and (corpus != "babi" or not number.isdigit() or int(number) not in TASKS):
+        raise ValueError(f"--task {text!r}: expected babi:N with N in 1..20, or wikihop")
+    return text
 
 
 @dataclass(frozen=True)
 class ReadingData:
     """A bAbI task as the readers read it: examples of the three splits, the words, and the answers."""
 
-    task: int
+    task: str  # babi:N or wikihop
     words: list[str]  # id 0 is padding; a word unseen in training reads as padding
     classes: list[str] | None  # the answers of a classification task; None for an extractive one
     splits: dict[str, list[ReadingExample]]
     max_chains: int  # the sequential chain plus the most coreference chains of any example
 
     @classmethod
+    def of(cls, task: str, data_dir: str | None, words: list[str] | None = None,
+           classes: list[str] | None = None) -> ReadingData:
+        """The data of a task (:func:`parse_task`); ``words`` and ``classes`` from a checkpoint, else from the
+        training split."""
+        if task == "wikihop":
+            return cls.wikihop(data_dir, words)
+        return cls.babi(int(task.partition(":")[2]), data_dir, words, classes)
+
+    @classmethod
     def babi(cls, task: int, data_dir: str | None, words: list[str] | None = None,
              classes: list[str] | None = None) -> ReadingData:
-        """The task's splits; ``words`` and ``classes`` from a checkpoint, else from the training split."""
+        """A bAbI task's splits."""
         loaded = {split: load_babi(task, split, data_dir) for split in ("train", "dev", "test")}
         if words is None:
             words = [PAD, *babi_vocabulary(loaded["train"])]
@@ -97,7 +110,48 @@ class ReadingData:
 
         splits = {split: [example(item) for item in items] for split, items in loaded.items()}
         max_chains = 1 + max(len(item.clusters) for items in loaded.values() for item in items)
-        return cls(task, words, classes, splits, max_chains)
+        return cls(f"babi:{task}", words, classes, splits, max_chains)
+
+    @classmethod
+    def wikihop(cls, data_dir: str | None, words: list[str] | None = None) -> ReadingData:
+        """The WikiHop sample, a demo of the reader on long multi-paragraph documents (no accuracy claims: 50
+        questions): train on its 22 training records, select and test on its 28 dev records.
+
+        Words are lowercased. A candidate is read, by attention-sum, at the last token of its occurrences in
+        the document; a question where two candidates end in the same word, or the answer does not occur, is
+        left out. Chains come from the bundled raw-text pipeline (:mod:`coref.resolve`), at most
+        :data:`WIKIHOP_CHAINS` per document (the paper: 50).
+        """
+        from coref.resolve import bundled_pipeline  # the detector's torch model loads only for WikiHop
+
+        loaded = load_wikihop_sample(data_dir)
+        pipeline = bundled_pipeline()
+        lowered = [[token.lower() for token in item.document.tokens] for item in loaded]
+        if words is None:
+            vocabulary = {token for tokens in lowered for token in tokens}
+            vocabulary |= {token for item in loaded for token in item.query.split()}
+            words = [PAD, *sorted(vocabulary)]
+        index = {word: number for number, word in enumerate(words)}
+        examples: dict[str, list[ReadingExample]] = {"train": [], "dev": []}
+        for item, tokens in zip(loaded, lowered):
+            ends = {candidate: _occurrence_ends(tokens, candidate.split()) for candidate in item.candidates}
+            last_words = [candidate.split()[-1] for candidate in item.candidates]
+            if not ends.get(item.answer) or len(set(last_words)) < len(last_words):
+                continue
+            chains = [non_overlapping(chain) for chain in pipeline.resolve(item.document).clusters()]
+            clusters = [chain for chain in chains if len(chain) > 1][: WIKIHOP_CHAINS - 1]
+            examples["dev" if item.id.startswith("WH_dev") else "train"].append(ReadingExample(
+                [index.get(token, 0) for token in tokens], [index.get(token, 0) for token in item.query.split()],
+                index.get(item.answer.split()[-1], 0), clusters,
+                sorted({end for found in ends.values() for end in found})))
+        return cls("wikihop", words, None, {**examples, "test": examples["dev"]}, WIKIHOP_CHAINS)
+
+
+def _occurrence_ends(tokens: Sequence[str], words: Sequence[str]) -> list[int]:
+    """The position of the last token of every occurrence of ``words`` in ``tokens``."""
+    width = len(words)
+    return [start + width - 1 for start in range(len(tokens) - width + 1)
+            if list(tokens[start:start + width]) == list(words)]
 
 
 def reader_config(args: argparse.Namespace, data: ReadingData) -> ReaderConfig:
@@ -155,9 +209,9 @@ def train_reader(args: argparse.Namespace) -> int:
     if resumed is None and (out / "last.pt").exists():
         raise ValueError(f"{out}: holds an earlier run (--resume continues it)")
     if resumed:
-        data = ReadingData.babi(task, args.data_dir, resumed["words"], resumed["classes"])
+        data = ReadingData.of(task, args.data_dir, resumed["words"], resumed["classes"])
     else:
-        data = ReadingData.babi(task, args.data_dir)
+        data = ReadingData.of(task, args.data_dir)
     config = ReaderConfig.from_dict(resumed["config"]) if resumed else reader_config(args, data)
     model = READERS[args.model][0](config).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
@@ -176,7 +230,7 @@ def train_reader(args: argparse.Namespace) -> int:
         started, total = time.perf_counter(), 0.0
         order = np.random.default_rng(args.seed + state["epoch"]).permutation(len(train))
         for batch in progress(batches(train, args.batch_size, data.max_chains, device, order),
-                              desc=f"{args.model} babi:{task}: epoch {state['epoch'] + 1}", unit="batch"):
+                              desc=f"{args.model} {task}: epoch {state['epoch'] + 1}", unit="batch"):
             loss = -model.log_likelihood(batch).mean()
             optimizer.zero_grad()
             loss.backward()
@@ -211,7 +265,8 @@ def train_reader(args: argparse.Namespace) -> int:
 def build_parser() -> Parser:
     parser = Parser(prog="python -m inference.train", description=__doc__)
     parser.add_argument("--model", choices=READERS, required=True, help="the reader to train")
-    parser.add_argument("--task", required=True, help="babi:N, N in 1..20 (the 1K English set)")
+    parser.add_argument("--task", required=True,
+                        help="babi:N, N in 1..20 (the 1K English set), or wikihop (the 50-question sample: a demo)")
     parser.add_argument("--data-dir", help="folder holding babi/ (default: $ENTITYLM_DATA)")
     parser.add_argument("--out", required=True, type=output_folder,
                         help="output folder: model.pt (best weights, test accuracy), last.pt (for --resume)")

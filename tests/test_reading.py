@@ -14,7 +14,7 @@ TINY = ["--embedding-size", "8", "--hidden-size", "8", "--device", "cpu"]
 
 
 @pytest.fixture()
-def data_dir(tmp_path: Path) -> Path:
+def babi_dir(tmp_path: Path) -> Path:
     """Task 11 (extractive: every answer is in its story) and task 13, each story three times in training."""
     for task, text in ((11, TASK11), (13, TASK13)):
         name = {11: "qa11_basic-coreference", 13: "qa13_compound-coreference"}[task]
@@ -24,14 +24,14 @@ def data_dir(tmp_path: Path) -> Path:
 
 
 def test_task_names_are_checked():
-    assert reading.parse_task("babi:13") == 13
+    assert reading.parse_task("babi:13") == "babi:13" and reading.parse_task("wikihop") == "wikihop"
     for bad in ("babi:0", "babi:21", "lambada", "babi:x"):
         with pytest.raises(ValueError, match="expected babi:N"):
             reading.parse_task(bad)
 
 
-def test_extractive_and_classification_tasks_and_their_chains(data_dir):
-    data = reading.ReadingData.babi(11, str(data_dir))
+def test_extractive_and_classification_tasks_and_their_chains(babi_dir):
+    data = reading.ReadingData.babi(11, str(babi_dir))
     assert data.classes is None  # every answer occurs in its story: attention-sum over the story
     example = data.splits["test"][0]
     assert data.words[example.answer] == "bedroom"
@@ -40,9 +40,9 @@ def test_extractive_and_classification_tasks_and_their_chains(data_dir):
 
 
 @pytest.mark.parametrize("model", sorted(reading.READERS))
-def test_every_reader_trains_through_the_shared_command_and_resumes(model, data_dir, tmp_path, capsys):
+def test_every_reader_trains_through_the_shared_command_and_resumes(model, babi_dir, tmp_path, capsys):
     out = tmp_path / "run"
-    argv = ["--model", model, "--task", "babi:13", "--data-dir", str(data_dir), "--out", str(out), "--patience", "5",
+    argv = ["--model", model, "--task", "babi:13", "--data-dir", str(babi_dir), "--out", str(out), "--patience", "5",
             *TINY]
     assert train.main([*argv, "--epochs", "2"]) == 0
     summary = json.loads(capsys.readouterr().out)
@@ -55,16 +55,16 @@ def test_every_reader_trains_through_the_shared_command_and_resumes(model, data_
         assert reading.load(out / "last.pt")["training"]["state"]["epoch"] == 3
 
 
-def test_the_loss_falls_on_task_11(data_dir, tmp_path, capsys):
+def test_the_loss_falls_on_task_11(babi_dir, tmp_path, capsys):
     out = tmp_path / "run"
-    assert train.main(["--model", "ga_cgru", "--task", "babi:11", "--data-dir", str(data_dir), "--out", str(out),
+    assert train.main(["--model", "ga_cgru", "--task", "babi:11", "--data-dir", str(babi_dir), "--out", str(out),
                        "--epochs", "4", "--patience", "10", "--lr", "0.05", *TINY]) == 0
     history = reading.load(out / "last.pt")["training"]["state"]["history"]
     assert history[-1]["train_nll"] < history[0]["train_nll"]
 
 
-def test_the_one_hot_baseline_matches_the_c_gru_parameter_count(data_dir):
-    data = reading.ReadingData.babi(13, str(data_dir))
+def test_the_one_hot_baseline_matches_the_c_gru_parameter_count(babi_dir):
+    data = reading.ReadingData.babi(13, str(babi_dir))
     args = reading.build_parser().parse_args(["--model", "ga_gru_onehot", "--task", "babi:13", "--out", "x"])
     onehot = reading.GatedAttentionReader(reading.reader_config(args, data))
     args.model = "ga_cgru"
@@ -73,11 +73,11 @@ def test_the_one_hot_baseline_matches_the_c_gru_parameter_count(data_dir):
     assert abs(sum(p.numel() for p in onehot.parameters()) - count) / count < 0.05
 
 
-def test_an_earlier_run_is_refused_and_a_bad_checkpoint_named(data_dir, tmp_path):
+def test_an_earlier_run_is_refused_and_a_bad_checkpoint_named(babi_dir, tmp_path):
     out = tmp_path / "run"
     out.mkdir()
     (out / "last.pt").write_bytes(b"not a checkpoint")
-    argv = ["--model", "bi_gru", "--task", "babi:11", "--data-dir", str(data_dir), "--out", str(out), *TINY]
+    argv = ["--model", "bi_gru", "--task", "babi:11", "--data-dir", str(babi_dir), "--out", str(out), *TINY]
     with pytest.raises(ValueError, match="holds an earlier run"):
         reading.train_reader(reading.build_parser().parse_args(argv))
     with pytest.raises(ValueError, match="not an entitylm reader checkpoint"):
@@ -100,3 +100,24 @@ def test_the_benchmark_reports_avg_max_by_dev_and_failed_tasks(tmp_path):
     assert result["failed_tasks"] == 1 and result["max"] == pytest.approx((0.98 + 0.60) / 2)
     table = coref_gru.markdown_table(coref_gru.collect(args))
     assert "| 1 | 0.985 | 0.980 |" in table and "| failed (max < 0.95) | 1 |  |" in table
+
+
+def test_the_wikihop_sample_runs_through_the_reader(data_dir):
+    """The demo of the module docstring, on two questions and an untrained tiny reader: no accuracy claim."""
+    if not (data_dir / "wikihop_sample").is_dir():
+        pytest.skip(f"WikiHop sample unavailable: {data_dir / 'wikihop_sample'} does not exist")
+    data = reading.ReadingData.of("wikihop", str(data_dir))
+    assert len(data.splits["train"]) + len(data.splits["dev"]) <= 50 and data.splits["dev"] == data.splits["test"]
+    examples = data.splits["dev"][:2]
+    for example in examples:
+        assert example.answer in {example.document[position] for position in example.candidates}
+        assert all(start >= end_before for chain in example.clusters
+                   for (_, end_before), (start, _) in zip(chain, chain[1:]))  # chains the C-GRU can read
+    config = reading.ReaderConfig(len(data.words), embedding_size=8, hidden_size=8, answer="candidates",
+                                  max_chains=data.max_chains)
+    model = reading.GatedAttentionReader(config)
+    batch = reading.make_reading_batch(examples, data.max_chains)
+    log_likelihood = model.log_likelihood(batch)
+    assert log_likelihood.shape == (2,) and bool(log_likelihood.isfinite().all())
+    candidates = [{example.document[position] for position in example.candidates} for example in examples]
+    assert all(int(word) in found for word, found in zip(model.predict(batch), candidates))

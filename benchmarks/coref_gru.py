@@ -1,13 +1,19 @@
-"""Dhingra et al. 2018's bAbI-1K experiment (Table 1 and Table 4): every reader on every task over seeds, written
-to benchmarks/results/coref_gru.json and coref_gru.md.
+"""Dhingra et al. 2018's bAbI-1K experiment (Table 1 and Table 4): every reader on every task over seeds, and
+their LAMBADA experiment (Table 3): GA w/ GRU against GA w/ C-GRU, written to benchmarks/results/coref_gru.json
+and coref_gru.md.
 
     python benchmarks/coref_gru.py --data-dir DATA --seeds 0 1 2 --jobs 2 --out runs/babi
+    python benchmarks/coref_gru.py --data-dir DATA --tasks --lambada-seeds 0 --lambada-out runs/lambada
 
 Each run is ``python -m inference.train --model MODEL --task babi:N --seed S`` in ``OUT/MODEL/N/seedS``, one
 subprocess per run, ``--jobs`` at a time; a finished run (its train.json) is not run again and a stopped one
 resumes. Per model and task, as the paper reports: **avg**, the mean test accuracy over the seeds, and **max**,
 the test accuracy of the seed with the best dev accuracy; per model, both averaged over the tasks, and the
 number of failed tasks (max < 0.95).
+
+LAMBADA runs (``OUT/MODEL/seedS`` under ``--lambada-out``) report test accuracy overall and on the passages
+whose answer is in the context, and per seed McNemar's exact test of GA w/ GRU against GA w/ C-GRU on the same
+test questions (the two-sided binomial test of the discordant pairs).
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from scipy.stats import binomtest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repository's packages
 
 from benchmarks.runs import ROOT, Step, run_steps  # noqa: E402
@@ -28,20 +36,26 @@ from coref.cli import Parser, integer, output_folder, run_main  # noqa: E402
 from inference.reading import READERS  # noqa: E402
 
 FAILED_BELOW = 0.95  # a task whose max accuracy is below this has failed (the paper's and bAbI's convention)
+LAMBADA_MODELS = ("ga_gru", "ga_cgru")  # Table 3's comparison
 
 
 def build_parser() -> Parser:
     parser = Parser(prog="python benchmarks/coref_gru.py", description=__doc__)
     parser.add_argument("--data-dir", help="folder holding babi/ (default: $ENTITYLM_DATA)")
     parser.add_argument("--models", nargs="+", choices=READERS, default=list(READERS), help="readers to run")
-    parser.add_argument("--tasks", nargs="+", type=int, choices=TASKS, default=list(TASKS), help="bAbI tasks")
+    parser.add_argument("--tasks", nargs="*", type=int, choices=TASKS, default=list(TASKS),
+                        help="bAbI tasks (none: LAMBADA only)")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], help="one run per seed")
     parser.add_argument("--jobs", type=integer(1), default=2, help="runs at a time (one CPU core each)")
     parser.add_argument("--out", type=output_folder, default="runs/babi", help="folder of the runs")
     parser.add_argument("--results", type=output_folder, default=str(ROOT / "benchmarks" / "results"),
                         help="where coref_gru.json and coref_gru.md go")
     parser.add_argument("--collect-only", action="store_true", help="run nothing: gather the finished runs")
-    parser.add_argument("--train-args", default="", help="further options of inference.train for every run")
+    parser.add_argument("--train-args", default="", help="further options of inference.train for every bAbI run")
+    parser.add_argument("--lambada-seeds", nargs="*", type=int, default=[],
+                        help="one LAMBADA run of GA w/ GRU and of GA w/ C-GRU per seed (default: none)")
+    parser.add_argument("--lambada-out", type=output_folder, default="runs/lambada", help="folder of the LAMBADA runs")
+    parser.add_argument("--lambada-args", default="", help="further options of inference.train for LAMBADA runs")
     return parser
 
 
@@ -56,12 +70,55 @@ def steps(args: argparse.Namespace, model: str, task: int, seed: int) -> list[St
                                      "--seed", str(seed), "--out", str(folder), *args.train_args.split()])]
 
 
+def lambada_steps(args: argparse.Namespace, model: str, seed: int) -> list[Step]:
+    folder = Path(args.lambada_out) / model / f"seed{seed}"
+    data = ["--data-dir", args.data_dir] if args.data_dir else []
+    return [(folder / "train.json", ["inference.train", "--model", model, "--task", "lambada", *data,
+                                     "--seed", str(seed), "--out", str(folder), *args.lambada_args.split()])]
+
+
+def mcnemar(first: list[bool], second: list[bool]) -> dict[str, float | int]:
+    """McNemar's exact test on paired right/wrong answers: b questions only ``first`` answers right, c only
+    ``second``; p is the two-sided binomial test of b against b + c at one half."""
+    b = sum(x and not y for x, y in zip(first, second))
+    c = sum(y and not x for x, y in zip(first, second))
+    return {"only_first": b, "only_second": c, "p": binomtest(b, b + c, 0.5).pvalue if b + c else 1.0}
+
+
+def collect_lambada(args: argparse.Namespace) -> dict:
+    """Per model, the test accuracies of every finished seed (every ``seedS`` folder with a test.json) and their
+    means; per seed run by both models, McNemar's test of GRU against C-GRU, overall and on the in-context
+    passages."""
+    tests = {model: {int(path.parent.name.removeprefix("seed")): json.loads(path.read_text())
+                     for path in sorted((Path(args.lambada_out) / model).glob("seed*/test.json"))}
+             for model in LAMBADA_MODELS}
+    result: dict = {"train_args": args.lambada_args, "models": {}, "mcnemar": {}}
+    for model, runs in tests.items():
+        if runs:
+            result["models"][model] = {
+                "seeds": len(runs),
+                "overall": sum(run["test_accuracy"] for run in runs.values()) / len(runs),
+                "in_context": sum(run["test_accuracy_in_context"] for run in runs.values()) / len(runs),
+                "per_seed": {str(seed): {"overall": run["test_accuracy"], "in_context": run["test_accuracy_in_context"]}
+                             for seed, run in runs.items()},
+            }
+    gru, cgru = (tests[model] for model in LAMBADA_MODELS)
+    for seed in sorted(set(gru) & set(cgru)):
+        inside = gru[seed]["test_in_context"]
+        result["mcnemar"][str(seed)] = {
+            "overall": mcnemar(gru[seed]["test_correct"], cgru[seed]["test_correct"]),
+            "in_context": mcnemar(*([flag for flag, keep in zip(run["test_correct"], inside) if keep]
+                                    for run in (gru[seed], cgru[seed]))),
+        }
+    return result
+
+
 def collect(args: argparse.Namespace) -> dict:
     """Per model: per task avg, max (by dev) and the seeds behind them; the averages and failed tasks."""
     result: dict = {"train_args": args.train_args, "models": {}}
     for model in args.models:
         tasks = {}
-        for task in args.tasks:
+        for task in args.tasks or TASKS:  # no tasks to run: gather them all
             runs = [json.loads(path.read_text()) for seed in args.seeds
                     if (path := run_folder(Path(args.out), model, task, seed) / "train.json").exists()]
             if runs:
@@ -76,7 +133,22 @@ def collect(args: argparse.Namespace) -> dict:
                 "failed_tasks": sum(cell["max"] < FAILED_BELOW for cell in tasks.values()),
                 "tasks_run": len(tasks),
             }
+    lambada = collect_lambada(args)
+    if lambada["models"]:
+        result["lambada"] = lambada
     return result
+
+
+def lambada_table(lambada: dict) -> str:
+    """Table 3's layout: test accuracy overall and in context per model; McNemar's p per seed."""
+    lines = ["| LAMBADA test | seeds | overall | in context |", "|---|---:|---:|---:|"]
+    lines += [f"| {model} | {entry['seeds']} | {entry['overall']:.4f} | {entry['in_context']:.4f} |"
+              for model, entry in lambada["models"].items()]
+    for seed, tests in lambada["mcnemar"].items():
+        lines.append(f"| McNemar p, seed {seed} (only GRU / only C-GRU right) | | "
+                     + " | ".join(f"{t['p']:.3g} ({t['only_first']} / {t['only_second']})"
+                                  for t in (tests["overall"], tests["in_context"])) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def markdown_table(result: dict) -> str:
@@ -102,14 +174,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
 
     def body() -> int:
-        jobs = [] if args.collect_only else [(model, task, seed) for seed in args.seeds for task in args.tasks
-                                             for model in args.models]
+        jobs = [] if args.collect_only else [
+            *((steps(args, model, task, seed), f"{model} babi:{task} seed {seed}")
+              for seed in args.seeds for task in args.tasks for model in args.models),
+            *((lambada_steps(args, model, seed), f"{model} lambada seed {seed}")
+              for seed in args.lambada_seeds for model in LAMBADA_MODELS)]
         with ThreadPoolExecutor(args.jobs) as pool:
-            list(pool.map(lambda job: run_steps(steps(args, *job), f"{job[0]} babi:{job[1]} seed {job[2]}"), jobs))
+            list(pool.map(lambda job: run_steps(*job), jobs))
         result = collect(args)
         results = Path(args.results)
         write_text_atomic(results / "coref_gru.json", json.dumps(result, indent=2) + "\n")
-        table = markdown_table(result)
+        table = (markdown_table(result) if result["models"] else "") + (
+            "\n" + lambada_table(result["lambada"]) if "lambada" in result else "")
         write_text_atomic(results / "coref_gru.md", table)
         print(table, end="")
         return 0

@@ -23,7 +23,9 @@ written atomically after every epoch.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import math
 import sys
 import time
 from collections.abc import Sequence
@@ -34,9 +36,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from coref.atomic import atomic_path
+from coref.atomic import atomic_path, write_text_atomic
 from coref.babi import TASKS, BabiExample, babi_answer_classes, babi_vocabulary, load_babi
 from coref.cli import Parser, integer, output_folder, progress, real, run_main
+from coref.lambada import LambadaExample, is_candidate, lambada_clusters, lambada_splits
 from coref.wikihop import load_wikihop_sample
 from generative.coref_gru import (
     BiReader,
@@ -60,16 +63,44 @@ READERS = {  # name: (reader class, recurrent layer)
 FORMAT = "entitylm-reader-1"
 PAD = "<pad>"
 WIKIHOP_CHAINS = 50  # chains per WikiHop document, the sequential one included (Appendix B)
-HALVE_EVERY = 120  # updates between halvings of the learning rate (Appendix B)
-DEFAULT_LEARNING_RATE = 0.01
+LAMBADA_CHAINS = 15  # chains per LAMBADA passage, the sequential one included (Appendix B)
+BEGIN = "@begin"  # starts every LAMBADA query (as in the reference code), so that none is empty
+UNKNOWN_TYPES = 100  # per-passage ids @unk1..@unk100 of LAMBADA words unseen in training (reference code)
+ROOT = Path(__file__).resolve().parents[1]
+LAMBADA_PIPELINE = {  # the raw-text pipeline trained on lowercased LitBank (LAMBADA is lowercase)
+    "detector": ROOT / "coref" / "pretrained" / "lowercase" / "mentions.pt",
+    "resolver": ROOT / "coref" / "pretrained" / "lowercase" / "resolver.npz",
+}
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Appendix B's training settings of a task family; ``halve_every`` in updates, or in epochs when
+    ``halve_per_epochs`` (LAMBADA's "halved every 2 epochs")."""
+
+    size: int  # d: word embeddings and hidden units per direction
+    batch_size: int
+    lr: float
+    halve_every: int
+    dropout: float
+    halve_per_epochs: bool = False
+
+
+SCHEDULES = {
+    "babi": Schedule(64, 32, 0.01, 120, 0.1),
+    "lambada": Schedule(256, 64, 0.0005, 2, 0.2, halve_per_epochs=True),
+    "wikihop": Schedule(64, 16, 0.0005, 2500, 0.2),
+}
 BUCKET_BATCHES = 10  # batches per window sorted by length (bucketed_order)
+EVAL_BATCH = 256  # questions per evaluation batch
 
 
 def parse_task(text: str) -> str:
-    """``babi:N`` (N in 1..20) or ``wikihop``, as given; anything else is a ValueError saying what is expected."""
+    """``babi:N`` (N in 1..20), ``lambada`` or ``wikihop``, as given; anything else is a ValueError saying what
+    is expected."""
     corpus, _, number = text.partition(":")
-    if text != "wikihop" and (corpus != "babi" or not number.isdigit() or int(number) not in TASKS):
-        raise ValueError(f"--task {text!r}: expected babi:N with N in 1..20, or wikihop")
+    if text not in ("lambada", "wikihop") and (corpus != "babi" or not number.isdigit() or int(number) not in TASKS):
+        raise ValueError(f"--task {text!r}: expected babi:N with N in 1..20, lambada or wikihop")
     return text
 
 
@@ -77,11 +108,12 @@ def parse_task(text: str) -> str:
 class ReadingData:
     """A bAbI task as the readers read it: examples of the three splits, the words, and the answers."""
 
-    task: str  # babi:N or wikihop
-    words: list[str]  # id 0 is padding; a word unseen in training reads as padding
+    task: str  # babi:N, lambada or wikihop
+    words: list[str]  # id 0 is padding; a word unseen in training reads as padding (LAMBADA: as @unkN)
     classes: list[str] | None  # the answers of a classification task; None for an extractive one
     splits: dict[str, list[ReadingExample]]
     max_chains: int  # the sequential chain plus the most coreference chains of any example
+    in_context: dict[str, list[bool]] | None = None  # LAMBADA: per split, whether each answer is in the context
 
     @classmethod
     def of(cls, task: str, data_dir: str | None, words: list[str] | None = None,
@@ -90,6 +122,8 @@ class ReadingData:
         training split."""
         if task == "wikihop":
             return cls.wikihop(data_dir, words)
+        if task == "lambada":
+            return cls.lambada(data_dir, words)
         return cls.babi(int(task.partition(":")[2]), data_dir, words, classes)
 
     @classmethod
@@ -148,6 +182,70 @@ class ReadingData:
         return cls("wikihop", words, None, {**examples, "test": examples["dev"]}, WIKIHOP_CHAINS)
 
 
+    @classmethod
+    def lambada(cls, data_dir: str | None, words: list[str] | None = None,
+                chains_cache: str | Path | None = None) -> ReadingData:
+        """LAMBADA as reading comprehension (:mod:`coref.lambada`): ``train`` and ``dev`` are 90% and 10% of the
+        development set, ``test`` the test set; the paper trained on LAMBADA's novels, which are not here.
+
+        The document is the context **and** the query sentence, so that the C-GRU reads the query's mentions of
+        the context's entities (the reference code chains the query's C-GRU memory to the document's instead);
+        the attention-sum chooses among the context's candidate positions only, and the query (``@begin`` +
+        the last sentence without its last word) goes through the query encoder. Words are the training
+        passages' (with their answers); any other word reads as ``@unkN``, numbered per passage by first
+        occurrence, as the reference code does, so that the attention-sum still tells unseen words apart.
+        Chains are the bundled lowercase pipeline's (:func:`lambada_chains`), at most :data:`LAMBADA_CHAINS`
+        − 1 per passage, made non-overlapping. Training keeps the passages whose answer is a candidate; dev
+        and test keep every passage (one whose answer is not in the context is always wrong)."""
+        loaded = lambada_splits(data_dir)
+        if words is None:
+            vocabulary = {word for item in loaded["train"] for word in (*item.tokens, item.answer)}
+            words = [PAD, BEGIN, *(f"@unk{n}" for n in range(1, UNKNOWN_TYPES + 1)), *sorted(vocabulary)]
+        index = {word: number for number, word in enumerate(words)}
+        splits, in_context = {}, {}
+        for split, items in loaded.items():
+            chains = lambada_chains(items, chains_cache)
+            examples = []
+            for item, found in zip(items, chains):
+                ids = _passage_ids([*item.tokens, item.answer], index)
+                candidates = [i for i, word in enumerate(item.context) if is_candidate(word)] or [0]
+                clusters = [non_overlapping(chain) for chain in found][: LAMBADA_CHAINS - 1]
+                examples.append(ReadingExample(ids[:-1], [index[BEGIN], *ids[len(item.context):-1]], ids[-1],
+                                               clusters, candidates))
+            flags = [item.answer in {item.context[i] for i in example.candidates}
+                     for item, example in zip(items, examples)]
+            if split == "train":
+                examples = [example for example, flag in zip(examples, flags) if flag]
+                flags = [True] * len(examples)
+            splits[split], in_context[split] = examples, flags
+        return cls("lambada", words, None, {"train": splits["train"], "dev": splits["valid"],
+                                            "test": splits["test"]}, LAMBADA_CHAINS,
+                   {"dev": in_context["valid"], "test": in_context["test"]})
+
+
+def lambada_chains(examples: Sequence[LambadaExample], cache: str | Path | None) -> list[list[list[tuple[int, int]]]]:
+    """The LAMBADA passages' chains by the lowercase pipeline (LAMBADA is lowercase; :data:`LAMBADA_PIPELINE`),
+    cached in ``cache`` (default ``runs/lambada_chains/<models' hash>-<n>.json``)."""
+    from coref.resolve import CorefPipeline  # the models need torch's detector only here
+
+    files = [LAMBADA_PIPELINE["detector"], LAMBADA_PIPELINE["resolver"]]
+    missing = [str(path) for path in files if not path.is_file()]
+    if missing:
+        raise FileNotFoundError(f"the lowercase coreference pipeline {missing} is missing: train it as the README's "
+                                "Coref-GRU section says")
+    digest = hashlib.sha256(b"".join(path.read_bytes() for path in files)).hexdigest()[:12]
+    cache = cache or ROOT / "runs" / "lambada_chains" / f"{digest}-{len(examples)}.json"
+    return lambada_clusters(examples, CorefPipeline.load(*files), cache)
+
+
+def _passage_ids(words: Sequence[str], index: dict[str, int]) -> list[int]:
+    """The ids of a passage's ``words``: a known word's own, an unknown one @unkN, N counting the passage's
+    unknown word types in order of first occurrence (wrapping after :data:`UNKNOWN_TYPES`)."""
+    unknown: dict[str, int] = {}
+    return [index[word] if word in index
+            else index[f"@unk{unknown.setdefault(word, len(unknown) % UNKNOWN_TYPES + 1)}"] for word in words]
+
+
 def _occurrence_ends(tokens: Sequence[str], words: Sequence[str]) -> list[int]:
     """The position of the last token of every occurrence of ``words`` in ``tokens``."""
     width = len(words)
@@ -190,12 +288,35 @@ def batches(examples: Sequence[ReadingExample], size: int, max_chains: int, devi
             for start in range(0, len(order), size)]
 
 
-def accuracy(model: torch.nn.Module, batched: Sequence) -> float:
-    """The fraction of questions answered right (a test answer that is no training class counts as wrong)."""
+def correct(model: torch.nn.Module, batched: Sequence) -> list[bool]:
+    """Per question, in batch order, whether it is answered right (a test answer that is no training class, or
+    a LAMBADA answer on no candidate position, is wrong)."""
     model.eval()
     with torch.no_grad():
-        right = sum(int((model.predict(batch) == batch.answer).sum()) for batch in batched)
-    return right / sum(batch.size for batch in batched)
+        return [bool(right) for batch in batched for right in (model.predict(batch) == batch.answer).tolist()]
+
+
+def accuracy(model: torch.nn.Module, batched: Sequence) -> float:
+    """The fraction of questions answered right."""
+    right = correct(model, batched)
+    return sum(right) / len(right)
+
+
+def test_report(model: torch.nn.Module, data: ReadingData, device: torch.device) -> dict[str, Any]:
+    """Test accuracy and, per test question in file order, whether it was answered right; for LAMBADA also the
+    accuracy on the passages whose answer is in the context (the paper's Table 3 "context" column)."""
+    examples = data.splits["test"]
+    order = sorted(range(len(examples)), key=lambda i: len(examples[i].document))
+    right = [False] * len(examples)
+    for i, flag in zip(order, correct(model, batches(examples, EVAL_BATCH, data.max_chains, device, order))):
+        right[i] = flag
+    report: dict[str, Any] = {"test_accuracy": sum(right) / len(right)}
+    if data.in_context is not None:
+        inside = [flag for flag, answerable in zip(right, data.in_context["test"]) if answerable]
+        report["test_accuracy_in_context"] = sum(inside) / len(inside)
+        report["test_in_context"] = data.in_context["test"]
+    report["test_correct"] = right
+    return report
 
 
 def save(path: Path, args: argparse.Namespace, data: ReadingData, config: ReaderConfig, weights: dict,
@@ -214,6 +335,16 @@ def load(path: Path) -> dict[str, Any]:
     return payload
 
 
+def load_reader(path: str | Path, device: str | torch.device = "cpu") -> tuple[GatedAttentionReader, dict[str, Any]]:
+    """The best weights of a reader checkpoint (``OUT/model.pt``) in eval mode, and the checkpoint (its
+    ``task``, ``words``, ``classes`` and ``training`` summary): ``ReadingData.of(checkpoint["task"], data_dir,
+    checkpoint["words"], checkpoint["classes"])`` gives the data it reads."""
+    checkpoint = load(Path(path))
+    model = READERS[checkpoint["model"]][0](ReaderConfig.from_dict(checkpoint["config"]))
+    model.load_state_dict(checkpoint["weights"]["model"])
+    return model.to(device).eval(), checkpoint
+
+
 def train_reader(args: argparse.Namespace) -> int:
     """The training loop of the module docstring; prints the summary as JSON."""
     task = parse_task(args.task)
@@ -230,7 +361,9 @@ def train_reader(args: argparse.Namespace) -> int:
     config = ReaderConfig.from_dict(resumed["config"]) if resumed else reader_config(args, data)
     model = READERS[args.model][0](config).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
-    schedule = torch.optim.lr_scheduler.StepLR(optimizer, HALVE_EVERY, gamma=0.5)
+    train = data.splits["train"]
+    halve_every = args.halve_every * (math.ceil(len(train) / args.batch_size) if args.halve_per_epochs else 1)
+    schedule = torch.optim.lr_scheduler.StepLR(optimizer, halve_every, gamma=0.5)
     state: dict[str, Any] = {"epoch": 0, "best_dev": -1.0, "bad_epochs": 0, "history": []}
     best = module_weights(model)
     if resumed:
@@ -238,8 +371,7 @@ def train_reader(args: argparse.Namespace) -> int:
         optimizer.load_state_dict(resumed["weights"]["optimizer"])
         schedule.load_state_dict(resumed["weights"]["schedule"])
         best, state = resumed["weights"]["best"], resumed["training"]["state"]
-    dev = batches(data.splits["dev"], 256, data.max_chains, device)
-    train = data.splits["train"]
+    dev = batches(data.splits["dev"], EVAL_BATCH, data.max_chains, device)
     while state["epoch"] < args.epochs and state["bad_epochs"] < args.patience and state["best_dev"] < 1.0:
         model.train()
         started, total = time.perf_counter(), 0.0
@@ -268,11 +400,13 @@ def train_reader(args: argparse.Namespace) -> int:
                                                    "optimizer": optimizer.state_dict(),
                                                    "schedule": schedule.state_dict()}, training)
     model.load_state_dict(best)
-    test = accuracy(model, batches(data.splits["test"], 256, data.max_chains, device))
+    report = test_report(model, data, device)
     summary = {"model": args.model, "task": task, "epochs": state["epoch"], "best_dev_accuracy": state["best_dev"],
-               "test_accuracy": test, "parameters": sum(p.numel() for p in model.parameters()),
+               **{key: value for key, value in report.items() if "accuracy" in key},
+               "parameters": sum(p.numel() for p in model.parameters()),
                "answer": config.answer, "hidden_size": config.hidden_size}
     save(out / "model.pt", args, data, config, {"model": best}, {"args": vars(args), "state": state, **summary})
+    write_text_atomic(out / "test.json", json.dumps({**summary, **report}) + "\n")
     print(json.dumps(summary, indent=2))
     return 0
 
@@ -280,18 +414,22 @@ def train_reader(args: argparse.Namespace) -> int:
 def build_parser() -> Parser:
     parser = Parser(prog="python -m inference.train", description=__doc__)
     parser.add_argument("--model", choices=READERS, required=True, help="the reader to train")
-    parser.add_argument("--task", required=True,
-                        help="babi:N, N in 1..20 (the 1K English set), or wikihop (the 50-question sample: a demo)")
-    parser.add_argument("--data-dir", help="folder holding babi/ (default: $ENTITYLM_DATA)")
+    parser.add_argument("--task", "--corpus", required=True,
+                        help="babi:N, N in 1..20 (the 1K English set), lambada, or wikihop (the 50-question sample: "
+                             "a demo)")
+    parser.add_argument("--data-dir", help="folder holding babi/, lambada/, wikihop_sample/ (default: $ENTITYLM_DATA)")
     parser.add_argument("--out", required=True, type=output_folder,
-                        help="output folder: model.pt (best weights, test accuracy), last.pt (for --resume)")
-    parser.add_argument("--embedding-size", type=integer(1), default=64, help="word embeddings (Appendix B: d)")
-    parser.add_argument("--hidden-size", type=integer(2), default=64,
-                        help="units per direction (Appendix B: d; a C-GRU's 2 relation slices of d/2)")
-    parser.add_argument("--dropout", type=real(0, 1), default=0.1, help="at each layer's output (Appendix B)")
-    parser.add_argument("--lr", type=real(0, include_low=False), default=DEFAULT_LEARNING_RATE,
-                        help=f"Adam's learning rate, halved after every {HALVE_EVERY} updates (Appendix B)")
-    parser.add_argument("--batch-size", type=integer(1), default=32, help="questions per update (Appendix B)")
+                        help="output folder: model.pt (best weights, test accuracy), last.pt (for --resume), "
+                             "test.json (the test summary and every test question's correctness)")
+    parser.add_argument("--embedding-size", type=integer(1), help="word embeddings (default: Appendix B's d)")
+    parser.add_argument("--hidden-size", type=integer(2),
+                        help="units per direction (default: Appendix B's d; a C-GRU's 2 relation slices of d/2)")
+    parser.add_argument("--dropout", type=real(0, 1), help="at each layer's output (default: Appendix B's)")
+    parser.add_argument("--lr", type=real(0, include_low=False), help="Adam's learning rate (default: Appendix B's)")
+    parser.add_argument("--halve-every", type=integer(1),
+                        help="halve the learning rate after this many updates (epochs for lambada; default: "
+                             "Appendix B's)")
+    parser.add_argument("--batch-size", type=integer(1), help="questions per update (default: Appendix B's)")
     parser.add_argument("--epochs", type=integer(1), default=60, help="at most this many epochs")
     parser.add_argument("--patience", type=integer(1), default=10,
                         help="stop after this many epochs without a dev gain (the paper does not say)")
@@ -301,8 +439,23 @@ def build_parser() -> Parser:
     return parser
 
 
+def with_schedule(args: argparse.Namespace) -> argparse.Namespace:
+    """``args`` with every training setting left unset taken from its task family's :data:`SCHEDULES` entry."""
+    family = args.task.partition(":")[0]
+    schedule = SCHEDULES.get(family, SCHEDULES["babi"])  # an unknown task fails in parse_task, with its message
+    defaults = {"embedding_size": schedule.size, "hidden_size": schedule.size, "dropout": schedule.dropout,
+                "lr": schedule.lr, "halve_every": schedule.halve_every, "batch_size": schedule.batch_size}
+    values = {key: defaults[key] if getattr(args, key) is None else getattr(args, key) for key in defaults}
+    return argparse.Namespace(**{**vars(args), **values, "halve_per_epochs": schedule.halve_per_epochs})
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line, with Appendix B's settings where it leaves them unset."""
+    return with_schedule(build_parser().parse_args(argv))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     return run_main(lambda: train_reader(args))
 
 

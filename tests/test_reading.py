@@ -24,8 +24,9 @@ def babi_dir(tmp_path: Path) -> Path:
 
 
 def test_task_names_are_checked():
-    assert reading.parse_task("babi:13") == "babi:13" and reading.parse_task("wikihop") == "wikihop"
-    for bad in ("babi:0", "babi:21", "lambada", "babi:x"):
+    for good in ("babi:13", "wikihop", "lambada"):
+        assert reading.parse_task(good) == good
+    for bad in ("babi:0", "babi:21", "lambada:1", "babi:x"):
         with pytest.raises(ValueError, match="expected babi:N"):
             reading.parse_task(bad)
 
@@ -65,7 +66,7 @@ def test_the_loss_falls_on_task_11(babi_dir, tmp_path, capsys):
 
 def test_the_one_hot_baseline_matches_the_c_gru_parameter_count(babi_dir):
     data = reading.ReadingData.babi(13, str(babi_dir))
-    args = reading.build_parser().parse_args(["--model", "ga_gru_onehot", "--task", "babi:13", "--out", "x"])
+    args = reading.parse_args(["--model", "ga_gru_onehot", "--task", "babi:13", "--out", "x"])
     onehot = reading.GatedAttentionReader(reading.reader_config(args, data))
     args.model = "ga_cgru"
     cgru = reading.GatedAttentionReader(reading.reader_config(args, data))
@@ -79,9 +80,9 @@ def test_an_earlier_run_is_refused_and_a_bad_checkpoint_named(babi_dir, tmp_path
     (out / "last.pt").write_bytes(b"not a checkpoint")
     argv = ["--model", "bi_gru", "--task", "babi:11", "--data-dir", str(babi_dir), "--out", str(out), *TINY]
     with pytest.raises(ValueError, match="holds an earlier run"):
-        reading.train_reader(reading.build_parser().parse_args(argv))
+        reading.train_reader(reading.parse_args(argv))
     with pytest.raises(ValueError, match="not an entitylm reader checkpoint"):
-        reading.train_reader(reading.build_parser().parse_args([*argv, "--resume"]))
+        reading.train_reader(reading.parse_args([*argv, "--resume"]))
 
 
 def test_the_benchmark_reports_avg_max_by_dev_and_failed_tasks(tmp_path):
@@ -121,3 +122,88 @@ def test_the_wikihop_sample_runs_through_the_reader(data_dir):
     assert log_likelihood.shape == (2,) and bool(log_likelihood.isfinite().all())
     candidates = [{example.document[position] for position in example.candidates} for example in examples]
     assert all(int(word) in found for word, found in zip(model.predict(batch), candidates))
+
+
+LAMBADA_DEV = [  # the last word is the answer; the last sentence, without it, the query
+    "mary went to the park . she saw a dog there . the dog barked at mary",
+    "john took the ball . he gave it to sue . then sue threw the ball",
+    "the cat sat on the mat . it was warm . the cat liked the mat",
+    "tom met anna at the station . he smiled . she waved back at tom",
+    "a storm came . the boat rocked . the sailors held the boat",
+    "bob read a book . it was long . he finished the book",
+    "the king spoke to the queen . she listened . he loved the queen",
+    "kate baked bread . it smelled good . everyone ate the bread",
+    "the dog chased the cat . the cat ran up a tree . the dog barked at the cat",
+    "sam lost his key . he looked everywhere . finally he found the key",
+]
+LAMBADA_TEST = ["zed opened the door . he walked in . everyone looked at zed",  # zed: unseen in training
+                "the bird sang . it was morning . she opened the window"]  # window: not in the context
+
+
+@pytest.fixture()
+def lambada_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Ten development passages and two test ones; every passage's chain is its first word and its second
+    sentence's first word (the pipeline's models are not needed)."""
+    folder = tmp_path / "lambada"
+    folder.mkdir()
+    (folder / "lambada_development_plain_text.txt").write_text("\n".join(LAMBADA_DEV) + "\n")
+    (folder / "lambada_test_plain_text.txt").write_text("\n".join(LAMBADA_TEST) + "\n")
+
+    def chains(examples, cache):
+        return [[[(0, 1), (example.tokens.index(".") + 1, example.tokens.index(".") + 2)]] for example in examples]
+
+    monkeypatch.setattr(reading, "lambada_chains", chains)
+    return tmp_path
+
+
+def test_lambada_passages_become_reading_questions(lambada_dir):
+    data = reading.ReadingData.of("lambada", str(lambada_dir))
+    assert data.max_chains == reading.LAMBADA_CHAINS and data.classes is None
+    assert len(data.splits["train"]) == 9 and len(data.splits["dev"]) == 1 and len(data.splits["test"]) == 2
+    words = data.words
+    zed, window = data.splits["test"]
+    # The document is context + query; the query starts with @begin; candidates are the context's words.
+    assert [words[i] for i in zed.document][-4:] == [".", "everyone", "looked", "at"]  # no answer
+    assert [words[i] for i in zed.query] == ["@begin", "everyone", "looked", "at"]
+    assert zed.answer == zed.document[0] == words.index("@unk1")  # zed, unseen in training, reads as @unk1
+    context = "zed opened the door . he walked in .".split()
+    assert [context[i] for i in zed.candidates] == ["zed", "opened", "door", "he", "walked"]
+    assert list(zed.clusters) == [[(0, 1), (5, 6)]]
+    assert data.in_context == {"dev": [True], "test": [True, False]}
+    for example in data.splits["train"]:  # training keeps the answerable passages only
+        assert example.answer in {example.document[i] for i in example.candidates}
+
+
+def test_lambada_trains_and_reports_accuracy_in_context(lambada_dir, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert train.main(["--model", "ga_cgru", "--corpus", "lambada", "--data-dir", str(lambada_dir),
+                       "--out", str(out), "--epochs", "1", *TINY]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    report = json.loads((out / "test.json").read_text())
+    assert report["test_in_context"] == [True, False] and len(report["test_correct"]) == 2
+    assert report["test_correct"][1] is False  # its answer is on no candidate position
+    assert summary["test_accuracy"] == report["test_accuracy"] == sum(report["test_correct"]) / 2
+    assert summary["test_accuracy_in_context"] == float(report["test_correct"][0])
+    args = reading.parse_args(["--model", "ga_gru", "--task", "lambada", "--out", "x"])
+    assert (args.hidden_size, args.batch_size, args.lr, args.dropout) == (256, 64, 0.0005, 0.2)  # Appendix B
+    assert args.halve_every == 2 and args.halve_per_epochs
+
+
+def test_mcnemar_and_the_lambada_table(tmp_path):
+    from benchmarks import coref_gru
+
+    assert coref_gru.mcnemar([True] * 10 + [False] * 5, [False] * 10 + [True] * 5) == {
+        "only_first": 10, "only_second": 5, "p": pytest.approx(0.30175781)}  # 2 P(X <= 5), X ~ Bin(15, 1/2)
+    args = coref_gru.build_parser().parse_args(["--tasks", "--lambada-out", str(tmp_path), "--out",
+                                                str(tmp_path / "babi"), "--collect-only"])
+    runs = {"ga_gru": [True, False, False, True], "ga_cgru": [True, True, True, False]}
+    for model, right in runs.items():
+        folder = tmp_path / model / "seed0"
+        folder.mkdir(parents=True)
+        (folder / "test.json").write_text(json.dumps({
+            "test_accuracy": sum(right) / 4, "test_accuracy_in_context": sum(right[:3]) / 3,
+            "test_in_context": [True, True, True, False], "test_correct": right}))
+    lambada = coref_gru.collect(args)["lambada"]
+    assert lambada["models"]["ga_cgru"]["in_context"] == 1.0 and lambada["models"]["ga_gru"]["overall"] == 0.5
+    assert lambada["mcnemar"]["0"]["in_context"]["only_second"] == 2
+    assert "| ga_cgru | 1 | 0.7500 | 1.0000 |" in coref_gru.lambada_table(lambada)

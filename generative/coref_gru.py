@@ -248,47 +248,82 @@ class CorefGRU(nn.Module):
         scores = (inputs @ self.keys.T).gather(-1, relation)  # w_{r_c}ᵀ x_t, (B, N, C)
         return masked_softmax(scores, incoming)
 
-    def cell(self, input_gates: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
-        """eq. 1-4: h_t from W x_t + b_i (B, 3H) and the previous state m_t (B, H)."""
-        reset_x, update_x, new_x = input_gates.chunk(3, dim=-1)
-        reset_h, update_h, new_h = F.linear(previous, self.weight_hh, self.bias_hh).chunk(3, dim=-1)
-        reset = torch.sigmoid(reset_x + reset_h)  # (1)
-        update = torch.sigmoid(update_x + update_h)  # (2)
-        candidate = torch.tanh(new_x + reset * new_h)  # (3)
-        return (1 - update) * candidate + update * previous  # (4)
+    def prepare(self, inputs: torch.Tensor, edges: CorefEdges, lengths: torch.Tensor) -> Prepared:
+        """Everything of a run that does not depend on the recurrent state, for all steps at once."""
+        size, steps, _ = inputs.shape
+        real = steps_mask(lengths.to(inputs.device), steps)
+        incoming = edges.incoming & real[..., None]
+        alpha = self.attention(inputs, incoming, edges.relation_in)  # (B, N, C)
+        read = alpha[..., None] * F.one_hot(edges.relation_in, self.relations).to(alpha.dtype)  # (B, N, C, R)
+        return Prepared(
+            read=read,
+            input_gates=F.linear(inputs, self.weight_ih, self.bias_ih),  # W x_t + b_i
+            write=(edges.outgoing & real[..., None])[..., None],  # (B, N, C, 1)
+            write_slot=edges.relation_out[..., None].expand(size, steps, edges.num_chains, self.slot_size),
+            real=real,
+        )
 
     def forward(self, inputs: torch.Tensor, edges: CorefEdges,
                 lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Run over (B, N, D) ``inputs``; returns the outputs h_t (B, N, R·Dr), a padding step repeating the state
         before it, and the attention mass per relation type Σ_{c: r_c = r} α_c (B, N, R), 0 at padding."""
-        size, steps, _ = inputs.shape
-        relations, slot = self.relations, self.slot_size
-        real = steps_mask(lengths.to(inputs.device), steps)
-        incoming = edges.incoming & real[..., None]
-        alpha = self.attention(inputs, incoming, edges.relation_in)  # (B, N, C)
-        read = alpha[..., None] * F.one_hot(edges.relation_in, relations).to(alpha.dtype)  # (B, N, C, R)
-        write = (edges.outgoing & real[..., None])[..., None]  # (B, N, C, 1)
-        write_slot = edges.relation_out[..., None].expand(size, steps, edges.num_chains, slot)
-        input_gates = F.linear(inputs, self.weight_ih, self.bias_ih)  # W x_t + b_i for all steps at once
-        memory = inputs.new_zeros(size, edges.num_chains, slot)  # M, one Dr slot per chain
-        state = inputs.new_zeros(size, self.hidden_size)
-        outputs = []
-        # unbind, not [:, t]: the backward pass of one slice per step would write a whole (B, N, ...) gradient
-        # per step, quadratic in the length.
-        for read_t, gates_t, slot_t, write_t, real_t in zip(read.unbind(1), input_gates.unbind(1),
-                                                            write_slot.unbind(1), write.unbind(1), real.unbind(1)):
-            previous = torch.einsum("bcr,bcd->brd", read_t, memory).reshape(size, self.hidden_size)  # m_t
-            new = self.cell(gates_t, previous)
-            stored = new.view(size, relations, slot).gather(1, slot_t)  # h_t[slice of r_c], (B, C, Dr)
-            memory = torch.where(write_t, stored, memory)
-            state = torch.where(real_t[:, None], new, state)
-            outputs.append(state)
-        return torch.stack(outputs, dim=1), read.sum(2)
+        prepared = self.prepare(inputs, edges, lengths)
+        return recur([self], [prepared])[0], prepared.read.sum(2)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A C-GRU run's state-independent tensors (:meth:`CorefGRU.prepare`), batch-first over (B, N, ...)."""
+
+    read: torch.Tensor  # (B, N, C, R) α_c on relation r_c's column
+    input_gates: torch.Tensor  # (B, N, 3H)
+    write: torch.Tensor  # (B, N, C, 1) bool: chain c stores h_t at t
+    write_slot: torch.Tensor  # (B, N, C, Dr) long: the relation slice of h_t that chain c stores
+    real: torch.Tensor  # (B, N) bool
+
+
+def recur(layers: Sequence[CorefGRU], runs: Sequence[Prepared]) -> list[torch.Tensor]:
+    """The recurrence (1)-(4) of several layers of one size over their own inputs, in one loop over time: the
+    runs are stacked along the batch and each multiplies its own U (a batched matmul), so a bidirectional
+    layer pays one Python step per token, not two. Returns each run's outputs (B, N, R·Dr).
+
+    The loop unbinds the steps rather than slicing [:, t]: the backward pass of a slice per step would write a
+    whole (B, N, ...) gradient per step, quadratic in the length."""
+    relations, slot, hidden = layers[0].relations, layers[0].slot_size, layers[0].hidden_size
+    directions, size = len(layers), runs[0].real.shape[0]
+    weight_hh = torch.stack([layer.weight_hh.T for layer in layers])  # (L, H, 3H)
+    bias_hh = torch.stack([layer.bias_hh for layer in layers])[:, None, :]  # (L, 1, 3H)
+    read, input_gates, write, write_slot, real = (torch.cat([getattr(run, name) for run in runs]).unbind(1)
+                                                  for name in ("read", "input_gates", "write", "write_slot", "real"))
+    chains = runs[0].read.shape[2]
+    memory = runs[0].read.new_zeros(directions * size, chains, slot)  # M, one Dr slot per chain
+    state = runs[0].read.new_zeros(directions * size, hidden)
+    outputs = []
+    for read_t, gates_t, slot_t, write_t, real_t in zip(read, input_gates, write_slot, write, real):
+        previous = torch.einsum("bcr,bcd->brd", read_t, memory).reshape(directions * size, hidden)  # m_t
+        recurrent = torch.baddbmm(bias_hh, previous.view(directions, size, hidden), weight_hh)
+        new = gru_cell(gates_t, recurrent.view(directions * size, 3 * hidden), previous)
+        stored = new.view(-1, relations, slot).gather(1, slot_t)  # h_t[slice of r_c], (L·B, C, Dr)
+        memory = torch.where(write_t, stored, memory)
+        state = torch.where(real_t[:, None], new, state)
+        outputs.append(state)
+    return list(torch.stack(outputs, dim=1).split(size))
+
+
+def gru_cell(input_gates: torch.Tensor, recurrent_gates: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
+    """eq. 1-4: h_t from W x_t + b_i, U m_t + b_h (both (B, 3H), gates r, z, n) and the previous state m_t."""
+    reset_x, update_x, new_x = input_gates.chunk(3, dim=-1)
+    reset_h, update_h, new_h = recurrent_gates.chunk(3, dim=-1)
+    reset = torch.sigmoid(reset_x + reset_h)  # (1)
+    update = torch.sigmoid(update_x + update_h)  # (2)
+    candidate = torch.tanh(new_x + reset * new_h)  # (3)
+    return (1 - update) * candidate + update * previous  # (4)
 
 
 class BiCorefGRU(nn.Module):
     """The bidirectional C-GRU: a forward layer and a backward one (reversed documents, reversed and swapped
-    edges); outputs [forward; backward] (B, N, 2·R·Dr), attention masses (B, N, 2, R), both in document order."""
+    edges), run in one loop over time (:func:`recur`); outputs [forward; backward] (B, N, 2·R·Dr), attention
+    masses (B, N, 2, R), both in document order."""
 
     def __init__(self, input_size: int, hidden_size: int, relations: int = RELATIONS) -> None:
         super().__init__()
@@ -297,11 +332,13 @@ class BiCorefGRU(nn.Module):
 
     def forward(self, inputs: torch.Tensor, edges: CorefEdges,
                 lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        forward, forward_mass = self.forward_layer(inputs, edges, lengths)
-        backward, backward_mass = self.backward_layer(reverse_padded(inputs, lengths), edges.reversed(lengths),
-                                                      lengths)
+        layers = (self.forward_layer, self.backward_layer)
+        runs = [self.forward_layer.prepare(inputs, edges, lengths),
+                self.backward_layer.prepare(reverse_padded(inputs, lengths), edges.reversed(lengths), lengths)]
+        forward, backward = recur(layers, runs)
         outputs = torch.cat([forward, reverse_padded(backward, lengths)], dim=-1)
-        return outputs, torch.stack([forward_mass, reverse_padded(backward_mass, lengths)], dim=2)
+        masses = [run.read.sum(2) for run in runs]
+        return outputs, torch.stack([masses[0], reverse_padded(masses[1], lengths)], dim=2)
 
 
 class BiGRU(nn.Module):

@@ -93,6 +93,8 @@ SCHEDULES = {
 }
 BUCKET_BATCHES = 10  # batches per window sorted by length (bucketed_order)
 EVAL_BATCH = 256  # questions per evaluation batch
+FIXED_ON_RESUME = ("model", "task", "embedding_size", "hidden_size", "dropout", "lr", "halve_every", "batch_size",
+                   "seed")
 
 
 def parse_task(text: str) -> str:
@@ -345,6 +347,15 @@ def load_reader(path: str | Path, device: str | torch.device = "cpu") -> tuple[G
     return model.to(device).eval(), checkpoint
 
 
+def check_same_run(args: argparse.Namespace, stored: dict[str, Any], path: Path) -> None:
+    """A ValueError naming the options that differ from those of the run ``--resume`` would continue (only
+    ``--epochs``, ``--patience``, ``--device`` and ``--data-dir`` may change)."""
+    changed = [f"--{key.replace('_', '-')} {stored[key]} (now {getattr(args, key)})" for key in FIXED_ON_RESUME
+               if key in stored and stored[key] != getattr(args, key)]
+    if changed:
+        raise ValueError(f"{path}: was trained with {', '.join(changed)}; --resume continues a run with its options")
+
+
 def train_reader(args: argparse.Namespace) -> int:
     """The training loop of the module docstring; prints the summary as JSON."""
     task = parse_task(args.task)
@@ -355,6 +366,7 @@ def train_reader(args: argparse.Namespace) -> int:
     if resumed is None and (out / "last.pt").exists():
         raise ValueError(f"{out}: holds an earlier run (--resume continues it)")
     if resumed:
+        check_same_run(args, resumed["training"]["args"], out / "last.pt")
         data = ReadingData.of(task, args.data_dir, resumed["words"], resumed["classes"])
     else:
         data = ReadingData.of(task, args.data_dir)

@@ -54,6 +54,8 @@ def test_every_reader_trains_through_the_shared_command_and_resumes(model, babi_
     if summary["epochs"] == 2 and summary["best_dev_accuracy"] < 1.0:
         assert train.main([*argv, "--epochs", "3", "--resume"]) == 0
         assert reading.load(out / "last.pt")["training"]["state"]["epoch"] == 3
+    assert train.main([*argv, "--epochs", "4", "--lr", "0.5", "--resume"]) == 2  # another run's options
+    assert "was trained with --lr 0.01 (now 0.5)" in capsys.readouterr().err
 
 
 def test_the_loss_falls_on_task_11(babi_dir, tmp_path, capsys):

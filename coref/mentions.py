@@ -9,6 +9,9 @@ Model (a small span scorer in the style of Lee et al. 2017, without their antece
   the rest ``<unk>``), plus small embeddings of its shape (capitalised, all caps, digits, punctuation, other)
   and of its hashed 3-letter suffix (``zlib.crc32``, stable across processes);
 - a BiLSTM reads each sentence (sentences are padded into batches and packed);
+- with ``lowercase`` (``train --lowercase``) every token is lowercased before any of this, in training and in
+  prediction alike: a detector for lowercase text (LAMBADA), whose shapes only tell words, digits and
+  punctuation apart, and which reads cased text as its lowercased copy;
 - every span ``(i, j)`` inside one sentence with ``j - i < max_width`` is scored by a one-hidden-layer MLP over
   ``[h_i, h_j, mean(h_i..h_j), width embedding]``. The MLP's first layer is linear, so it splits into one
   projection per part: the start and end parts are projections of the token states, and the mean's part is a
@@ -27,6 +30,7 @@ what training reported), a few MB. Mentions are scored as exact spans (:func:`me
 Command line::
 
     python -m coref.mentions train --corpus litbank [--data-dir DIR] --out runs/mentions/litbank.pt [--epochs N]
+        [--lowercase]
     python -m coref.mentions evaluate --model M --corpus litbank --split dev [--data-dir DIR] [--json OUT]
 """
 
@@ -90,6 +94,7 @@ class MentionDetectorConfig:
     coverage: float = 0.99  # of training mentions that max_width must cover when it is chosen from the data
     dropout: float = 0.3
     threshold: float = 0.5  # a span whose probability is at least this is a mention (tuned on dev)
+    lowercase: bool = False  # every token is lowercased before it is read (absent from older models: False)
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> MentionDetectorConfig:
@@ -224,13 +229,15 @@ class MentionDetector(nn.Module):
     # -- inputs --
 
     def _sentences(self, documents: Sequence[Document], with_gold: bool = False) -> _Sentences:
-        """Every sentence of ``documents`` as input arrays (and its candidate gold spans with ``with_gold``)."""
+        """Every sentence of ``documents`` as input arrays (and its candidate gold spans with ``with_gold``), its
+        tokens lowercased first if ``config.lowercase``."""
         unknown, buckets = self.word_index[UNK], self.config.suffix_buckets
         words, shapes, suffixes, document_of, offsets, lengths, gold = [], [], [], [], [], [], []
         for number, document in enumerate(documents):
-            word_ids = np.array([self.word_index.get(token.lower(), unknown) for token in document.tokens])
-            shape_ids = np.array([word_shape(token) for token in document.tokens])
-            suffix_ids = np.array([suffix_bucket(token, buckets) for token in document.tokens])
+            tokens = [token.lower() for token in document.tokens] if self.config.lowercase else document.tokens
+            word_ids = np.array([self.word_index.get(token.lower(), unknown) for token in tokens])
+            shape_ids = np.array([word_shape(token) for token in tokens])
+            suffix_ids = np.array([suffix_bucket(token, buckets) for token in tokens])
             spans = np.array(sorted({mention.span for mention in document.mentions}) if with_gold else [],
                              dtype=np.int64).reshape(-1, 2)
             for start, end in document.sentences:
@@ -512,13 +519,13 @@ def _train_command(args: argparse.Namespace) -> int:
     dev = load_corpus(args.corpus, "dev", args.data_dir).documents
     config = MentionDetectorConfig(
         vocabulary_size=args.vocabulary_size, hidden_size=args.hidden_size, layers=args.layers,
-        max_width=args.max_width, coverage=args.coverage, dropout=args.dropout,
+        max_width=args.max_width, coverage=args.coverage, dropout=args.dropout, lowercase=args.lowercase,
     )
     if not config.max_width:
         config = replace(config, max_width=choose_max_width(train, config.coverage))
     print(f"{args.corpus}: {len(train)} training documents, {len(dev)} dev documents; max width "
-          f"{config.max_width} covers {100 * width_coverage(train, config.max_width):.2f}% of training mentions",
-          flush=True)
+          f"{config.max_width} covers {100 * width_coverage(train, config.max_width):.2f}% of training mentions"
+          + ("; tokens lowercased" if config.lowercase else ""), flush=True)
     model = train_detector(train, dev, config, epochs=args.epochs, seed=args.seed, batch_tokens=args.batch_tokens,
                            log=lambda line: tqdm.write(line, file=sys.stdout))
     model.info["corpus"] = args.corpus
@@ -544,6 +551,7 @@ def _evaluate_command(args: argparse.Namespace) -> int:
         info = {key: value for key, value in model.info.items() if key != "history"}
         result = {"model": str(args.model), "corpus": args.corpus, "split": split, **scores,
                   "max_width": model.config.max_width, "threshold": model.config.threshold,
+                  "lowercase": model.config.lowercase,
                   "model_bytes": Path(args.model).stat().st_size, "training": info}
         write_text_atomic(args.json, json.dumps(result, indent=2) + "\n")
     return 0
@@ -575,6 +583,8 @@ def _parser() -> Parser:
     train.add_argument("--coverage", type=real(0, math.nextafter(1.0, 2.0), include_low=False),
                        default=defaults.coverage,
                        help="share of training mentions the chosen max width must cover")
+    train.add_argument("--lowercase", action="store_true",
+                       help="lowercase every token, in training and whenever the model is used (lowercase text)")
     train.set_defaults(run=_train_command)
 
     evaluate = commands.add_parser("evaluate", help="score a detector's mentions on a corpus split",

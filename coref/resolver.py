@@ -18,9 +18,14 @@ mention); when they differ the consistent arc's features gain 1 and the predicte
 online, anaphor by anaphor in document order, with documents shuffled each epoch; the weights returned are
 the average over all anaphors seen.
 
+A model trained with ``lowercase`` (``train --lowercase``) lowercases every document before reading it, in
+training and in prediction alike (its predictions keep the document's own tokens): a resolver for lowercase text
+(LAMBADA), which cannot tell names by their capital. Trained on a detector's mentions, it must lowercase exactly
+when the detector does (``python -m coref.mentions train --lowercase``), or training refuses.
+
 Command line::
 
-    python -m coref.resolver train --corpus litbank [--data-dir DIR] --out runs/resolver/litbank.npz
+    python -m coref.resolver train --corpus litbank [--data-dir DIR] --out runs/resolver/litbank.npz [--lowercase]
     python -m coref.resolver predict --model M --corpus litbank --split test [--data-dir DIR] --out pred.conll
 """
 
@@ -36,7 +41,7 @@ import time
 import zipfile
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -208,6 +213,11 @@ def _aligned_parse(parse: Syntax, raw: Document, path: Path) -> Syntax:
     if parse.form != raw.tokens:
         raise ValueError(f"{path}: its {len(parse)} words do not match the {len(raw.tokens)} of document {raw.id!r}")
     return parse.restricted(kept_tokens(raw, RESOLVER_PREPROCESSING))
+
+
+def lowercased(document: Document) -> Document:
+    """``document`` with every token lowercased; sentences and mentions unchanged."""
+    return document.replace(tokens=[token.lower() for token in document.tokens])
 
 
 # ---- mentions -----------------------------------------------------------------------------------------------
@@ -464,6 +474,15 @@ def arc_features(document: Document, syntax: Syntax | None = None) -> np.ndarray
     return (codes & np.uint64((1 << HASH_BITS) - 1)).astype(np.intp)
 
 
+def _read_features(document: Document, syntax: Syntax | None, lowercase: bool) -> np.ndarray:
+    """:func:`arc_features` of the document as a model reads it: with ``lowercase``, its tokens (and its parse's
+    words) lowercased first."""
+    if lowercase:
+        document = lowercased(document)
+        syntax = None if syntax is None else replace(syntax, form=tuple(word.lower() for word in syntax.form))
+    return arc_features(document, syntax)
+
+
 def _arcs_of(features: np.ndarray, j: int) -> np.ndarray:
     """The feature rows of the arcs ``1 -> j`` .. ``j-1 -> j`` (see :func:`arc_features`)."""
     first = (j - 1) * (j - 2) // 2
@@ -540,10 +559,12 @@ class MentionRanker:
         epochs: int = 5,
         seed: int = 23,
         cost_scaling: float = 100.0,
+        lowercase: bool = False,
         progress: bool = True,
         on_epoch: Callable[[int, MentionRanker], None] | None = None,
     ) -> MentionRanker:
         """Train on documents with gold clusters (reference-notes §2.1); ``on_epoch(epoch, averaged model)``.
+        With ``lowercase`` the model reads every document lowercased, now and whenever it is used.
 
         Updates are online, one per anaphor (not batched per document), as in cort. Documents are shuffled each
         epoch by a generator seeded with ``seed``; features are recomputed per document and epoch rather than
@@ -552,14 +573,14 @@ class MentionRanker:
         syntax = _per_document(documents, syntax)
         learner = _AveragedPerceptron(1 << HASH_BITS, cost_scaling)
         order = np.random.default_rng(seed)
-        settings = {"epochs": epochs, "seed": seed, "cost_scaling": cost_scaling}
+        settings = {"epochs": epochs, "seed": seed, "cost_scaling": cost_scaling, "lowercase": lowercase}
         with progress_bar(total=epochs * len(documents), desc=f"resolver: training, {epochs} epochs", unit="document",
                           enabled=progress) as bar:
             for epoch in range(1, epochs + 1):
                 for index in order.permutation(len(documents)):
                     document = documents[index]
                     entities = np.array([mention.entity for mention in document.mentions])
-                    learner.learn_document(arc_features(document, syntax[index]), entities)
+                    learner.learn_document(_read_features(document, syntax[index], lowercase), entities)
                     bar.update()
                 if on_epoch is not None:
                     on_epoch(epoch, cls(learner.averaged(), {**settings, "epochs": epoch}))
@@ -574,8 +595,15 @@ class MentionRanker:
         table = np.full((n + 1, n + 1), -np.inf)
         table[1:, ROOT] = 0.0
         ana, ante = np.tril_indices(n, -1)
-        table[ana + 1, ante + 1] = self.weights[arc_features(document, syntax)].sum(axis=1, dtype=np.float64)
+        features = _read_features(document, syntax, self.lowercase)
+        table[ana + 1, ante + 1] = self.weights[features].sum(axis=1, dtype=np.float64)
         return table
+
+    @property
+    def lowercase(self) -> bool:
+        """Whether the model reads every document lowercased (trained so; models saved before the setting
+        existed did not)."""
+        return bool(self.settings.get("lowercase", False))
 
     @property
     def keeps_singletons(self) -> bool:
@@ -701,24 +729,35 @@ def _load(corpus: str, split: str, data_dir: DataDir, detector: str | None = Non
     return _Split([with_predicted_mentions(*pair) for pair in zip(gold, spans)], [None] * len(gold), gold)
 
 
+def end_to_end_evaluations(gold: Sequence[Document], predictions: Sequence[Document]) -> dict[str, CorefEvaluation]:
+    """Scores of clusters over predicted mentions against the two keys: the gold as annotated, and EntityNLM's
+    mentions of it (outermost, no singletons; the response filtered alike), the key of the gold-mention figures."""
+    return {"as_annotated": evaluate(gold, predictions),
+            "entitynlm_mentions": evaluate([entitynlm_mentions(document) for document in gold],
+                                           [entitynlm_mentions(document) for document in predictions])}
+
+
 def _evaluations(split: _Split, predictions: Sequence[Document]) -> dict[str, CorefEvaluation]:
-    """Scores against the gold as annotated and, for predicted mentions, also against EntityNLM's mentions of it
-    (outermost, no singletons; the response filtered alike), the key of the gold-mention figures."""
-    scores = {"as_annotated": evaluate(split.gold, predictions)}
-    if split.gold is not split.documents:
-        scores["entitynlm_mentions"] = evaluate([entitynlm_mentions(document) for document in split.gold],
-                                                [entitynlm_mentions(document) for document in predictions])
-    return scores
+    """Scores against the gold as annotated and, for predicted mentions, against both keys
+    (:func:`end_to_end_evaluations`)."""
+    if split.gold is split.documents:
+        return {"as_annotated": evaluate(split.gold, predictions)}
+    return end_to_end_evaluations(split.gold, predictions)
 
 
 def _train_command(args: argparse.Namespace) -> int:
     """Train on a corpus's train split (cort's latent structured perceptron), scoring dev after each epoch, and
     write the model (.npz) atomically."""
+    if args.detector and MentionDetector.load(args.detector).config.lowercase != args.lowercase:
+        mode = "without" if args.lowercase else "with"  # the detector's
+        raise ValueError(f"{args.detector} was trained {mode} --lowercase: train the resolver on its mentions "
+                         f"{mode} it too")
     train = _load(args.corpus, "train", args.data_dir, args.detector)
     dev = _load(args.corpus, "dev", args.data_dir, args.detector)
     parsed = sum(parse is not None for parse in train.syntax)
     print(f"{args.corpus}: {len(train.documents)} training documents ({parsed} parsed), {len(dev.documents)} dev "
-          f"documents" + (f", mentions from {args.detector}" if args.detector else ""))
+          f"documents" + (f", mentions from {args.detector}" if args.detector else "")
+          + ("; tokens lowercased" if args.lowercase else ""))
     # Trained on predicted mentions of a corpus that annotates singletons, the model writes them too.
     keep_singletons = args.detector is not None and any(
         len(drop_singletons(document.mentions)) < len(document.mentions) for document in train.gold)
@@ -734,7 +773,7 @@ def _train_command(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     model = MentionRanker.train(
         train.documents, train.syntax, epochs=args.epochs, seed=args.seed, cost_scaling=args.cost_scaling,
-        on_epoch=report,
+        lowercase=args.lowercase, on_epoch=report,
     )
     training = time.perf_counter() - started - sum(scoring)
     model.settings.update(corpus=args.corpus, keep_singletons=keep_singletons,
@@ -780,6 +819,9 @@ def _parser() -> Parser:
                        help="factor of the cost of a wrong decision in cost-augmented decoding (cort: 100)")
     train.add_argument("--detector", help="train on this mention detector's mentions (python -m coref.mentions) "
                        "of the documents as annotated, without parses, instead of the gold mentions")
+    train.add_argument("--lowercase", action="store_true",
+                       help="lowercase every token, in training and whenever the model is used (lowercase text); "
+                       "required with a --detector trained with --lowercase, refused with any other")
     train.set_defaults(run=_train_command)
 
     predict = commands.add_parser("predict", help="resolve a split, write CoNLL and score it against its gold",

@@ -34,6 +34,7 @@ import pytest
 
 from coref.cli import HelpFormatter
 from coref.preprocess import PreprocessConfig
+from coref.resolve import BUNDLED
 from coref.resolver import HASH_BITS, MentionRanker
 from inference.checkpoint import Checkpoint, pretrained
 
@@ -146,6 +147,8 @@ ROWS = [
         "{missing}: no such mention detector file"),
     row("coref.resolver", "predict --model {resolver} --detector {resolver} --corpus sample --split test "
         "--out {out}/p.conll", "{resolver}: not a mention detector"),
+    row("coref.resolver", "train --corpus sample --detector {detector} --lowercase --out {out}/m.npz",
+        "{detector} was trained without --lowercase"),
     # ---- coreference of raw text and GAP ------------------------------------------------------------------
     row("coref.resolve", "--text ''", "cannot tokenize an empty or whitespace-only text"),
     row("coref.resolve", "--file {missing}", "{missing}"),
@@ -157,6 +160,8 @@ ROWS = [
     row("coref.resolve", f"--text {TEXT} --out {{unwritable}}", "{unwritable}"),
     row("coref.resolve", "--json {out}/x.json", "one of the arguments --text --file --conll is required"),
     row("entitylm-resolve", f"--text {TEXT} --file {{missing}}", "not allowed with argument --text"),
+    row("benchmarks/lowercase_pipeline.py", "--detector {missing}", "{missing}: no such mention detector file"),
+    row("benchmarks/lowercase_pipeline.py", "--results {unwritable}", "{unwritable}"),
     row("coref.gap", "--split nope --data-dir {out}", "unknown GAP split 'nope'"),
     row("coref.gap", "--split test --data-dir {missing}", "{missing}"),
     row("coref.gap", "--split test --limit 0", "argument --limit: must be at least 1"),
@@ -177,7 +182,11 @@ ROWS = [
         "argument --hidden-size: must be at least 2"),
     row("inference.train", "--model ga_gru --task babi:3 --out {run_random} --resume",
         "{run_random}/last.pt: not an entitylm reader checkpoint"),
+    row("inference.train", "--model ga_cgru --task lambada --halve-every 0 --out {out}",
+        "argument --halve-every: must be at least 1"),
+    row("inference.train", "--model ga_cgru --corpus lambada --data-dir {missing} --out {out}", "{missing}"),
     row("benchmarks/coref_gru.py", "--tasks 21 --collect-only", "argument --tasks: invalid choice"),
+    row("benchmarks/coref_gru.py", "--tasks --lambada-seeds x", "argument --lambada-seeds: invalid int value"),
     row("benchmarks/coref_gru.py", "--jobs 0", "argument --jobs: must be at least 1"),
     row("inference.grid", "--model rnnlm --out {out} --sizes 0", "argument --sizes: must be at least 1"),
     row("inference.grid", "--model rnnlm --corpus nope --out {out} --sizes 8 --dropouts 0.2 --optimizers adam",
@@ -315,6 +324,7 @@ def inputs(tmp_path_factory) -> dict[str, str]:
         "missing": str(root / "absent"),
         "unwritable": str(root / "a_file" / "out"),
         "bundled": str(bundled),
+        "detector": str(BUNDLED["detector"]),
         "resolver": str(resolver),
         "truncated_resolver": str(root / "truncated_resolver.npz"),
         "singletons": str(root / "singletons.pt"),
@@ -432,7 +442,7 @@ PARSERS = [  # (module, the function that builds its parser)
     ("inference.posterior", "build_parser"), ("coref.mentions", "_parser"), ("coref.resolve", "build_parser"),
     ("coref.gap", "build_parser"), ("benchmarks.coref_end_to_end", "build_parser"),
     ("benchmarks.tokenizer_agreement", "build_parser"), ("inference.reading", "build_parser"),
-    ("benchmarks.coref_gru", "build_parser"),
+    ("benchmarks.coref_gru", "build_parser"), ("benchmarks.lowercase_pipeline", "build_parser"),
 ]
 
 

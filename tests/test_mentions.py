@@ -1,4 +1,5 @@
-"""The mention detector (coref.mentions): its span grid, training on a toy corpus, batching, files and scores.
+"""The mention detector (coref.mentions): its span grid, training on a toy corpus, batching, files, scores and
+the lowercase mode.
 
 Everything runs on tiny hand-made documents on the CPU in seconds; only the max-width coverage check reads the
 real LitBank (skipped, with the reason, without ENTITYLM_DATA).
@@ -9,12 +10,16 @@ from __future__ import annotations
 import json
 import random
 
+import numpy as np
 import pytest
 import torch
 
 from coref.corpora import load_corpus
 from coref.document import Document, Mention
 from coref.mentions import (
+    ALL_CAPS,
+    CAPITALISED,
+    SHAPES,
     MentionDetector,
     MentionDetectorConfig,
     MentionModelError,
@@ -25,6 +30,8 @@ from coref.mentions import (
     width_coverage,
     word_shape,
 )
+from coref.resolve import BUNDLED
+from coref.resolver import lowercased
 
 NAMES = ["Anna", "Tom", "Mary", "John", "Lucy", "Peter", "Emma", "Paul"]
 PRONOUNS = ["she", "he", "they", "it"]
@@ -180,3 +187,37 @@ def test_max_width_covers_99_percent_of_litbank_training_mentions(litbank_dir):
     width = choose_max_width(train, 0.99)
     assert width_coverage(train, width) >= 0.99
     assert width_coverage(train, width - 1) < 0.99  # the smallest such width
+
+
+def test_a_lowercase_detector_records_it_and_reads_cased_text_as_its_lowercased_copy(tmp_path, capsys):
+    model, result = tmp_path / "lower.pt", tmp_path / "dev.json"
+    assert main(["train", "--corpus", "sample", "--epochs", "2", "--hidden-size", "8", "--layers", "1",
+                 "--lowercase", "--out", str(model)]) == 0
+    assert "tokens lowercased" in capsys.readouterr().out
+    assert main(["evaluate", "--model", str(model), "--corpus", "sample", "--split", "dev",
+                 "--json", str(result)]) == 0
+    assert json.loads(result.read_text())["lowercase"] is True
+    detector = MentionDetector.load(model)
+    assert detector.config.lowercase
+    cased = load_corpus("sample", "dev").documents
+    lower = [lowercased(document) for document in cased]
+    assert [d.tokens for d in lower] != [d.tokens for d in cased]
+    shapes = np.concatenate(detector._sentences(cased).shapes)
+    assert not np.isin(shapes, [CAPITALISED, ALL_CAPS]).any() and shapes.max() < SHAPES
+    np.testing.assert_array_equal(detector.candidate_logits(cased)[3], detector.candidate_logits(lower)[3])
+    found = detector.predict(cased)
+    assert found == detector.predict(lower) and any(found)
+
+
+def test_a_detector_saved_before_the_lowercase_setting_loads_as_cased(trained, toy, tmp_path):
+    assert not MentionDetector.load(BUNDLED["detector"]).config.lowercase  # saved before the setting existed
+    path = tmp_path / "old.pt"
+    trained.save(path)
+    payload = torch.load(path, weights_only=True)
+    del payload["config"]["lowercase"]
+    torch.save(payload, path)
+    old = MentionDetector.load(path)
+    assert not old.config.lowercase and old.config == trained.config
+    documents = [*toy[0], *toy[1]]
+    assert old.predict(documents) == trained.predict(documents)
+    assert old.predict([lowercased(d) for d in documents]) != old.predict(documents)  # the case is read

@@ -1,5 +1,5 @@
-"""Coreference of raw text end to end: the pipeline on the embedded sample, the command, the bundled models, and
-the resolver trained and scored on predicted mentions."""
+"""Coreference of raw text end to end: the pipeline on the embedded sample, the command, the bundled models, the
+resolver trained and scored on predicted mentions, and a lowercase pipeline."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from coref.corpora import load_corpus
 from coref.document import Document, Mention
 from coref.mentions import MentionDetectorConfig, train_detector
 from coref.resolve import BUNDLED, CorefPipeline, clusters, main, resolve
-from coref.resolver import MentionRanker, with_predicted_mentions
+from coref.resolver import MentionRanker, lowercased, with_predicted_mentions
 from coref.text import tokenize
 
 STORY = ("Maria opened a small bakery on Elm Street. Every morning, she baked bread before dawn. "
@@ -33,6 +33,20 @@ def sample_pipeline(tmp_path_factory) -> tuple[CorefPipeline, str, str]:
     detector.save(folder / "mentions.pt")
     ranker.save(folder / "resolver.npz")
     return CorefPipeline(detector, ranker), str(folder / "mentions.pt"), str(folder / "resolver.npz")
+
+
+@pytest.fixture(scope="module")
+def lowercase_pipeline(tmp_path_factory) -> tuple[CorefPipeline, str]:
+    """A lowercase detector and a lowercase ranker trained on its mentions of the sample corpus, and the
+    detector's path."""
+    train = load_corpus("sample", "train", None).documents
+    dev = load_corpus("sample", "dev", None).documents
+    config = MentionDetectorConfig(embedding_size=16, hidden_size=16, layers=1, mlp_size=16, lowercase=True)
+    detector = train_detector(train, dev, config, epochs=15, progress=False)
+    labelled = [with_predicted_mentions(document, spans) for document, spans in zip(train, detector.predict(train))]
+    path = tmp_path_factory.mktemp("lowercase") / "mentions.pt"
+    detector.save(path)
+    return CorefPipeline(detector, MentionRanker.train(labelled, epochs=3, lowercase=True, progress=False)), str(path)
 
 
 def test_the_pipeline_finds_mentions_and_links_pronouns(sample_pipeline):
@@ -123,3 +137,30 @@ def test_the_gap_command_scores_the_pipeline(sample_pipeline, tmp_path, capsys):
     scores = json.loads(out.read_text())
     assert scores["examples"] == 2 and scores["split"] == "test"
     assert sum(scores["overall"][count] for count in ("tp", "fp", "fn", "tn")) == 4  # two decisions per example
+
+
+def test_a_lowercase_pipeline_resolves_text_and_its_lowercased_copy_alike(lowercase_pipeline):
+    pipeline = lowercase_pipeline[0]
+    gold = load_corpus("sample", "dev", None).documents
+    cased = pipeline.resolve_documents(gold)
+    lower = pipeline.resolve_documents([lowercased(document) for document in gold])
+    assert [d.tokens for d in cased] == [d.tokens for d in gold]  # each keeps its own tokens
+    assert [d.mentions for d in cased] == [d.mentions for d in lower] and any(d.mentions for d in cased)
+
+
+def test_a_resolver_must_lowercase_exactly_when_its_detector_does(lowercase_pipeline, tmp_path, capsys):
+    detector = lowercase_pipeline[1]
+    model = tmp_path / "resolver.npz"
+    command = ["train", "--corpus", "sample", "--detector", detector, "--out", str(model), "--epochs", "1"]
+    assert resolver.main(command) == 2
+    error = capsys.readouterr().err
+    assert error == (f"error: {detector} was trained with --lowercase: train the resolver on its mentions with it "
+                     "too\n")
+    assert not model.exists()
+    assert resolver.main([*command, "--lowercase"]) == 0
+    assert "tokens lowercased" in capsys.readouterr().out
+    assert MentionRanker.load(model).lowercase
+    scores = tmp_path / "scores.json"
+    assert resolver.main(["predict", "--model", str(model), "--detector", detector, "--corpus", "sample",
+                          "--split", "dev", "--out", str(tmp_path / "dev.conll"), "--json", str(scores)]) == 0
+    assert json.loads(scores.read_text())["as_annotated"]["conll_f1"] > 0

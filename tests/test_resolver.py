@@ -1,5 +1,6 @@
 """The mention-ranking resolver: features on hand-made stories, the score-table convention, learning, the model
-file, the command line, and the alignment with the preprocessed corpus and with OntoGUM's parses."""
+file, the command line, the alignment with the preprocessed corpus and with OntoGUM's parses, and the lowercase
+mode."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from coref.document import Document, Mention
 from coref.kbest import ROOT, document_with_clusters, greedy_tree
 from coref.metrics import evaluate
 from coref.preprocess import NUM, PreprocessConfig, is_number, kept_tokens, preprocess_document, preprocess_documents
+from coref.resolve import BUNDLED
 from coref.resolver import (
     FEMININE,
     MASCULINE,
@@ -32,6 +34,7 @@ from coref.resolver import (
     arc_features,
     describe_mentions,
     evaluate_resolver,
+    lowercased,
     main,
     mention_heads,
     read_conllu_syntax,
@@ -253,6 +256,11 @@ def test_train_and_predict_on_the_sample_corpus(tmp_path, capsys):
             ["predict", "--model", "{tmp}/bad.npz", "--corpus", "sample", "--split", "dev", "--out", "{tmp}/p"],
             "bad.npz",
         ),
+        (
+            ["train", "--corpus", "sample", "--detector", str(BUNDLED["detector"]), "--lowercase",
+             "--out", "{tmp}/m.npz"],
+            "mentions.pt was trained without --lowercase: train the resolver on its mentions without it too",
+        ),
     ],
 )
 def test_errors_are_one_line_and_status_2(arguments, message, tmp_path, capsys):
@@ -356,3 +364,40 @@ def test_a_model_keeps_singletons_only_when_trained_to(sample_model):
     assert min(sizes.values()) > 1
     keeping = MentionRanker(sample_model.weights, {**sample_model.settings, "keep_singletons": True})
     assert len(keeping.predict(document).mentions) == len(document.mentions)
+
+
+# ---- lowercase mode -------------------------------------------------------------------------------------------
+
+
+def test_a_lowercase_model_records_it_and_reads_documents_lowercased(sample_model, tmp_path):
+    model = quiet_train(resolver_documents("sample", "train", None), lowercase=True)
+    assert model.lowercase and not sample_model.lowercase
+    path = tmp_path / "lower.npz"
+    model.save(path)
+    loaded = MentionRanker.load(path)
+    assert loaded.lowercase and loaded.settings == model.settings
+    for document in resolver_documents("sample", "dev", None):
+        lower = lowercased(document)
+        assert lower.tokens != document.tokens and lower.mentions == document.mentions
+        np.testing.assert_array_equal(loaded.arc_scores(document), loaded.arc_scores(lower))
+        predicted = loaded.predict(document)
+        assert predicted.tokens == document.tokens  # the prediction keeps the document's own tokens
+        assert predicted.mentions == loaded.predict(lower).mentions
+    cased_scores = [sample_model.arc_scores(d) for d in resolver_documents("sample", "dev", None)]
+    lower_scores = [sample_model.arc_scores(lowercased(d)) for d in resolver_documents("sample", "dev", None)]
+    assert any(not np.array_equal(a, b) for a, b in zip(cased_scores, lower_scores))  # a cased model reads case
+
+
+def test_a_lowercase_model_lowercases_the_words_of_a_parse_too():
+    document = story("[Mr. Brown]1 met [Mrs. Green]2 . [He]1 thanked [her]2 .")
+    size = len(document.tokens)
+    parse = Syntax(document.tokens, ("PROPN",) * size, ("NNP",) * size, (-1,) * size, ("root",) * size)
+    lower_parse = Syntax(tuple(word.lower() for word in parse.form), parse.upos, parse.xpos, parse.head, parse.deprel)
+    model = quiet_train([document], [parse], lowercase=True, epochs=2)
+    lower = model.arc_scores(lowercased(document), lower_parse)
+    np.testing.assert_array_equal(model.arc_scores(document, parse), lower)
+
+
+def test_a_model_saved_before_the_lowercase_setting_loads_as_cased():
+    bundled = MentionRanker.load(BUNDLED["resolver"])
+    assert "lowercase" not in bundled.settings and not bundled.lowercase

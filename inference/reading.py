@@ -38,7 +38,7 @@ import torch
 
 from coref.atomic import atomic_path, write_text_atomic
 from coref.babi import TASKS, BabiExample, babi_answer_classes, babi_vocabulary, load_babi
-from coref.cli import Parser, integer, output_folder, progress, real, run_main
+from coref.cli import Parser, integer, output_file, output_folder, progress, real, run_main
 from coref.lambada import LambadaExample, is_candidate, lambada_clusters, lambada_splits
 from coref.wikihop import load_wikihop_sample
 from generative.coref_gru import (
@@ -418,7 +418,8 @@ def train_reader(args: argparse.Namespace) -> int:
                "parameters": sum(p.numel() for p in model.parameters()),
                "answer": config.answer, "hidden_size": config.hidden_size}
     save(out / "model.pt", args, data, config, {"model": best}, {"args": vars(args), "state": state, **summary})
-    write_text_atomic(out / "test.json", json.dumps({**summary, **report}) + "\n")
+    for path in (out / "test.json", *([Path(args.json)] if args.json else [])):
+        write_text_atomic(path, json.dumps({**summary, **report}) + "\n")
     print(json.dumps(summary, indent=2))
     return 0
 
@@ -433,6 +434,7 @@ def build_parser() -> Parser:
     parser.add_argument("--out", required=True, type=output_folder,
                         help="output folder: model.pt (best weights, test accuracy), last.pt (for --resume), "
                              "test.json (the test summary and every test question's correctness)")
+    parser.add_argument("--json", type=output_file, help="also write OUT/test.json's summary here")
     parser.add_argument("--embedding-size", type=integer(1), help="word embeddings (default: Appendix B's d)")
     parser.add_argument("--hidden-size", type=integer(2),
                         help="units per direction (default: Appendix B's d; a C-GRU's 2 relation slices of d/2)")

@@ -185,6 +185,7 @@ ROWS = [
     row("inference.train", "--model ga_cgru --task lambada --halve-every 0 --out {out}",
         "argument --halve-every: must be at least 1"),
     row("inference.train", "--model ga_cgru --corpus lambada --data-dir {missing} --out {out}", "{missing}"),
+    row("inference.train", "--model ga_cgru --task babi:1 --out {out} --json {unwritable}/x.json", "{unwritable}"),
     row("benchmarks/coref_gru.py", "--tasks 21 --collect-only", "argument --tasks: invalid choice"),
     row("benchmarks/coref_gru.py", "--tasks --lambada-seeds x", "argument --lambada-seeds: invalid int value"),
     row("benchmarks/coref_gru.py", "--jobs 0", "argument --jobs: must be at least 1"),

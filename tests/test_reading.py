@@ -179,9 +179,10 @@ def test_lambada_passages_become_reading_questions(lambada_dir):
 def test_lambada_trains_and_reports_accuracy_in_context(lambada_dir, tmp_path, capsys):
     out = tmp_path / "run"
     assert train.main(["--model", "ga_cgru", "--corpus", "lambada", "--data-dir", str(lambada_dir),
-                       "--out", str(out), "--epochs", "1", *TINY]) == 0
+                       "--out", str(out), "--epochs", "1", "--json", str(tmp_path / "report.json"), *TINY]) == 0
     summary = json.loads(capsys.readouterr().out)
     report = json.loads((out / "test.json").read_text())
+    assert json.loads((tmp_path / "report.json").read_text()) == report
     assert report["test_in_context"] == [True, False] and len(report["test_correct"]) == 2
     assert report["test_correct"][1] is False  # its answer is on no candidate position
     assert summary["test_accuracy"] == report["test_accuracy"] == sum(report["test_correct"]) / 2

@@ -10,7 +10,7 @@ tokens and sentences, the prompt entities, and their mentions; :attr:`PromptedSt
 :attr:`PromptedStory.mention_mask` derive the per-token targets, :func:`prompt_tokens` the prompt.
 
 The paper finds entities with a coreference tool (Lee et al. 2018) and writes each as its first mention (§4.3,
-App. A.2). Here the entities come from **gold** coreference, by these rules (:func:`prompted_story`):
+App. A.2). Here the entities come from **gold** coreference, by these rules (:class:`PromptRules`):
 
 1. **Entities** are the gold clusters of at least ``min_mentions`` mentions (default 2: Lee et al.'s tool
    outputs no singletons, OntoGUM annotates none, while LitBank and InScript do; ``min_mentions=1`` keeps them).
@@ -128,28 +128,30 @@ def is_pronoun(words: Sequence[str]) -> bool:
     return all(word.lower() in PRONOUNS for word in words)
 
 
-def prompted_story(
-    document: Document,
-    corpus: str,
-    *,
-    max_entities: int = MAX_ENTITIES,
-    min_mentions: int = MIN_MENTIONS,
-    skip_pronouns: bool = True,
-    max_surface_tokens: int = MAX_SURFACE_TOKENS,
-) -> PromptedStory:
+@dataclass(frozen=True)
+class PromptRules:
+    """Rules 1-3 of the module docstring: which entities a prompt lists and how each is written."""
+
+    max_entities: int = MAX_ENTITIES
+    min_mentions: int = MIN_MENTIONS
+    skip_pronouns: bool = True
+    max_surface_tokens: int = MAX_SURFACE_TOKENS
+
+
+def prompted_story(document: Document, corpus: str, rules: PromptRules = PromptRules()) -> PromptedStory:
     """The whole ``document`` as a story whose prompt follows rules 1-3 of the module docstring."""
     clusters: dict[int, list[Mention]] = {}
     for mention in dict.fromkeys(document.mentions):  # sorted by position; exact duplicates once
         clusters.setdefault(mention.entity, []).append(mention)
-    eligible = [label for label, mentions in clusters.items() if len(mentions) >= min_mentions]
+    eligible = [label for label, mentions in clusters.items() if len(mentions) >= rules.min_mentions]
     by_frequency = sorted(eligible, key=lambda label: (-len(clusters[label]), clusters[label][0]))
-    kept = sorted(by_frequency[:max_entities], key=lambda label: clusters[label][0])
+    kept = sorted(by_frequency[: rules.max_entities], key=lambda label: clusters[label][0])
     index = {label: n for n, label in enumerate(kept)}
     entities = []
     for label in kept:
         named = [m for m in clusters[label] if not is_pronoun(document.tokens[m.start : m.end])]
-        first = (named if skip_pronouns and named else clusters[label])[0]
-        entities.append(document.tokens[first.start : min(first.end, first.start + max_surface_tokens)])
+        first = (named if rules.skip_pronouns and named else clusters[label])[0]
+        entities.append(document.tokens[first.start : min(first.end, first.start + rules.max_surface_tokens)])
     mentions = [(m.start, m.end, index[m.entity]) for m in dict.fromkeys(document.mentions) if m.entity in index]
     return PromptedStory(
         document.id, corpus, document.tokens, document.sentences, tuple(entities), tuple(sorted(mentions))
@@ -157,29 +159,12 @@ def prompted_story(
 
 
 def stories_from_document(
-    document: Document,
-    corpus: str,
-    *,
-    max_tokens: int | None = None,
-    max_entities: int = MAX_ENTITIES,
-    min_mentions: int = MIN_MENTIONS,
-    skip_pronouns: bool = True,
-    max_surface_tokens: int = MAX_SURFACE_TOKENS,
+    document: Document, corpus: str, *, max_tokens: int | None = None, rules: PromptRules = PromptRules()
 ) -> list[PromptedStory]:
     """``document`` as one story, or with ``max_tokens`` as one story per sentence-boundary piece, each with the
     prompt of the entities mentioned in that piece."""
     pieces = [document] if max_tokens is None else sentence_chunks(document, max_tokens)
-    return [
-        prompted_story(
-            piece,
-            corpus,
-            max_entities=max_entities,
-            min_mentions=min_mentions,
-            skip_pronouns=skip_pronouns,
-            max_surface_tokens=max_surface_tokens,
-        )
-        for piece in pieces
-    ]
+    return [prompted_story(piece, corpus, rules) for piece in pieces]
 
 
 def load_stories(
@@ -188,10 +173,7 @@ def load_stories(
     data_dir: DataDir = None,
     *,
     max_tokens: int | None = None,
-    max_entities: int = MAX_ENTITIES,
-    min_mentions: int = MIN_MENTIONS,
-    skip_pronouns: bool = True,
-    max_surface_tokens: int = MAX_SURFACE_TOKENS,
+    rules: PromptRules = PromptRules(),
 ) -> list[PromptedStory]:
     """One split of a corpus as prompted stories, documents in corpus order (see the module docstring).
 
@@ -214,15 +196,7 @@ def load_stories(
     return [
         story
         for document in documents
-        for story in stories_from_document(
-            document,
-            corpus,
-            max_tokens=max_tokens,
-            max_entities=max_entities,
-            min_mentions=min_mentions,
-            skip_pronouns=skip_pronouns,
-            max_surface_tokens=max_surface_tokens,
-        )
+        for story in stories_from_document(document, corpus, max_tokens=max_tokens, rules=rules)
     ]
 
 

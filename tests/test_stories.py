@@ -11,6 +11,7 @@ from coref.document import Document, Mention
 from coref.stories import (
     SEP,
     PromptedStory,
+    PromptRules,
     load_stories,
     prompt_tokens,
     prompted_story,
@@ -47,19 +48,22 @@ def test_prompt_is_the_first_non_pronoun_mention_per_entity_ordered_by_first_men
 
 
 def test_pronoun_first_mentions_are_kept_when_asked_or_when_there_is_nothing_else():
-    assert prompted_story(story_document(), "hand", skip_pronouns=False).entities == (("He",), ("Mary", "Smith"))
+    assert prompted_story(story_document(), "hand", PromptRules(skip_pronouns=False)).entities == (
+        ("He",),
+        ("Mary", "Smith"),
+    )
     narrator = Document("i", "I came . I saw me .".split(), [(0, 3), (3, 7)], [Mention(0, 1, 1), Mention(3, 4, 1)])
     assert prompted_story(narrator, "hand").entities == (("I",),)
 
 
 def test_singletons_are_left_out_unless_min_mentions_is_one():
-    story = prompted_story(story_document(), "hand", min_mentions=1)
+    story = prompted_story(story_document(), "hand", PromptRules(min_mentions=1))
     assert story.entities == (("The", "old", "man"), ("Mary", "Smith"), ("It",))
     assert (10, 11, 2) in story.mentions
 
 
 def test_long_surface_forms_are_cut():
-    story = prompted_story(story_document(), "hand", max_surface_tokens=2)
+    story = prompted_story(story_document(), "hand", PromptRules(max_surface_tokens=2))
     assert story.entities == (("The", "old"), ("Mary", "Smith"))
 
 
@@ -102,13 +106,13 @@ def test_max_entities_keeps_the_most_mentioned_then_orders_them_by_first_mention
     tokens = "a b c d b c d b d d .".split()
     labels = {"a": 1, "b": 2, "c": 3, "d": 4}
     document = Document("cap", tokens, None, [Mention(t, t + 1, labels[w]) for t, w in enumerate(tokens) if w != "."])
-    story = prompted_story(document, "hand", max_entities=2, min_mentions=1)
+    story = prompted_story(document, "hand", PromptRules(max_entities=2, min_mentions=1))
     assert story.entities == (("b",), ("d",))
     assert story.mentions == ((1, 2, 0), (3, 4, 1), (4, 5, 0), (6, 7, 1), (7, 8, 0), (8, 9, 1), (9, 10, 1))
-    assert prompted_story(document, "hand", max_entities=1, min_mentions=1).entities == (("d",),)
+    assert prompted_story(document, "hand", PromptRules(max_entities=1, min_mentions=1)).entities == (("d",),)
     # a tie goes to the earlier first mention
     tie = Document("tie", "x y x y .".split(), None, [Mention(t, t + 1, t % 2) for t in range(4)])
-    assert prompted_story(tie, "hand", max_entities=1).entities == (("x",),)
+    assert prompted_story(tie, "hand", PromptRules(max_entities=1)).entities == (("x",),)
 
 
 def test_splitting_cuts_at_sentence_boundaries_with_a_prompt_per_piece():
@@ -120,7 +124,9 @@ def test_splitting_cuts_at_sentence_boundaries_with_a_prompt_per_piece():
     assert first.entities == (("He",), ("Mary", "Smith"))  # no name for the man within this piece
     # in the second piece the man and Mary are mentioned once each: no entity has two mentions there
     assert second.entities == ()
-    assert stories_from_document(story_document(), "hand", max_tokens=11, min_mentions=1)[1].entities == (
+    assert stories_from_document(story_document(), "hand", max_tokens=11, rules=PromptRules(min_mentions=1))[
+        1
+    ].entities == (
         ("It",),
         ("The", "old", "man"),
         ("Mary",),

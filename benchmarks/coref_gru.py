@@ -163,10 +163,17 @@ def markdown_table(result: dict) -> str:
             cell = result["models"][model]["tasks"].get(str(task))
             cells += ["-", "-"] if cell is None else [f"{cell['avg']:.3f}", f"{cell['max']:.3f}"]
         lines.append(f"| {task} | " + " | ".join(cells) + " |")
-    lines.append("| mean | " + " | ".join(f"{result['models'][m]['avg']:.3f} | {result['models'][m]['max']:.3f}"
-                                         for m in models) + " |")
-    failed = [cell for m in models for cell in (str(result["models"][m]["failed_tasks"]), "")]
-    lines.append("| failed (max < 0.95) | " + " | ".join(failed) + " |")
+    common = [str(task) for task in tasks if all(str(task) in result["models"][m]["tasks"] for m in models)]
+    if not common:
+        return "\n".join(lines) + "\n"
+    cells = [result["models"][m]["tasks"] for m in models]
+    means = [f"{sum(c[t][key] for t in common) / len(common):.3f}" for c in cells for key in ("avg", "max")]
+    failed = [cell for c in cells for cell in (str(sum(c[t]["max"] < FAILED_BELOW for t in common)), "")]
+    seeds = [cell for c in cells for cell in (str(min(c[t]["seeds"] for t in common)), "")]
+    label = "" if len(common) == len(TASKS) else f" ({len(common)} tasks every model ran)"
+    lines.append(f"| mean{label} | " + " | ".join(means) + " |")
+    lines.append(f"| failed (max < 0.95){label} | " + " | ".join(failed) + " |")
+    lines.append("| seeds (fewest) | " + " | ".join(seeds) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -6,7 +6,8 @@ Model) or the Kneser-Ney n-gram.
         --out runs/dntm/both-gru_relu
 
 The readers of Coref-GRU (``--model ga_gru|ga_cgru|ga_gru_onehot|bi_gru|bi_cgru --task babi:N``) train through
-the same command with options of their own (:mod:`inference.reading`).
+the same command with options of their own (:mod:`inference.reading`), and so do the MNEMELM story LMs of
+Papalampidi et al. (``--model vanilla|s_mneme|d_mneme|d_mneme_no_mi|d_mneme_no_es``, :mod:`inference.story_lm`).
 
 Each model reads the data its registry entry names (:data:`generative.registry.DATA_KINDS`): EntityNLM and the
 RNNLM the paper's preprocessing of annotated text, the Dynamic Neural Text Model the Anonymized Language
@@ -45,7 +46,7 @@ from generative.entitynlm import PROPOSAL_CONTEXTS, EntityNLMConfig, EntityPropo
 from generative.ngram import KneserNeyConfig, KneserNeyLM
 from generative.registry import LANGUAGE_MODELS, model_kind
 from generative.rnnlm import RNNLMConfig
-from inference import reading
+from inference import reading, story_lm
 from inference.checkpoint import PROPOSAL_WEIGHTS, Checkpoint, module_weights
 from inference.common import (
     USER_ERRORS,
@@ -64,8 +65,9 @@ PAPER_LEARNING_RATES = {"adam": 1e-3, "adagrad": 0.1}
 
 def build_parser() -> Parser:
     parser = Parser(prog="python -m inference.train", description=__doc__)
-    parser.add_argument("--model", choices=(*LANGUAGE_MODELS, "ngram", *READERS), required=True,
-                        help="what to train (a reader of Dhingra et al.: see python -m inference.reading --help)")
+    parser.add_argument("--model", choices=(*LANGUAGE_MODELS, "ngram", *READERS, *story_lm.MODELS), required=True,
+                        help="what to train (a reader of Dhingra et al.: see python -m inference.reading --help; a "
+                             "MNEMELM: python -m inference.story_lm --help)")
     parser.add_argument("--corpus", default="sample", help="corpus name, or several joined with '+'")
     parser.add_argument("--data-dir", help="folder holding the corpora (default: $ENTITYLM_DATA; sample needs none)")
     parser.add_argument("--train-split", default="train", help="split to train on")
@@ -226,6 +228,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if reading_model(argv) in READERS:  # a reader of Dhingra et al.: its own options and defaults
         return reading.main(argv)
+    if reading_model(argv) in story_lm.MODELS:  # a MNEMELM story LM: its own options and defaults
+        return story_lm.main(argv)
     args = parse_args(argv)
     return run_main(lambda: run(args), USER_ERRORS)
 

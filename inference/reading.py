@@ -28,7 +28,7 @@ import json
 import math
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,7 +51,7 @@ from generative.coref_gru import (
     non_overlapping,
 )
 from inference.checkpoint import CheckpointError, module_weights, read_torch_file
-from inference.common import resolve_device, set_seed
+from inference.common import changed_options, resolve_device, set_seed
 
 READERS = {  # name: (reader class, recurrent layer)
     "ga_gru": (GatedAttentionReader, "gru"),
@@ -93,8 +93,7 @@ SCHEDULES = {
 }
 BUCKET_BATCHES = 10  # batches per window sorted by length (bucketed_order)
 EVAL_BATCH = 256  # questions per evaluation batch
-FIXED_ON_RESUME = ("model", "task", "embedding_size", "hidden_size", "dropout", "lr", "halve_every", "batch_size",
-                   "seed")
+FREE_ON_RESUME = ("epochs", "patience", "device", "data_dir", "out", "json", "resume")
 
 
 def parse_task(text: str) -> str:
@@ -185,8 +184,7 @@ class ReadingData:
 
 
     @classmethod
-    def lambada(cls, data_dir: str | None, words: list[str] | None = None,
-                chains_cache: str | Path | None = None) -> ReadingData:
+    def lambada(cls, data_dir: str | None, words: list[str] | None = None) -> ReadingData:
         """LAMBADA as reading comprehension (:mod:`coref.lambada`): ``train`` and ``dev`` are 90% and 10% of the
         development set, ``test`` the test set; the paper trained on LAMBADA's novels, which are not here.
 
@@ -200,15 +198,15 @@ class ReadingData:
         − 1 per passage, made non-overlapping. Training keeps the passages whose answer is a candidate; dev
         and test keep every passage (one whose answer is not in the context is always wrong)."""
         loaded = lambada_splits(data_dir)
+        chains = lambada_chains(loaded)
         if words is None:
             vocabulary = {word for item in loaded["train"] for word in (*item.tokens, item.answer)}
             words = [PAD, BEGIN, *(f"@unk{n}" for n in range(1, UNKNOWN_TYPES + 1)), *sorted(vocabulary)]
         index = {word: number for number, word in enumerate(words)}
         splits, in_context = {}, {}
         for split, items in loaded.items():
-            chains = lambada_chains(items, chains_cache)
             examples = []
-            for item, found in zip(items, chains):
+            for item, found in zip(items, chains[split]):
                 ids = _passage_ids([*item.tokens, item.answer], index)
                 candidates = [i for i, word in enumerate(item.context) if is_candidate(word)] or [0]
                 clusters = [non_overlapping(chain) for chain in found][: LAMBADA_CHAINS - 1]
@@ -225,9 +223,9 @@ class ReadingData:
                    {"dev": in_context["valid"], "test": in_context["test"]})
 
 
-def lambada_chains(examples: Sequence[LambadaExample], cache: str | Path | None) -> list[list[list[tuple[int, int]]]]:
-    """The LAMBADA passages' chains by the lowercase pipeline (LAMBADA is lowercase; :data:`LAMBADA_PIPELINE`),
-    cached in ``cache`` (default ``runs/lambada_chains/<models' hash>-<n>.json``)."""
+def lambada_chains(splits: Mapping[str, Sequence[LambadaExample]]) -> dict[str, list[list[list[tuple[int, int]]]]]:
+    """Per split, the LAMBADA passages' chains by the lowercase pipeline (LAMBADA is lowercase;
+    :data:`LAMBADA_PIPELINE`), loaded once and cached in ``runs/lambada_chains/<models' hash>-<n>.json``."""
     from coref.resolve import CorefPipeline  # the models need torch's detector only here
 
     files = [LAMBADA_PIPELINE["detector"], LAMBADA_PIPELINE["resolver"]]
@@ -236,8 +234,9 @@ def lambada_chains(examples: Sequence[LambadaExample], cache: str | Path | None)
         raise FileNotFoundError(f"the lowercase coreference pipeline {missing} is missing: train it as the README's "
                                 "Coref-GRU section says")
     digest = hashlib.sha256(b"".join(path.read_bytes() for path in files)).hexdigest()[:12]
-    cache = cache or ROOT / "runs" / "lambada_chains" / f"{digest}-{len(examples)}.json"
-    return lambada_clusters(examples, CorefPipeline.load(*files), cache)
+    pipeline, cache = CorefPipeline.load(*files), ROOT / "runs" / "lambada_chains"
+    return {split: lambada_clusters(examples, pipeline, cache / f"{digest}-{len(examples)}.json")
+            for split, examples in splits.items()}
 
 
 def _passage_ids(words: Sequence[str], index: dict[str, int]) -> list[int]:
@@ -349,9 +348,8 @@ def load_reader(path: str | Path, device: str | torch.device = "cpu") -> tuple[G
 
 def check_same_run(args: argparse.Namespace, stored: dict[str, Any], path: Path) -> None:
     """A ValueError naming the options that differ from those of the run ``--resume`` would continue (only
-    ``--epochs``, ``--patience``, ``--device`` and ``--data-dir`` may change)."""
-    changed = [f"--{key.replace('_', '-')} {stored[key]} (now {getattr(args, key)})" for key in FIXED_ON_RESUME
-               if key in stored and stored[key] != getattr(args, key)]
+    those in :data:`FREE_ON_RESUME` may change)."""
+    changed = changed_options(stored, vars(args), FREE_ON_RESUME)
     if changed:
         raise ValueError(f"{path}: was trained with {', '.join(changed)}; --resume continues a run with its options")
 

@@ -152,8 +152,9 @@ def lambada_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (folder / "lambada_development_plain_text.txt").write_text("\n".join(LAMBADA_DEV) + "\n")
     (folder / "lambada_test_plain_text.txt").write_text("\n".join(LAMBADA_TEST) + "\n")
 
-    def chains(examples, cache):
-        return [[[(0, 1), (example.tokens.index(".") + 1, example.tokens.index(".") + 2)]] for example in examples]
+    def chains(splits):
+        return {split: [[[(0, 1), (example.tokens.index(".") + 1, example.tokens.index(".") + 2)]]
+                         for example in examples] for split, examples in splits.items()}
 
     monkeypatch.setattr(reading, "lambada_chains", chains)
     return tmp_path

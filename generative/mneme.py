@@ -279,16 +279,19 @@ def alibi_slopes(heads: int) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class Cache:
-    """Each layer's inputs at the positions before the current chunk (the T-XL memory and the segment so far),
-    and which are real."""
+    """What each layer keeps of the positions before the current chunk (the T-XL memory and the segment so far),
+    and which are real. As in T-XL, the layers' inputs, from which every chunk recomputes keys and values with
+    the current weights (what training needs); or, with ``keys_values``, those keys and values themselves
+    (B, m, 2d): the same numbers without recomputing them at every step of generation."""
 
-    states: list[torch.Tensor]  # per layer (B, m, d)
+    states: list[torch.Tensor]  # per layer (B, m, d), or (B, m, 2d) keys and values
     real: torch.Tensor  # (B, m) bool
+    keys_values: bool = False
 
     def last(self, positions: int) -> Cache:
         """The last ``positions`` positions, detached (stop-gradient into earlier segments, as in T-XL)."""
         start = max(self.real.shape[1] - positions, 0)
-        return Cache([s[:, start:].detach() for s in self.states], self.real[:, start:])
+        return Cache([s[:, start:].detach() for s in self.states], self.real[:, start:], self.keys_values)
 
 
 @dataclass(frozen=True)
@@ -326,9 +329,10 @@ class SelfAttention(nn.Module):
         self.key_value = nn.Linear(config.d_model, 2 * config.d_model)
         self.out = nn.Linear(config.d_model, config.d_model)
 
-    def forward(self, x: torch.Tensor, context: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """x (B, L, d) normalised chunk, context (B, S, d) normalised [cache; chunk], mask (B, H, L, S)."""
-        keys, values = self.key_value(context).chunk(2, dim=-1)
+    def forward(self, x: torch.Tensor, keys_values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """x (B, L, d) normalised chunk, keys_values (B, S, 2d) of the normalised [cache; chunk], mask
+        (B, H, L, S)."""
+        keys, values = keys_values.chunk(2, dim=-1)
         attended = F.scaled_dot_product_attention(
             split_heads(self.query(x), self.heads), split_heads(keys, self.heads), split_heads(values, self.heads),
             attn_mask=mask, dropout_p=self.dropout if self.training else 0.0)
@@ -374,18 +378,21 @@ class Block(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(d, config.d_ff), nn.GELU(), nn.Linear(config.d_ff, d))
         self.dropout = nn.Dropout(config.dropout)
 
-    def forward(self, x: torch.Tensor, context: torch.Tensor, mask: torch.Tensor,
-                memory: Memory | None) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """x (B, L, d) this layer's chunk input, context (B, S, d) = [cache; x]: the layer's output and its
-        memory log attention (B, H, L, Z) (None when the memory is not read)."""
-        normal = self.norm1(context)
-        here = normal[:, -x.shape[1]:]
-        h = self.attention(here, normal, mask)
+    def forward(self, x: torch.Tensor, past: torch.Tensor, mask: torch.Tensor, memory: Memory | None,
+                keys_values: bool = False) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+        """x (B, L, d) this layer's chunk input after ``past``, the cache's inputs (B, m, d) or, with
+        ``keys_values``, their keys and values (B, m, 2d): the layer's output, its memory log attention
+        (B, H, L, Z) (None when the memory is not read) and what the cache keeps of [past; x], of the same kind."""
+        here = self.norm1(x)
+        past_keys_values = past if keys_values else self.attention.key_value(self.norm1(past))
+        context = torch.cat([past_keys_values, self.attention.key_value(here)], dim=1)
+        h = self.attention(here, context, mask)
         log_a = None
         if memory is not None and self.memory is not None:
             h, log_a = self.memory(here, h, memory)
+        kept = context if keys_values else torch.cat([past, x], dim=1)
         x = x + self.dropout(h)
-        return x + self.dropout(self.mlp(self.norm2(x))), log_a
+        return x + self.dropout(self.mlp(self.norm2(x))), log_a, kept
 
 
 def entity_kl(log_attention: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -398,12 +405,21 @@ def entity_kl(log_attention: torch.Tensor, labels: torch.Tensor) -> torch.Tensor
     return (torch.xlogy(q, q) - q * log_a).sum(-1).mean((1, 2))
 
 
-def nucleus_sample(logits: torch.Tensor, top_p: float, generator: torch.Generator | None = None) -> torch.Tensor:
+def nucleus_sample(logits: torch.Tensor, top_p: float, generator: torch.Generator | None = None,
+                   candidates: int = 1024) -> torch.Tensor:
     """(B,) a draw from each row of ``logits`` (B, V) restricted to its nucleus: the most probable words whose
-    mass first reaches ``top_p`` (the most probable word always), renormalised (Holtzman et al. 2020)."""
-    probs, order = torch.softmax(logits, -1).sort(-1, descending=True)
-    probs = probs.masked_fill(probs.cumsum(-1) - probs >= top_p, 0.0)
-    return order.gather(-1, torch.multinomial(probs, 1, generator=generator)).squeeze(-1)
+    mass first reaches ``top_p`` (the most probable word always), renormalised (Holtzman et al. 2020). The
+    nucleus is looked for among the ``candidates`` most probable words, and the whole vocabulary sorted only
+    when some row's candidates hold less than ``top_p``; the draw inverts the nucleus's cumulative mass. The
+    same distribution as sorting all words and ``torch.multinomial``, at a fraction of the cost a step."""
+    probs = torch.softmax(logits, -1)
+    top, order = probs.topk(min(candidates, probs.shape[-1]), -1)
+    if top.shape[-1] < probs.shape[-1] and bool((top.sum(-1) < top_p).any()):
+        top, order = probs.sort(-1, descending=True)
+    kept = top.masked_fill(top.cumsum(-1) - top >= top_p, 0.0).cumsum(-1)
+    u = torch.rand(kept.shape[0], 1, generator=generator, device=kept.device, dtype=kept.dtype) * kept[:, -1:]
+    index = torch.searchsorted(kept, u, right=True).clamp(max=kept.shape[-1] - 1)
+    return order.gather(-1, index).squeeze(-1)
 
 
 # ---- the model -------------------------------------------------------------------------------------------------
@@ -484,22 +500,23 @@ class MnemeLM(PyroModule):
         bias = -self.slopes[:, None, None] * distance.to(self.slopes.dtype)  # (H, L, S)
         return bias[None].masked_fill(~visible[:, None], float("-inf"))
 
-    def _read_chunk(self, ids: torch.Tensor, real: torch.Tensor, cache: Cache | None,
-                    memory: Memory | None) -> tuple[torch.Tensor, Cache, list[torch.Tensor]]:
-        """Read ``ids`` (B, L) after ``cache`` (None: no past): the final outputs (B, L, d), the cache extended by
-        these positions (untruncated), and each layer's memory log attention (empty without a memory)."""
+    def _read_chunk(self, ids: torch.Tensor, real: torch.Tensor, cache: Cache | None, memory: Memory | None,
+                    keys_values: bool = False) -> tuple[torch.Tensor, Cache, list[torch.Tensor]]:
+        """Read ``ids`` (B, L) after ``cache`` (None: no past; a new cache keeps keys and values when
+        ``keys_values``): the final outputs (B, L, d), the cache extended by these positions (untruncated), and
+        each layer's memory log attention (empty without a memory)."""
         x = self.dropout(self.embedding(ids))
         if cache is None:
-            cache = Cache([x[:, :0]] * len(self.blocks), real[:, :0])
+            width = 2 * x.shape[-1] if keys_values else x.shape[-1]
+            cache = Cache([x.new_zeros(x.shape[0], 0, width)] * len(self.blocks), real[:, :0], keys_values)
         mask = self._mask(cache.real, real)
         states, log_attention = [], []
         for block, past in zip(self.blocks, cache.states):
-            context = torch.cat([past, x], dim=1)
-            states.append(context)
-            x, log_a = block(x, context, mask, memory)
+            x, log_a, kept = block(x, past, mask, memory, cache.keys_values)
+            states.append(kept)
             if log_a is not None:
                 log_attention.append(log_a)
-        return self.norm(x), Cache(states, torch.cat([cache.real, real], 1)), log_attention
+        return self.norm(x), Cache(states, torch.cat([cache.real, real], 1), cache.keys_values), log_attention
 
     def _initial_memory(self, prompt_out: torch.Tensor, prompt_entity: torch.Tensor, slots: int) -> Memory:
         """Keys = values = the slots of §3: the mean final output of each entity's prompt tokens (or, w/o MI,
@@ -613,13 +630,15 @@ class MnemeLM(PyroModule):
     @torch.no_grad()
     def generate(self, prompt_ids: Sequence[Sequence[int]], prompt_entity: Sequence[Sequence[int]],
                  max_tokens: int, top_p: float = 0.8, temperature: float = 1.0,
-                 generator: torch.Generator | None = None, cache_size: int | None = None) -> Iterator[torch.Tensor]:
+                 generator: torch.Generator | None = None, cache_size: int | None = None,
+                 banned: int | None = None) -> Iterator[torch.Tensor]:
         """Sample a story for each prompt (rows of ids and entity indices, ragged lists or a (B, P) tensor) by
-        nucleus sampling, yielding the (B,) next tokens one step at a time. Token by token, with the same
+        nucleus sampling, yielding the (B,) next tokens one step at a time; the token ``banned`` (e.g. ``<eos>``,
+        for stories of a set length) is never drawn. Token by token, with the same
         conditionals as :meth:`read`: every earlier token of the segment stays visible, at each segment's end
         the cache is cut to ``cache_size`` positions, and at each chunk's end (D-MNEMELM) the memory is updated.
-        Call ``eval()`` first: sampling with dropout would not be the model's distribution. Like T-XL, the cache
-        holds hidden states, so every step recomputes keys and values over the cache."""
+        Call ``eval()`` first: sampling with dropout would not be the model's distribution. The cache keeps each
+        layer's keys and values, so a step computes them for the new token only."""
         if self.training:
             raise RuntimeError("generate() samples from the model without dropout: call eval() first")
         if not 0 < top_p <= 1 or temperature <= 0:
@@ -632,14 +651,17 @@ class MnemeLM(PyroModule):
         self._check(slots)
         width = prompt.shape[1]
         prompt_real = torch.arange(width, device=device) >= width - lengths[:, None]
-        out, cache, _ = self._read_chunk(prompt, prompt_real, None, None)
+        out, cache, _ = self._read_chunk(prompt, prompt_real, None, None, keys_values=True)
         memory = None if config.memory == "none" else self._initial_memory(out, entity, slots)
         cache = cache.last(limit)
         hidden = out[:, -1]
         real = torch.ones(prompt.shape[0], 1, dtype=torch.bool, device=device)
         chunk_out, chunk_attention = [], []
         for step in range(1, max_tokens + 1):
-            token = nucleus_sample(self.logits(hidden) / temperature, top_p, generator)
+            logits = self.logits(hidden)
+            if banned is not None:
+                logits[:, banned] = float("-inf")
+            token = nucleus_sample(logits / temperature, top_p, generator)
             yield token
             if step == max_tokens:
                 return

@@ -1,13 +1,15 @@
-"""Language-modelling metrics of MNEMELM story LMs (Papalampidi et al. 2022: §4.2, §5.1, Figures 3 and 4).
+"""Language-modelling and generation metrics of MNEMELM story LMs (Papalampidi et al. 2022: §4.2, §5.1-5.2,
+Table 1, Table 2, Figures 3 and 4).
 
     python -m inference.mneme_eval --checkpoints runs/mneme/vanilla/model.pt runs/mneme/d_mneme/model.pt \\
-        --corpus litbank+ontogum+inscript --split test --cache-sizes 500 100 50 10 \\
+        --corpus litbank+ontogum+inscript --split test --cache-sizes 500 100 50 10 --samples 5 \\
         --out benchmarks/results/mneme.json --plots benchmarks/results/
 
-Each checkpoint (``python -m inference.train --model vanilla|s_mneme|d_mneme|...``) reads the split's stories,
-cut as in training (``--max-tokens``), once per T-XL cache size: 500 is the paper's full context, 100, 50 and 10
-simulate narratives longer than the context (§4.1), the segment length staying the model's. Over the story
-tokens (the prompt excluded, ``<eos>`` included), per model and cache size:
+**Language modelling** (the key ``language_modelling``; ``--skip-lm`` leaves it out). Each checkpoint
+(``python -m inference.train --model vanilla|s_mneme|d_mneme|...``) reads the split's stories, cut as in training
+(``--max-tokens``), once per T-XL cache size: 500 is the paper's full context, 100, 50 and 10 simulate narratives
+longer than the context (§4.1), the segment length staying the model's. Over the story tokens (the prompt
+excluded, ``<eos>`` included), per model and cache size:
 
 - ``perplexity``; ``entity_nll``, -log p_e: the mean NLL of the tokens inside a mention of a prompt entity
   (§4.2); ``other_nll``, -log p_r: of the other tokens; the numbers of stories, tokens and mention tokens;
@@ -18,10 +20,17 @@ tokens (the prompt excluded, ``<eos>`` included), per model and cache size:
 - with a ``vanilla`` checkpoint among them, ``relative_improvement`` of every other model over it per cache
   size, 100 (vanilla - model) / vanilla, of perplexity, -log p_e and -log p_r (Figure 3).
 
-All checkpoints must share one vocabulary: perplexities over other words are not comparable. The results are
-the key ``language_modelling`` of ``--out``, whose other keys are kept; an earlier entry with the same settings
-(corpus, split, cut, sections, cache sizes, vocabulary) keeps its other models, so checkpoints can be evaluated
-as they finish. ``--plots`` gets ``mneme_figure3.png`` (with a vanilla checkpoint) and ``mneme_figure4.png``.
+**Generation** (the key ``generation``, with ``--samples N``; Table 2): every model draws N stories from the
+prompt of each prompted story of the split (``--prompts``: fewer, evenly spread), each as long as its human
+story; the human and generated stories are annotated alike and measured (:mod:`inference.entity_usage`):
+entities, mentions per entity, exact and subset prompt matches, coherence C, consistency V and U, each with its
+spread over the N sample sets; ``coherence_gap_closed``: the share of vanilla's gap to human C each other model
+closes.
+
+All checkpoints must share one vocabulary: perplexities over other words are not comparable. Other keys of
+``--out`` are kept; an earlier entry with the same settings keeps its other models, so checkpoints can be
+evaluated as they finish. ``--plots`` gets ``mneme_figure3.png`` (with a vanilla checkpoint) and
+``mneme_figure4.png``.
 """
 
 from __future__ import annotations
@@ -37,9 +46,12 @@ from typing import Any
 import torch
 
 from coref.atomic import atomic_path, write_text_atomic
-from coref.cli import Parser, integer, output_file, output_folder, progress, run_main
+from coref.cli import Parser, integer, output_file, output_folder, progress, real, run_main
+from coref.stories import PromptedStory
 from generative.mneme import MnemeBatch, MnemeLM, parameter_count
 from inference.common import USER_ERRORS, resolve_device
+from inference.entity_usage import HUMAN, Annotator, draw_stories, gap_closed, summary
+from inference.generate import probability
 from inference.story_lm import (
     StoryLMCheckpoint,
     corpus_parts,
@@ -49,7 +61,8 @@ from inference.story_lm import (
     story_batches,
 )
 
-KEY = "language_modelling"  # this command's part of the results file
+KEY = "language_modelling"  # this command's parts of the results file
+GENERATION = "generation"
 BASELINE = "vanilla"
 LIMITED_CACHE = 100  # Figure 4 compares the full cache with this one (when it is among --cache-sizes)
 SCORES = ("perplexity", "entity_nll", "other_nll")
@@ -166,31 +179,76 @@ def load_checkpoints(paths: Sequence[str], device: torch.device) -> dict[str, tu
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Evaluate every checkpoint; the merged ``language_modelling`` entry."""
+    """Evaluate every checkpoint; the results file's merged entries (``language_modelling`` unless
+    ``--skip-lm``, ``generation`` with ``--samples``)."""
     corpus_parts(args.corpus)
+    if args.skip_lm and not args.samples:
+        raise ValueError("--skip-lm leaves nothing to do without --samples")
+    annotator = Annotator.load(args.detector, args.resolver, args.pos_model) if args.samples else None
     results = read_results(args.out)
     device = resolve_device(args.device)
     loaded = load_checkpoints(args.checkpoints, device)
-    vocabulary = next(iter(loaded.values()))[1].vocabulary
     stories = load_split(args.corpus, args.split, args.data_dir, args.max_tokens)
+    entries = {}
+    if not args.skip_lm:
+        entries[KEY] = language_modelling(args, loaded, stories, results.get(KEY, {}), device)
+    if args.samples:
+        entries[GENERATION] = generation(args, loaded, stories, annotator, results.get(GENERATION, {}), device)
+    if args.out:
+        write_text_atomic(args.out, json.dumps({**results, **entries}, indent=2) + "\n")
+    if args.plots and KEY in entries:
+        for path in plot(entries[KEY], Path(args.plots)):
+            print(f"wrote {path}", file=sys.stderr)
+    return entries
+
+
+def language_modelling(args: argparse.Namespace, loaded: dict[str, tuple[MnemeLM, StoryLMCheckpoint, str]],
+                       stories: Sequence[PromptedStory], earlier: dict[str, Any], device: torch.device
+                       ) -> dict[str, Any]:
+    """The ``language_modelling`` entry: every model at every cache size, merged into ``earlier`` when that was
+    made with the same settings."""
+    vocabulary = next(iter(loaded.values()))[1].vocabulary
     batches = story_batches([encode_story(story, vocabulary) for story in stories], args.batch_tokens)
     cache_sizes = sorted(set(args.cache_sizes), reverse=True)
     settings = {"corpus": args.corpus, "split": args.split, "max_tokens": args.max_tokens, "sections": args.sections,
                 "cache_sizes": cache_sizes, "vocabulary": vocabulary.fingerprint}
-    earlier = results.get(KEY, {})
     models = dict(earlier.get("models", {})) if earlier.get("settings") == settings else {}
     for name, (model, checkpoint, path) in loaded.items():
         per_cache = evaluate_model(model, batches, cache_sizes, args.sections, device, name)
         models[name] = {"checkpoint": path, "parameters": parameter_count(model),
                         "trained_epochs": checkpoint.training.get("state", {}).get("epoch"),
                         "cache": per_cache, "section_degradation": section_degradation(per_cache, cache_sizes)}
-    entry = {"settings": settings, "models": models, "relative_improvement": relative_improvement(models, cache_sizes)}
-    if args.out:
-        write_text_atomic(args.out, json.dumps({**results, KEY: entry}, indent=2) + "\n")
-    if args.plots:
-        for path in plot(entry, Path(args.plots)):
-            print(f"wrote {path}", file=sys.stderr)
-    return entry
+    return {"settings": settings, "models": models, "relative_improvement": relative_improvement(models, cache_sizes)}
+
+
+def prompts_of(stories: Sequence[PromptedStory], count: int | None) -> list[PromptedStory]:
+    """The stories with a prompt, or ``count`` of them evenly spread over the split (every corpus in turn)."""
+    prompted = [story for story in stories if story.entities]
+    if count is None or count >= len(prompted):
+        return prompted
+    return [prompted[index * len(prompted) // count] for index in range(count)]
+
+
+def generation(args: argparse.Namespace, loaded: dict[str, tuple[MnemeLM, StoryLMCheckpoint, str]],
+               stories: Sequence[PromptedStory], annotator: Annotator, earlier: dict[str, Any],
+               device: torch.device) -> dict[str, Any]:
+    """The ``generation`` entry (Table 2): the human stories and every model's samples, annotated alike; merged
+    into ``earlier`` when that was made with the same settings."""
+    chosen = prompts_of(stories, args.prompts)
+    if not chosen:
+        raise ValueError(f"{args.corpus} {args.split}: no story has prompt entities to generate from")
+    settings = {"corpus": args.corpus, "split": args.split, "max_tokens": args.max_tokens, "stories": len(chosen),
+                "samples": args.samples, "top_p": args.top_p, "temperature": args.temperature, "seed": args.seed,
+                "annotator": {"detector": args.detector, "resolver": args.resolver, "pos_model": args.pos_model},
+                "length": "each sample as long as its human story, <eos> never drawn"}
+    rows = dict(earlier.get("rows", {})) if earlier.get("settings") == settings else {}
+    rows[HUMAN] = summary([annotator.measure([story.tokens for story in chosen], chosen)])
+    for name, (model, checkpoint, path) in loaded.items():
+        generator = torch.Generator(device=device).manual_seed(args.seed)
+        drawn = draw_stories(model, checkpoint.vocabulary, chosen, args.samples, generator, args.top_p,
+                             args.temperature, args.generation_batch, desc=f"{name}, sampling")
+        rows[name] = {**summary([annotator.measure(texts, chosen) for texts in drawn]), "checkpoint": path}
+    return {"settings": settings, "rows": rows, "coherence_gap_closed": gap_closed(rows)}
 
 
 def format_table(entry: dict[str, Any]) -> str:
@@ -202,6 +260,16 @@ def format_table(entry: dict[str, Any]) -> str:
             cells = [scores["perplexity"], scores["entity_nll"], scores["other_nll"]]
             lines.append(f"{name:<16}{cache:>6}" + "".join(f"{_text(cell, 2):>10}" for cell in cells)
                          + f"{_text(gain, 2):>12}")
+    return "\n".join(lines)
+
+
+def format_usage_table(entry: dict[str, Any]) -> str:
+    """Table 2: one row per model (and the human stories) with the means of the entity metrics."""
+    columns = (("entities", "entities"), ("mentions", "ment/ent"), ("exact", "exact"), ("subset", "subset"),
+               ("coherence", "C"), ("consistency", "V"), ("normalised_consistency_of_means", "U"))
+    lines = [f"{'stories':<16}{'n':>6}" + "".join(f"{label:>10}" for _, label in columns)]
+    for name, row in entry["rows"].items():
+        lines.append(f"{name:<16}{row['stories']:>6}" + "".join(f"{_text(row[key], 2):>10}" for key, _ in columns))
     return "\n".join(lines)
 
 
@@ -278,6 +346,20 @@ def build_parser() -> Parser:
     parser.add_argument("--out", type=output_file,
                         help="JSON results file: the key language_modelling is written, the others kept")
     parser.add_argument("--plots", type=output_folder, help="folder for mneme_figure3.png and mneme_figure4.png")
+    parser.add_argument("--skip-lm", action="store_true", help="only the generation metrics (with --samples)")
+    generation = parser.add_argument_group("generation metrics (Table 2)")
+    generation.add_argument("--samples", type=integer(0), default=0,
+                            help="stories drawn per prompt and model (paper 5; 0: no generation metrics)")
+    generation.add_argument("--prompts", type=integer(1),
+                            help="use this many prompted stories of the split, evenly spread (default: all)")
+    generation.add_argument("--top-p", type=probability, default=0.8, help="nucleus sampling's p (paper 0.8)")
+    generation.add_argument("--temperature", type=real(0, include_low=False), default=1.0,
+                            help="softmax temperature (paper 1)")
+    generation.add_argument("--seed", type=int, default=0, help="random seed of the samples (the same per model)")
+    generation.add_argument("--generation-batch", type=integer(1), default=32, help="stories sampled at a time")
+    generation.add_argument("--detector", help="the annotator's mention detector (default: the bundled one)")
+    generation.add_argument("--resolver", help="the annotator's mention ranker (default: the bundled one)")
+    generation.add_argument("--pos-model", help="the annotator's part-of-speech tagger (default: the bundled one)")
     parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
     return parser
 
@@ -286,7 +368,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
 
     def body() -> int:
-        print(format_table(run(args)))
+        entries = run(args)
+        tables = {KEY: format_table, GENERATION: format_usage_table}
+        print("\n\n".join(tables[key](entry) for key, entry in entries.items()))
         return 0
 
     return run_main(body, USER_ERRORS)

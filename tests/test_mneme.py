@@ -291,6 +291,15 @@ def test_nucleus_sampling_keeps_the_smallest_set_reaching_top_p():
     assert set(nucleus_sample(logits, 1.0, generator).tolist()) == {0, 1, 2}
 
 
+def test_the_nucleus_beyond_the_candidates_is_found_by_sorting():
+    generator = torch.Generator().manual_seed(0)
+    peaked = (-torch.arange(1000.0)).expand(500, -1)  # p(0) = 0.63, p(0) + p(1) = 0.86
+    assert set(nucleus_sample(peaked, 0.8, generator, candidates=8).tolist()) == {0, 1}
+    flat = (-0.001 * torch.arange(1000.0)).expand(2000, -1)  # half the mass in about the first 400 words
+    drawn = nucleus_sample(flat, 0.5, generator, candidates=8)
+    assert drawn.max() > 300 and drawn.max() < 420
+
+
 def generate(model: MnemeLM, tokens: int, seed: int = 0, **options) -> torch.Tensor:
     steps = model.generate([LONG.prompt, SHORT.prompt], [LONG.prompt_entity, SHORT.prompt_entity], tokens,
                            generator=torch.Generator().manual_seed(seed), **options)

@@ -12,7 +12,8 @@ from nbclient import NotebookClient
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
 # What each notebook prints once its last computation has run.
 EXPECTED = {"coref_gru": "coreferent attention", "dynamic_text_model": "mean quantile",
-            "entitynlm_tour": "log p_hat(x)", "posterior_coreference": "log p_hat(x)"}
+            "entitynlm_tour": "log p_hat(x)", "posterior_coreference": "log p_hat(x)",
+            "entity_memory": "memory attention per chunk"}
 # The notebooks that read a corpus from $ENTITYLM_DATA (the others use the data bundled in the package).
 NEEDS_DATA = {"coref_gru": "babi"}
 

@@ -12,7 +12,7 @@ import torch
 
 from coref.stories import load_stories
 from generative.mneme import MnemeConfig, MnemeExample, MnemeLM, make_batch
-from inference import generate, mneme_eval, story_lm, train
+from inference import entity_usage, generate, mneme_eval, story_lm, train
 
 TINY = ["--corpus", "sample", "--d-model", "16", "--layers", "1", "--heads", "2", "--d-ff", "32", "--chunk", "8",
         "--segment", "16", "--cache", "32", "--vocab-size", "150", "--batch-tokens", "300", "--warmup", "0",
@@ -276,3 +276,75 @@ def test_generation_takes_a_corpus_story_prompt(checkpoints, tmp_path, capsys):
     assert generate.main(["--checkpoint", str(checkpoints["d_mneme"]), "--story-id", "nope", "--corpus",
                           "sample"]) == 2
     assert "--story-id 'nope': no such story in sample test" in capsys.readouterr().err
+
+
+# ---- generation metrics (Table 2) -------------------------------------------------------------------------------
+
+
+def test_samples_are_as_long_as_their_stories_never_end_and_are_seeded(checkpoints):
+    model, checkpoint = story_lm.load_story_lm(checkpoints["d_mneme"])
+    stories = load_stories("sample", "test")
+
+    def draw(seed: int) -> list[list[list[str]]]:
+        return entity_usage.draw_stories(model, checkpoint.vocabulary, stories, 2, torch.Generator().manual_seed(seed),
+                                         batch_size=3)
+
+    drawn = draw(0)
+    assert len(drawn) == 2 and all(len(sample) == len(stories) for sample in drawn)
+    for sample in drawn:
+        assert [len(words) for words in sample] == [len(story.tokens) for story in stories]
+        assert all(story_lm.EOS not in words for words in sample)
+    assert draw(0) == drawn and draw(1) != drawn
+    assert drawn[0] != drawn[1]  # two samples of one prompt differ
+
+
+def test_the_annotator_resolves_drops_singletons_and_tags():
+    annotator = entity_usage.Annotator.load()
+    text = "Anna met her brother in Paris . She thanked him . A dog barked ."
+    [(document, tags)] = annotator.annotate([text.split()], ["t"])
+    assert len(document.sentences) == 3 and len(tags) == len(document.tokens)
+    sizes = [len(cluster) for cluster in document.clusters()]
+    assert sizes and min(sizes) >= 2  # entities mentioned once are not kept
+    assert tags[document.tokens.index("met")] == "VERB"
+
+
+def test_the_coherence_gap_and_the_spread_over_sample_sets():
+    rows = {"human": {"coherence": 5.0}, "vanilla": {"coherence": 3.0}, "d_mneme": {"coherence": 4.5},
+            "s_mneme": {"coherence": None}}
+    assert entity_usage.gap_closed(rows) == {"d_mneme": pytest.approx(0.75), "s_mneme": None}
+    assert entity_usage.gap_closed({"vanilla": {"coherence": 3.0}}) == {}
+    story = {"sections": 10, "entities": 2, "mentions": 3.0, "prompt_entities": 2, "exact": 1, "subset": 2,
+             "coherence": 4.0, "consistency": 50.0, "normalised_consistency": 20.0}
+    result = entity_usage.summary([[story, {**story, "coherence": 2.0}], [{**story, "coherence": 6.0}]])
+    assert result["stories"] == 3 and result["samples"] == 2 and result["coherence"] == pytest.approx(4.0)
+    assert result["spread"]["coherence"] == pytest.approx(1.5)  # set means 3 and 6
+    assert result["spread"]["entities"] == 0.0
+    assert entity_usage.summary([[story]])["spread"]["coherence"] is None
+
+
+def test_prompts_are_spread_over_the_split():
+    stories = load_stories("sample", "train")
+    assert mneme_eval.prompts_of(stories, None) == [s for s in stories if s.entities]
+    chosen = mneme_eval.prompts_of(stories, 3)
+    assert len(chosen) == 3 and chosen[0] == stories[0] and len(set(chosen)) == 3
+
+
+def test_the_evaluation_writes_the_generation_metrics_with_the_human_row(checkpoints, tmp_path, capsys):
+    out = tmp_path / "mneme.json"
+    assert evaluate([checkpoints["vanilla"]], out) == 0
+    capsys.readouterr()
+    assert evaluate([checkpoints["vanilla"], checkpoints["d_mneme"]], out, "--skip-lm", "--samples", "2") == 0
+    printed = capsys.readouterr().out
+    assert "human" in printed and "PPL" not in printed
+    results = json.loads(out.read_text())
+    assert set(results["language_modelling"]["models"]) == {"vanilla"}  # kept, not re-run
+    entry = results["generation"]
+    assert entry["settings"]["samples"] == 2 and entry["settings"]["stories"] == 2
+    assert set(entry["rows"]) == {"human", "vanilla", "d_mneme"}
+    human, vanilla = entry["rows"]["human"], entry["rows"]["vanilla"]
+    assert human["stories"] == 2 and human["samples"] == 1 and vanilla["stories"] == 4 and vanilla["samples"] == 2
+    assert set(vanilla) >= {"entities", "mentions", "exact", "subset", "coherence", "consistency",
+                            "normalised_consistency_of_means", "spread", "defined", "checkpoint"}
+    assert set(entry["coherence_gap_closed"]) == {"d_mneme"}
+    assert evaluate([checkpoints["vanilla"]], out, "--skip-lm") == 2
+    assert "--skip-lm leaves nothing to do without --samples" in capsys.readouterr().err

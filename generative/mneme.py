@@ -631,10 +631,10 @@ class MnemeLM(PyroModule):
     def generate(self, prompt_ids: Sequence[Sequence[int]], prompt_entity: Sequence[Sequence[int]],
                  max_tokens: int, top_p: float = 0.8, temperature: float = 1.0,
                  generator: torch.Generator | None = None, cache_size: int | None = None,
-                 banned: int | None = None) -> Iterator[torch.Tensor]:
+                 banned: Sequence[int] = ()) -> Iterator[torch.Tensor]:
         """Sample a story for each prompt (rows of ids and entity indices, ragged lists or a (B, P) tensor) by
-        nucleus sampling, yielding the (B,) next tokens one step at a time; the token ``banned`` (e.g. ``<eos>``,
-        for stories of a set length) is never drawn. Token by token, with the same
+        nucleus sampling, yielding the (B,) next tokens one step at a time; the tokens ``banned`` (e.g. padding,
+        or ``<eos>`` for stories of a set length) are never drawn. Token by token, with the same
         conditionals as :meth:`read`: every earlier token of the segment stays visible, at each segment's end
         the cache is cut to ``cache_size`` positions, and at each chunk's end (D-MNEMELM) the memory is updated.
         Call ``eval()`` first: sampling with dropout would not be the model's distribution. The cache keeps each
@@ -659,8 +659,7 @@ class MnemeLM(PyroModule):
         chunk_out, chunk_attention = [], []
         for step in range(1, max_tokens + 1):
             logits = self.logits(hidden)
-            if banned is not None:
-                logits[:, banned] = float("-inf")
+            logits[:, list(banned)] = float("-inf")
             token = nucleus_sample(logits / temperature, top_p, generator)
             yield token
             if step == max_tokens:

@@ -8,7 +8,8 @@ tokens for stories of about 1,000).
 
 Human and generated stories pass through the same annotator (§4.3: one coreference tool for both):
 
-1. the words, joined by spaces, are tokenised and split into sentences again by :mod:`coref.text`;
+1. the words, joined by spaces (``<unk>`` written ``UNK``), are tokenised and split into sentences again by
+   :mod:`coref.text`;
 2. a :class:`coref.resolve.CorefPipeline` (the bundled LitBank one by default) finds the mentions and entities;
 3. singletons are dropped, as the paper's annotator (Lee et al. 2018, trained on OntoNotes) outputs none;
 4. :mod:`coref.pos` tags every token (for attribute consistency);
@@ -36,9 +37,10 @@ from coref.resolve import CorefPipeline
 from coref.stories import PromptedStory, prompt_tokens
 from coref.text import tokenize
 from generative.mneme import MnemeLM
-from inference.story_lm import StoryVocabulary
+from inference.story_lm import UNK, StoryVocabulary, never_drawn
 
 HUMAN = "human"
+UNKNOWN_WORD = "UNK"  # what the annotator reads for <unk>, which coref.text would cut into "<", "unk", ">"
 
 
 @dataclass
@@ -58,7 +60,7 @@ class Annotator:
         """Each text (its words) re-tokenised, resolved without singletons, and tagged."""
         documents = []
         for words, story_id in zip(texts, ids):
-            tokenized = tokenize(" ".join(words))
+            tokenized = tokenize(" ".join(UNKNOWN_WORD if word == UNK else word for word in words))
             documents.append(Document(story_id, tokenized.tokens, tokenized.sentences))
         resolved = [document.replace(mentions=tuple(drop_singletons(document.mentions)))
                     for document in self.pipeline.resolve_documents(documents)]
@@ -81,14 +83,14 @@ def draw_stories(model: MnemeLM, vocabulary: StoryVocabulary, stories: Sequence[
     jobs = sorted(((i, k) for i in range(len(stories)) for k in range(samples)),
                   key=lambda job: len(stories[job[0]].tokens))
     drawn: list[list[list[str]]] = [[[] for _ in stories] for _ in range(samples)]
-    eos = vocabulary.eos_id
+    banned = never_drawn(vocabulary) + [vocabulary.eos_id]
     for start in progress(range(0, len(jobs), batch_size), desc=desc, unit="batch"):
         batch = jobs[start: start + batch_size]
         ids = [vocabulary.encode(prompts[i][0]) for i, _ in batch]
         owners = [prompts[i][1] for i, _ in batch]
         length = max(len(stories[i].tokens) for i, _ in batch)
         steps = list(model.generate(ids, owners, length, top_p=top_p, temperature=temperature,
-                                    generator=generator, banned=eos))
+                                    generator=generator, banned=banned))
         tokens = torch.stack(steps, dim=1).tolist()
         for (i, k), row in zip(batch, tokens):
             drawn[k][i] = [vocabulary.words[t] for t in row[: len(stories[i].tokens)]]

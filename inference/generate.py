@@ -28,7 +28,7 @@ from coref.cli import Parser, integer, output_file, real, run_main
 from coref.stories import PromptedStory, prompt_tokens
 from generative.mneme import MnemeLM
 from inference.common import USER_ERRORS, resolve_device
-from inference.story_lm import EOS, StoryVocabulary, corpus_parts, load_split, load_story_lm
+from inference.story_lm import EOS, StoryVocabulary, corpus_parts, load_split, load_story_lm, never_drawn
 
 
 def probability(text: str) -> float:
@@ -73,7 +73,7 @@ def sample_story(model: MnemeLM, vocabulary: StoryVocabulary, prompt: Sequence[s
     ``write`` as it is drawn: its words and whether it ended with ``<eos>``."""
     words = []
     for token in model.generate([vocabulary.encode(prompt)], [owners], max_tokens, top_p=top_p,
-                                temperature=temperature, generator=generator):
+                                temperature=temperature, generator=generator, banned=never_drawn(vocabulary)):
         word = vocabulary.words[int(token[0])]
         if word == EOS:
             return words, True

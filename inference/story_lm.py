@@ -123,6 +123,11 @@ class StoryVocabulary:
                 "words, nor are their perplexities over the same tokens")
 
 
+def never_drawn(vocabulary: StoryVocabulary) -> list[int]:
+    """The ids generation never draws: ``<pad>`` and ``<sep>``, which are never story tokens."""
+    return [vocabulary.index(PAD), vocabulary.index(SEP)]
+
+
 # ---- stories as batches -----------------------------------------------------------------------------------------
 
 

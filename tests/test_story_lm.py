@@ -293,7 +293,7 @@ def test_samples_are_as_long_as_their_stories_never_end_and_are_seeded(checkpoin
     assert len(drawn) == 2 and all(len(sample) == len(stories) for sample in drawn)
     for sample in drawn:
         assert [len(words) for words in sample] == [len(story.tokens) for story in stories]
-        assert all(story_lm.EOS not in words for words in sample)
+        assert all(not {story_lm.EOS, story_lm.PAD, "<sep>"} & set(words) for words in sample)
     assert draw(0) == drawn and draw(1) != drawn
     assert drawn[0] != drawn[1]  # two samples of one prompt differ
 
@@ -306,6 +306,8 @@ def test_the_annotator_resolves_drops_singletons_and_tags():
     sizes = [len(cluster) for cluster in document.clusters()]
     assert sizes and min(sizes) >= 2  # entities mentioned once are not kept
     assert tags[document.tokens.index("met")] == "VERB"
+    [(unknown, _)] = annotator.annotate([["The", "<unk>", "ran", "."]], ["u"])
+    assert unknown.tokens == ("The", "UNK", "ran", ".")  # not "<", "unk", ">"
 
 
 def test_the_coherence_gap_and_the_spread_over_sample_sets():

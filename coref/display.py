@@ -29,22 +29,28 @@ def entity_colours(document: Document) -> dict[int, str]:
     return {entity: PALETTE[k % len(PALETTE)] for k, entity in enumerate(document.entities())}
 
 
-def _hover(mention: Mention, entity_names: Mapping[int, str] | None) -> str:
+def _hover(mention: Mention, entity_names: Mapping[int, str] | None,
+           mention_titles: Mapping[tuple[int, int], str] | None = None) -> str:
     name = (entity_names or {}).get(mention.entity)
-    return f"entity {mention.entity}" + (f": {name}" if name is not None else "")
+    about = (mention_titles or {}).get(mention.span)
+    return (f"entity {mention.entity}" + (f": {name}" if name is not None else "")
+            + (f"; {about}" if about is not None else ""))
 
 
 def document_html(document: Document, title: str | None = None,
-                  entity_names: Mapping[int, str] | None = None) -> str:
+                  entity_names: Mapping[int, str] | None = None,
+                  mention_titles: Mapping[tuple[int, int], str] | None = None) -> str:
     """An HTML fragment (a ``<div>``) of ``document``'s tokens, one sentence per line, each mention a coloured
-    box labelled with its entity, ``entity_names[entity]`` (when given) in its hover title; ``title`` (when
-    given) a heading above. Tokens, names and the title are HTML-escaped; exact duplicate mentions are drawn
-    once."""
+    box labelled with its entity, ``entity_names[entity]`` (when given) in its hover title, and after it
+    ``mention_titles[(start, end)]`` (when given: what to say about that one mention, e.g. its posterior
+    probability); ``title`` (when given) a heading above. Tokens, names, mention titles and the title are
+    HTML-escaped; exact duplicate mentions are drawn once."""
     colours = entity_colours(document)
 
     def open_tag(mention: Mention) -> str:
         colour = colours[mention.entity]
-        return (f'<span class="mention" title="{escape(_hover(mention, entity_names))}" style="background: '
+        hover = _hover(mention, entity_names, mention_titles)
+        return (f'<span class="mention" title="{escape(hover)}" style="background: '
                 f'{colour}22; border: 1px solid {colour}; border-radius: 4px; padding: 1px 2px; margin: 0 1px">')
 
     def label(mention: Mention) -> str:

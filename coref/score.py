@@ -34,17 +34,21 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def format_table(evaluation: CorefEvaluation) -> str:
-    """Recall, precision and F1 of mention identification and every metric, in percent, then the CoNLL F1."""
+TABLE_ROWS = ("mentions", *METRICS)  # mention identification, then every metric
+
+
+def format_table(evaluation: CorefEvaluation, metrics: Sequence[str] = TABLE_ROWS) -> str:
+    """Recall, precision and F1 of ``metrics`` (default: mention identification and every metric), in percent,
+    then the CoNLL F1."""
     lines = [f"{'metric':<10}{'recall':>10}{'precision':>11}{'F1':>9}"]
-    for name in ("mentions", *METRICS):
+    for name in metrics:
         score = getattr(evaluation, name)
         lines.append(f"{name:<10}{100 * score.recall:>10.2f}{100 * score.precision:>11.2f}{100 * score.f1:>9.2f}")
     lines.append(f"CoNLL F1: {100 * evaluation.conll_f1:.2f}   (key documents scored: {evaluation.documents})")
     return "\n".join(lines)
 
 
-def _warnings(evaluation: CorefEvaluation) -> list[str]:
+def scoring_warnings(evaluation: CorefEvaluation) -> list[str]:
     """What the scoring did the official scorer's way that changes figures, one line ("warning: ...") each."""
     lines = []
     if evaluation.key_duplicates:
@@ -76,7 +80,7 @@ def _score(args: argparse.Namespace) -> int:
         raise EvaluationError(f"{args.key} against {args.response}: {error}") from None
     if args.json is not None:
         write_text_atomic(args.json, json.dumps(evaluation.to_json(), indent=2) + "\n")
-    for line in _warnings(evaluation):
+    for line in scoring_warnings(evaluation):
         print(line, file=sys.stderr)
     print(format_table(evaluation))
     return 0

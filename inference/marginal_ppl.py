@@ -41,7 +41,7 @@ import torch
 from coref.cli import Parser, integer, output_file, real
 from coref.cli import progress as progress_bar
 from coref.document import Document
-from coref.preprocess import EOS
+from coref.preprocess import EOS, Vocabulary
 from generative.batch import DocumentBatch, batches_by_length, token_stream
 from generative.entitynlm import PROPOSAL_CONTEXTS, EntityNLM, EntityProposal
 from inference.checkpoint import (
@@ -178,9 +178,16 @@ def load_modules_and_batches(args: argparse.Namespace, checkpoint: Checkpoint, d
     proposal.temperature = args.proposal_temperature
     documents = prepared_documents(args.corpus, args.split, args.data_dir, checkpoint.preprocess,
                                    checkpoint.vocabulary)[:max_documents]
-    batches = [b.to(device) for b in batches_by_length(documents, checkpoint.vocabulary,
-                                                         max(1, args.batch_tokens // args.particles))]
-    return model, proposal, documents, batches
+    return model, proposal, documents, particle_batches(documents, checkpoint.vocabulary, args.particles,
+                                                        args.batch_tokens, device)
+
+
+def particle_batches(documents: Sequence[Document], vocabulary: Vocabulary, particles: int, batch_tokens: int,
+                     device: torch.device | str) -> list[DocumentBatch]:
+    """``documents`` in batches of similar length holding about ``batch_tokens`` particles x padded tokens each,
+    on the device: how this command groups a corpus (sampling draws per batch, so the grouping is part of what a
+    seed reproduces)."""
+    return [b.to(device) for b in batches_by_length(documents, vocabulary, max(1, batch_tokens // particles))]
 
 
 def run(args: argparse.Namespace) -> dict:

@@ -39,7 +39,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import NamedTuple
 
@@ -54,7 +54,7 @@ from coref.document import Document, Mention, bracketed
 from coref.metrics import evaluate
 from coref.preprocess import EOS, Vocabulary, drop_singletons, kept_tokens, preprocess_document
 from generative.batch import batches_by_length
-from generative.entitynlm import PROPOSAL_CONTEXTS, EntityNLM, EntityProposal
+from generative.entitynlm import PROPOSAL_CONTEXTS, EntityNLM, EntityNLMConfig, EntityProposal
 from inference.checkpoint import PROPOSAL_WEIGHTS, Checkpoint, entitynlm_checkpoint, entitynlm_modules
 from inference.common import prepared_documents, resolve_device, run_command, set_seed
 from inference.smc import ParticleStructures, sample_structures, stream_to_document
@@ -308,9 +308,15 @@ def heatmap_spans(mention: np.ndarray, max_spans: int) -> np.ndarray:
 
 
 def plot_marginals(marginals: CoreferenceMarginals, path: str | Path, name: str, max_spans: int = 40) -> None:
+    """The heatmap of :func:`marginals_figure` written to ``path`` as a PNG."""
+    marginals_figure(marginals, name, max_spans).savefig(path, dpi=DPI, format="png")
+
+
+def marginals_figure(marginals: CoreferenceMarginals, name: str, max_spans: int = 40) -> Figure:
     """A heatmap of P(same entity) for the ``max_spans`` most probable mention spans of a document, in text
     order: a row per mention, a column per earlier mention (the lower triangle: the matrix is symmetric). The
-    figure's size is bounded, so a long document gives a readable picture of its likeliest mentions."""
+    figure's size is bounded, so a long document gives a readable picture of its likeliest mentions. A plain
+    matplotlib :class:`Figure` (no pyplot state), which Jupyter displays and ``savefig`` writes."""
     shown = heatmap_spans(marginals.mention, max_spans)
     labels = [span_label(marginals.texts[a], marginals.spans[a][0]) for a in shown]
     side = min(MAX_FIGURE_INCHES, 3.0 + 0.22 * len(shown))
@@ -332,7 +338,7 @@ def plot_marginals(marginals: CoreferenceMarginals, path: str | Path, name: str,
         axes.set_ylabel("mention")
         figure.colorbar(image, ax=axes, label="P(same entity | text)", fraction=0.04, pad=0.02)
     figure.tight_layout()
-    figure.savefig(path, dpi=DPI, format="png")
+    return figure
 
 
 # ---- the output folder ---------------------------------------------------------------------------------------
@@ -480,11 +486,20 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def posterior_proposal(checkpoint: Checkpoint, proposal: str | None = None) -> str:
+    """The proposal posterior sampling uses: ``proposal`` when given, else the paper's forward one where the
+    checkpoint has it (its MAP structures are the better resolver, see ``--proposal``), else the checkpoint's."""
+    if proposal is not None:
+        return proposal
+    if PROPOSAL_WEIGHTS["forward"] in checkpoint.weights:
+        return "forward"
+    return EntityNLMConfig(**checkpoint.config).proposal
+
+
 def load_model(args: argparse.Namespace, device: torch.device) -> tuple[Checkpoint, EntityNLM, EntityProposal]:
-    """The checkpoint, its model and the proposal of ``--proposal`` (default: the paper's where there is one)."""
+    """The checkpoint, its model and the proposal of ``--proposal`` (default: :func:`posterior_proposal`)."""
     _, checkpoint = entitynlm_checkpoint(args.checkpoint)
-    proposal = args.proposal or ("forward" if PROPOSAL_WEIGHTS["forward"] in checkpoint.weights else None)
-    model, proposal = entitynlm_modules(checkpoint, device, proposal)
+    model, proposal = entitynlm_modules(checkpoint, device, posterior_proposal(checkpoint, args.proposal))
     return checkpoint, model, proposal
 
 
@@ -516,27 +531,45 @@ def onto_original(structure: Document, original: Document, kept: list[int]) -> D
     return original.replace(mentions=mentions)
 
 
+def original_posteriors(model: EntityNLM, proposal: EntityProposal, originals: Sequence[Document],
+                        checkpoint: Checkpoint, particles: int, method: str, batch_tokens: int = 20_000,
+                        device: torch.device | str = "cpu", progress: bool = True,
+                        ess_threshold: float = 0.5) -> list[Posterior]:
+    """:func:`posteriors` of documents as they were read (their mentions, if any, are not used): each is read the
+    way the model reads text (the checkpoint's preprocessing and vocabulary), and every sampled structure is
+    moved back onto its original tokens, so ``Posterior.document`` is the original and its ``structures`` and
+    ``map_structure`` annotate the original tokens."""
+    originals = [document.replace(mentions=()) for document in originals]
+    config = checkpoint.preprocess
+    prepared = [preprocess_document(document, config, checkpoint.vocabulary)[0] for document in originals]
+    results = posteriors(model, proposal, prepared, checkpoint.vocabulary, particles, method, batch_tokens, device,
+                         progress, ess_threshold)
+    moved = []
+    for original, posterior in zip(originals, results):
+        kept = kept_tokens(original, config)
+        structures = [onto_original(structure, original, kept) for structure in posterior.structures]
+        moved.append(replace(posterior, document=original, structures=structures))
+    return moved
+
+
 def analyse(args: argparse.Namespace) -> dict:
     """--text / --conll: samples, MAP structures, marginals, antecedent lists and heatmaps, into ``args.out``."""
     device = resolve_device(args.device)
     set_seed(args.seed)
     originals = input_documents(args)
     checkpoint, model, proposal = load_model(args, device)
-    config = checkpoint.preprocess
-    prepared = [preprocess_document(document, config, checkpoint.vocabulary)[0] for document in originals]
     names = [document_name(document) for document in originals]
     with replacing_folder(args.out) as folder:
-        results = posteriors(model, proposal, prepared, checkpoint.vocabulary, args.particles, args.method,
-                             args.batch_tokens, device, ess_threshold=args.ess_threshold)
+        results = original_posteriors(model, proposal, originals, checkpoint, args.particles, args.method,
+                                      args.batch_tokens, device, ess_threshold=args.ess_threshold)
         samples, maps, marginals, antecedents, texts, summary = [], [], {}, {}, [], []
         documents = zip(originals, names, heatmap_file_names(names), results)
         for original, name, heatmap, posterior in progress_bar(documents, total=len(originals), unit="document",
                                                                desc="marginals, antecedents and heatmaps"):
-            kept = kept_tokens(original, config)
-            on_original = [onto_original(s, original, kept) for s in posterior.structures]
+            on_original = posterior.structures
             draws = np.random.choice(len(on_original), size=args.samples, p=posterior.weights)
             samples += [on_original[p].replace(id=f"{original.id}#sample{k}") for k, p in enumerate(draws)]
-            maps.append(onto_original(posterior.map_structure, original, kept))
+            maps.append(posterior.map_structure)
             table = coreference_marginals(on_original, posterior.weights, args.min_probability)
             marginals[name] = table.to_json()
             rankings = antecedent_rankings(on_original, posterior.weights, args.min_probability)

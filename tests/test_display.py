@@ -98,6 +98,15 @@ def test_entity_names_appear_in_the_hover_titles():
     assert [box.title for box in Boxes(document_html(his_dog())).boxes] == ["entity 1", "entity 2"] * 2
 
 
+def test_mention_titles_add_hover_text_to_their_own_mention_only():
+    titles = {(2, 4): "P(mention) = 0.90 & <more>", (5, 6): "second"}
+    boxes = Boxes(document_html(his_dog(), entity_names={2: "her dog"}, mention_titles=titles)).boxes
+    assert [box.title for box in boxes] == [
+        "entity 1", "entity 2: her dog; P(mention) = 0.90 & <more>", "entity 1", "entity 2: her dog; second"]
+    assert "&lt;more&gt;" in document_html(his_dog(), mention_titles=titles)  # escaped in the attribute
+    assert document_html(his_dog(), mention_titles={}) == document_html(his_dog())
+
+
 def test_a_document_without_mentions_is_its_text_one_sentence_per_line():
     html = document_html(Document("plain", "No one came . It rained .".split(), [(0, 4), (4, 7)]))
     assert re.sub(r"<div[^>]*>|</div>", "", html) == "No one came .<br>\nIt rained ."

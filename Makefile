@@ -2,7 +2,7 @@
 #   make demo   create .venv if needed, then run the main job on the embedded default
 #   make test   create .venv if needed, then run the test suite (real corpora from ENTITYLM_DATA)
 # On a CPU machine torch is installed FIRST as the pinned CPU build, so nothing pulls CUDA wheels.
-# GPU machines: see README ("Installing for a GPU"); set TORCH_SPEC/TORCH_INDEX accordingly.
+# GPU machines: see docs/getting-started.md ("Installing for a GPU"); set TORCH_SPEC/TORCH_INDEX accordingly.
 
 PYTHON ?= python3
 VENV ?= .venv

@@ -1,4 +1,4 @@
-"""Coreference from raw text against coreference from gold mentions, on LitBank and OntoGUM (README table).
+"""Coreference from raw text against coreference from gold mentions, on LitBank and OntoGUM (docs/coreference.md).
 
     python benchmarks/coref_end_to_end.py --data-dir DATA --runs runs
 

@@ -168,7 +168,7 @@ def format_table(result: dict) -> str:
 
 
 def markdown_table(result: dict) -> str:
-    """The same table in Markdown, with the number of seeds behind each row (as the README shows it)."""
+    """The same table in Markdown, with the number of seeds behind each row (as docs/dntm.md shows it)."""
     header = ["variant", *GROUPS, "mean quantile", "seeds", "parameters"]
     lines = ["| " + " | ".join(header) + " |", "|---" + "|---:" * (len(header) - 1) + "|"]
     for variant, entry in result["variants"].items():

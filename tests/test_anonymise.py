@@ -257,7 +257,7 @@ def test_the_sample_corpus_needs_no_data_directory():
         anonymised_corpus("sample", "test2")
 
 
-# ---- real corpora: the figures of the README --------------------------------------------------------------
+# ---- real corpora: the figures of docs/dntm.md -----------------------------------------------------------
 
 # split: documents read, dropped, avg sentences, avg chains, avg chains mentioned more than once, mentions per
 # chain (to 0.05), tokens, chains

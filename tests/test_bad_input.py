@@ -1,4 +1,4 @@
-"""Every command fails on bad input in one clear line (README, "Reliability"; the contract is :mod:`coref.cli`'s).
+"""Every command fails on bad input in one clear line (docs: "Reliability"; the contract is :mod:`coref.cli`'s).
 
 ``ROWS`` is a table of (command, arguments, what the error must say). Each row runs the way a user runs it, as a
 subprocess: ``python -m MODULE``, a console script of pyproject.toml from the environment's ``bin/``, or a
@@ -349,7 +349,7 @@ ROWS = [
     row("inference.entity_prediction", "--checkpoint {singletons} --max-slots 0", "argument --max-slots"),
     row("inference.entity_prediction", "--checkpoint {singletons} --json {unwritable}", "{unwritable}"),
     row("entitylm-entity-prediction", "--checkpoint {truncated}", "{truncated}: not an entitylm checkpoint"),
-    # ---- the benchmark scripts the README shows -------------------------------------------------------------
+    # ---- the benchmark scripts the docs show ----------------------------------------------------------------
     row("benchmarks/quality.py", "--data-dir {missing} --entitynlm {binary} --rnnlm {binary} --ngram {binary} "
         "--corpora litbank --out {out}", "{binary}: not an entitylm checkpoint"),
     row("benchmarks/quality.py", "--data-dir D --entitynlm E --rnnlm R --ngram N --corpora litbank "

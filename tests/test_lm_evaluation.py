@@ -58,7 +58,7 @@ def test_the_registry_builds_and_loads_every_model():
 
 
 def test_the_bundled_rnnlm_keeps_its_perplexity_through_the_shared_command(capsys):
-    # the same figure the main job prints for it (README: 155.51 on the embedded sample)
+    # the same figure the main job prints for it (docs/entitynlm.md: 155.51 on the embedded sample)
     assert perplexity.main(["--checkpoint", str(pretrained("rnnlm.pt"))]) == 0
     assert "all                           155.51" in capsys.readouterr().out
 

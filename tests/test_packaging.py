@@ -1,4 +1,4 @@
-"""The set-up files agree with each other: pyproject.toml, environment.yml, .ci/run and the README."""
+"""The set-up files agree with each other: pyproject.toml, environment.yml, .ci/run, the README and the docs."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+# Where commands are documented: the README (the front door) and the pages of the documentation site.
+DOCUMENTATION = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -54,10 +56,16 @@ def test_torch_is_installed_before_the_package():
     assert "TORCH_SPEC ?= torch==2.13.0" in makefile
 
 
-def test_every_command_the_readme_shows_has_a_console_script():
-    """`python -m coref.X` / `python -m inference.X` in the README: each is also `entitylm-X` after installing."""
+def test_every_command_the_docs_show_has_a_console_script():
+    """`python -m coref.X` / `python -m inference.X` in the README or the docs: each is also `entitylm-X` after
+    installing, and each console script is documented."""
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     modules = {name: target.removesuffix(":main") for name, target in scripts.items()}
-    shown = set(re.findall(r"python -m ((?:coref|inference)\.\w+)", (ROOT / "README.md").read_text()))
-    assert shown and shown <= set(modules.values()), f"no console script for {sorted(shown - set(modules.values()))}"
+    shown = {}
+    for page in DOCUMENTATION:
+        for module in re.findall(r"python -m ((?:coref|inference)\.\w+)", page.read_text(encoding="utf-8")):
+            shown.setdefault(module, page.relative_to(ROOT))
+    missing = {module: str(page) for module, page in shown.items() if module not in modules.values()}
+    assert shown and not missing, f"no console script for {missing}"
+    assert set(modules.values()) <= set(shown), f"undocumented commands: {sorted(set(modules.values()) - set(shown))}"
     assert all(name == "entitylm-" + module.split(".")[1].replace("_", "-") for name, module in modules.items())

@@ -344,7 +344,8 @@ def build_parser() -> Parser:
     parser.add_argument("--sections", type=integer(1), default=10, help="L: equal sections per story (Figure 4)")
     parser.add_argument("--batch-tokens", type=integer(1), default=4_000, help="padded story tokens per batch")
     parser.add_argument("--out", type=output_file,
-                        help="JSON results file: the key language_modelling is written, the others kept")
+                        help="JSON results file: the keys language_modelling and generation are written, "
+                        "the others kept")
     parser.add_argument("--plots", type=output_folder, help="folder for mneme_figure3.png and mneme_figure4.png")
     parser.add_argument("--skip-lm", action="store_true", help="only the generation metrics (with --samples)")
     generation = parser.add_argument_group("generation metrics (Table 2)")

@@ -127,3 +127,38 @@ def test_python_examples_run(page: Path, tmp_path: Path):
         pytest.fail(f"the examples of {page.relative_to(ROOT)} ran over {EXAMPLES_TIMEOUT_S} s: keep them small")
     where = ", ".join(example.where for example in RUNNABLE[page])
     assert done.returncode == 0, f"an example failed ({where}):\n{done.stdout}\n{done.stderr}"
+
+
+COMMAND = re.compile(r"^## `python -m (?P<module>[\w.]+)`", re.MULTILINE)
+FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+
+
+def command_sections() -> dict[str, str]:
+    """The text of each ``## `python -m MODULE` `` section of the command pages, by module."""
+    sections = {}
+    for page in sorted((ROOT / "docs" / "commands").glob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        starts = [(match.start(), match["module"]) for match in COMMAND.finditer(text)]
+        for (start, module), (end, _) in zip(starts, [*starts[1:], (len(text), "")]):
+            sections[module] = text[start:text.find("\n## ", start + 1) if "\n## " in text[start + 1:end] else end]
+    return sections
+
+
+def test_every_command_page_lists_exactly_the_options_of_its_parser():
+    """The option tables of docs/commands were written from the parsers: an option added, renamed or removed
+    without its row fails here."""
+    from tests.test_bad_input import PARSERS, parsers
+
+    factories = dict(PARSERS)
+    sections = command_sections()
+    assert len(sections) >= 20
+    for module, text in sections.items():
+        top = getattr(importlib.import_module(module), factories[module])()
+        options = {flag for parser in parsers(top) for action in parser._actions for flag in action.option_strings
+                   if flag.startswith("--") and flag != "--help"}
+        rows = {FLAG.search(line)[0] for line in text.splitlines() if line.startswith("| `--")}
+        assert rows == options, f"docs/commands, python -m {module}: rows for {sorted(options - rows)} missing, " \
+                                f"rows for {sorted(rows - options)} without an option"
+        usage = re.findall(r"```text\n(usage:.*?)```", text, re.DOTALL)
+        stale = {flag for block in usage for flag in FLAG.findall(block)} - options - {"--help"}
+        assert not stale, f"docs/commands, python -m {module}: its usage shows {sorted(stale)}, which it lacks"

@@ -106,6 +106,10 @@ class PromptedStory:
             mask[start:end] = [True] * (end - start)
         return tuple(mask)
 
+    def document(self) -> Document:
+        """The story as a Document whose mentions are those of the prompt entities (entity k: prompt entity k)."""
+        return Document(self.id, self.tokens, self.sentences, [Mention(*mention) for mention in self.mentions])
+
 
 def prompt_tokens(story: PromptedStory, sep: str = SEP) -> tuple[list[str], list[int]]:
     """The entity prompt ``sep e1 sep e2 sep ... eN sep`` and, per prompt token, its entity index (-1 for ``sep``).

@@ -43,6 +43,11 @@ HUMAN = "human"
 UNKNOWN_WORD = "UNK"  # what the annotator reads for <unk>, which coref.text would cut into "<", "unk", ">"
 
 
+def story_text(words: Sequence[str]) -> str:
+    """The text the annotator reads for a story's words: joined by spaces, ``<unk>`` written ``UNK``."""
+    return " ".join(UNKNOWN_WORD if word == UNK else word for word in words)
+
+
 @dataclass
 class Annotator:
     """The coreference pipeline and part-of-speech tagger that annotate every story alike."""
@@ -60,7 +65,7 @@ class Annotator:
         """Each text (its words) re-tokenised, resolved without singletons, and tagged."""
         documents = []
         for words, story_id in zip(texts, ids):
-            tokenized = tokenize(" ".join(UNKNOWN_WORD if word == UNK else word for word in words))
+            tokenized = tokenize(story_text(words))
             documents.append(Document(story_id, tokenized.tokens, tokenized.sentences))
         resolved = [document.replace(mentions=tuple(drop_singletons(document.mentions)))
                     for document in self.pipeline.resolve_documents(documents)]

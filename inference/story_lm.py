@@ -225,6 +225,16 @@ class StoryLMCheckpoint:
         return checkpoint
 
 
+def is_story_lm_file(path: str | Path) -> bool:
+    """Whether ``path`` is a file ``torch.save`` wrote with this module's format tag: a cheap look (the tensors
+    are memory-mapped, not read) that tells a story LM checkpoint from the others before loading it."""
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # not a file torch reads with mmap (missing, random bytes, legacy format): not ours
+        return False
+    return isinstance(payload, dict) and payload.get("format") == FORMAT
+
+
 def load_story_lm(path: str | Path, device: str | torch.device = "cpu") -> tuple[MnemeLM, StoryLMCheckpoint]:
     """The best weights of a story LM checkpoint (``OUT/model.pt``) in eval mode, and the checkpoint (its
     ``vocabulary``, ``max_tokens`` and ``training`` record)."""

@@ -14,10 +14,14 @@ import inference.api as elm
 from coref.conll import parse_conll, write_conll
 from coref.corpora import load_corpus
 from coref.document import Document, Mention
+from coref.entity_metrics import StoryMetrics
 from coref.metrics import evaluate
 from coref.preprocess import preprocess_document
+from coref.stories import load_stories
+from coref.text import tokenize as tokenize_text
 from generative.batch import make_batch
-from inference import marginal_ppl
+from generative.mneme import make_batch as make_story_batch
+from inference import generate, marginal_ppl, story_lm
 from inference.checkpoint import Checkpoint, entitynlm_modules, pretrained
 from inference.common import set_seed
 from inference.importance import estimate_marginal
@@ -196,3 +200,139 @@ def test_coreference_and_its_score_against_a_key(tmp_path):
 def test_bad_input_is_a_clear_value_error(entitynlm, rnnlm, call, message):
     with pytest.raises(ValueError, match=message):
         call(entitynlm, rnnlm)
+
+
+# ---- story language models (MNEMELM) ----------------------------------------------------------------------------
+
+STORY_TINY = {"d_model": 16, "layers": 1, "heads": 2, "d_ff": 32, "chunk": 8, "segment": 16, "cache": 32,
+              "vocab_size": 150, "batch_tokens": 300, "warmup": 0, "lr": 3e-3, "device": "cpu"}  # test_story_lm's
+ENTITIES = ["Mia", "the bicycle"]
+SPECIAL_WORDS = {"<pad>", "<sep>", "<eos>"}
+
+
+@pytest.fixture(scope="module")
+def story_models(tmp_path_factory) -> dict[str, elm.StoryLanguageModel]:
+    """A tiny vanilla LM and D-MNEMELM, each trained for two epochs through the API."""
+    root = tmp_path_factory.mktemp("story_api")
+    return {name: elm.train(name, "sample", root / name, epochs=2, **STORY_TINY) for name in ("vanilla", "d_mneme")}
+
+
+@pytest.fixture(scope="module")
+def generated_story(story_models) -> elm.GeneratedStory:
+    """The longest of a few D-MNEMELM samples (the tiny model often ends a story early)."""
+    samples = [story_models["d_mneme"].generate(ENTITIES, tokens=40, seed=seed) for seed in range(4)]
+    return max(samples, key=lambda sample: len(sample.words))
+
+
+def test_train_gives_the_loaded_story_lm_and_its_history(story_models):
+    model = story_models["d_mneme"]
+    assert isinstance(model, elm.StoryLanguageModel) and model.kind == "d_mneme"
+    assert model.path.name == "model.pt" and model.config.d_model == 16 and model.config.memory == "dynamic"
+    text = repr(model)
+    assert text.startswith("StoryLanguageModel(kind='d_mneme'") and "154 words" in text
+    assert "device='cpu'" in text and f"parameters={sum(p.numel() for p in model.module.parameters()):,}" in text
+    again = elm.load(model.path)
+    assert isinstance(again, elm.StoryLanguageModel) and repr(again) == text
+    assert model.history == story_lm.StoryLMCheckpoint.load(model.path).training["state"]["history"]
+    assert [record["epoch"] for record in model.history] == [1, 2] and "dev_nll" in model.history[0]
+
+
+def test_train_maps_options_to_flags_keeps_the_random_state_and_trains_the_rnnlm(tmp_path, capsys):
+    torch.manual_seed(7)
+    expected = torch.rand(3)
+    torch.manual_seed(7)
+    model = elm.train("rnnlm", "sample", tmp_path / "rnnlm", epochs=1, embedding_size=8, hidden_size=8,
+                      proposals=["forward"], keep_singletons=False, device="cpu", verbose=True)
+    assert torch.equal(torch.rand(3), expected)  # the trainer seeded its own run; the caller's stream is back
+    assert isinstance(model, elm.LanguageModel) and model.kind == "rnnlm" and len(model.history) == 1
+    assert '"epoch": 1' in capsys.readouterr().err  # verbose: the trainer's per-epoch line is shown
+    assert model.checkpoint.training["args"]["embedding_size"] == 8
+
+
+def test_story_generation_is_seeded_and_never_draws_special_tokens(story_models, generated_story, capsys):
+    model = story_models["d_mneme"]
+    assert generated_story.prompt == ("<sep>", "Mia", "<sep>", "the", "bicycle", "<sep>")
+    seed = generated_story.seed
+    assert model.generate(ENTITIES, tokens=40, seed=seed) == generated_story
+    assert model.generate(ENTITIES, tokens=40, seed=seed + 1).words != generated_story.words
+    assert generated_story.ended == (len(generated_story.words) < 40)
+    for other in range(4):  # flattened, the tiny model would draw <pad> or <sep> in three of these if it could
+        words = story_models["vanilla"].generate(ENTITIES, tokens=100, seed=other, top_p=1, temperature=3).words
+        assert words and not SPECIAL_WORDS & set(words)
+    assert generate.main(["--checkpoint", str(model.path), "--entities", *ENTITIES, "--max-tokens", "40",
+                          "--seed", str(seed), "--device", "cpu"]) == 0
+    assert capsys.readouterr().out.split() == list(generated_story.words)  # python -m inference.generate's sample
+
+
+def test_a_generated_story_is_annotated_and_measured(generated_story):
+    document = generated_story.document
+    assert document.tokens == tokenize_text(generated_story.text).tokens
+    assert generated_story.text.split() == ["UNK" if word == "<unk>" else word for word in generated_story.words]
+    assert set(generated_story.metrics) == set(StoryMetrics.__annotations__)
+    assert generated_story.metrics["prompt_entities"] == 2
+    assert all(len(cluster) >= 2 for cluster in document.clusters())  # singletons dropped, as the annotator does
+    text = repr(generated_story)
+    assert text.startswith(f"GeneratedStory(d_mneme from '<sep> Mia <sep> the bicycle <sep>' "
+                           f"(seed {generated_story.seed}): {len(generated_story.words)} words")
+    assert "metrics: sections 10" in text
+    html = generated_story._repr_html_()
+    assert "entitylm-coref" in html and "d_mneme from &#x27;&lt;sep&gt; Mia" in html and "<table>" in html
+
+
+def test_memory_attention_per_chunk_and_slot(story_models, generated_story):
+    words = generated_story.words
+    assert len(words) > 16, "the sample spans several chunks"
+    attention = generated_story.memory_attention()
+    chunks = -(-len(words) // 8)
+    assert attention.weights.shape == attention.moved.shape == (chunks, 3)
+    assert np.allclose(attention.weights.sum(1), 1, atol=1e-5) and (attention.weights >= 0).all()
+    assert attention.slots == ["non-entity", "Mia", "the bicycle"]
+    assert attention.chunks[0] == (0, 8) and attention.chunks[-1][1] == len(words)
+    assert (attention.moved >= 0).all() and attention.moved.any()  # D-MNEMELM rewrites its slots
+    assert "chunks x 3 slots" in repr(attention) and "<table>" in attention._repr_html_()
+    vanilla = story_models["vanilla"].generate(ENTITIES, tokens=10)
+    with pytest.raises(ValueError, match="a vanilla model has no entity memory"):
+        vanilla.memory_attention()
+
+
+def test_story_log_likelihood_is_the_sum_of_token_log_probs(story_models):
+    model = story_models["d_mneme"]
+    story = load_stories("sample", "test")[0]
+    module, checkpoint = story_lm.load_story_lm(model.path)
+    batch = make_story_batch([story_lm.encode_story(story, checkpoint.vocabulary)])
+    for cache_size in (None, 8):
+        result = model.log_likelihood(story, cache_size=cache_size)
+        with torch.no_grad():
+            log_p = module.token_log_probs(batch, cache_size=cache_size)[0]
+        mask = batch.mention_mask[0]
+        assert result.log_p == pytest.approx(float(log_p.sum()), abs=1e-4)
+        assert result.tokens == len(story.tokens) + 1 and result.mention_tokens == sum(story.mention_mask) > 0
+        assert result.entity_nll == pytest.approx(-float(log_p[mask].mean()), abs=1e-5)
+        assert result.other_nll == pytest.approx(-float(log_p[~mask].mean()), abs=1e-5)
+    assert result.cache_size == 8 and model.log_likelihood(story).cache_size == 32
+    assert model.perplexity(story) == pytest.approx(math.exp(-model.log_likelihood(story).log_p / result.tokens))
+    assert "-log p_e" in repr(result) and 'title="entity 0' in result._repr_html_()
+    text = model.log_likelihood("The bicycle was old. Mia fixed it.", entities=ENTITIES)
+    assert text.story.entities == (("Mia",), ("the", "bicycle")) and text.entity_nll is None
+    assert text.tokens == len(tokenize_text("The bicycle was old. Mia fixed it.").tokens) + 1
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda m: m.generate("Mia"), "entities are a list of strings"),
+    (lambda m: m.generate(["Mia", " "]), "every entity is a non-empty string"),
+    (lambda m: m.generate(ENTITIES, tokens=0), "tokens must be an integer of at least 1"),
+    (lambda m: m.generate(ENTITIES, top_p=0), "top_p must be in"),
+    (lambda m: m.log_likelihood(load_stories("sample", "test")[0], entities=["Mia"]), "has its own entities"),
+    (lambda m: m.log_likelihood(42), "a story is a str or a coref.stories.PromptedStory"),
+    (lambda m: m.log_likelihood("  "), "empty"),
+    (lambda m: m.log_likelihood("Mia ran.", cache_size=-1), "cache_size must be an integer"),
+    (lambda m: elm.train("d_mneme", "sample", m.path.parent / "new", bogus_option=1),
+     "unrecognized arguments: --bogus-option 1"),
+    (lambda m: elm.train("d_mneme", "sample", m.path.parent / "new", d_model=0), "--d-model: must be at least 1"),
+    (lambda m: elm.train("d_mneme", "nope", m.path.parent / "new"), "unknown story corpus 'nope'"),
+    (lambda m: elm.train("d_mneme", "sample", m.path.parent, **STORY_TINY), "holds an earlier run"),
+    (lambda m: elm.train("dntm", "sample", m.path.parent / "new"), "this API trains and loads"),
+])
+def test_story_lm_bad_input_is_a_clear_value_error(story_models, call, message):
+    with pytest.raises(ValueError, match=message):
+        call(story_models["d_mneme"])

@@ -99,6 +99,16 @@ def read_torch_file(path: Path, what: str) -> Any:
                               f"({type(error).__name__})") from error
 
 
+def format_tag(path: str | os.PathLike) -> object:
+    """The ``format`` entry of a file ``torch.save`` wrote as a dict, None for anything else: a cheap look (the
+    tensors are memory-mapped, not read) that tells the kinds of checkpoint apart before loading one."""
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # not a file torch reads with mmap (missing, random bytes, legacy format): no tag
+        return None
+    return payload.get("format") if isinstance(payload, dict) else None
+
+
 def _map_tensors(value: Any, function) -> Any:
     if isinstance(value, torch.Tensor):
         return function(value)

@@ -79,14 +79,27 @@ def mean_quantile(scores: Sequence[dict[int, float]], answers: Sequence[int]) ->
     return float(np.mean(quantiles)) if quantiles else float("nan")
 
 
+def sample_clozes(documents: Sequence[Document], max_clozes: int | None, seed: int) -> tuple[list[Cloze], int]:
+    """The clozes of ``documents`` (in document order), a random sample of ``max_clozes`` of them seeded by
+    ``seed`` when there are more (None: all), and how many there were in all."""
+    every = [cloze for document in documents for cloze in clozes(document)]
+    if max_clozes is None:
+        return every, len(every)
+    kept = np.random.default_rng(seed).permutation(len(every))[:max_clozes]
+    return [every[i] for i in sorted(kept)], len(every)
+
+
 def sentence_scores(checkpoint: Checkpoint, cloze_list: Sequence[Cloze], device: torch.device,
-                    batch_tokens: int) -> list[dict[int, float]]:
-    """log p(cloze sentence filled with each candidate | the document before it), per cloze and candidate."""
+                    batch_tokens: int, model: torch.nn.Module | None = None,
+                    progress: bool = True) -> list[dict[int, float]]:
+    """log p(cloze sentence filled with each candidate | the document before it), per cloze and candidate
+    (``model``: the checkpoint's, already built on ``device``; default built here)."""
     filled = [cloze.filled(entity) for cloze in cloze_list for entity in cloze.candidates]
     # Targets are the words then </s> of every sentence, so sentence i's first target follows i earlier </s>.
     first_targets = [cloze.document.sentences[cloze.sentence][0] + cloze.sentence for cloze in cloze_list]
     scored_from = [first for cloze, first in zip(cloze_list, first_targets) for _ in cloze.candidates]
-    log_probs = iter(document_log_probs(checkpoint, filled, device, batch_tokens, scored_from=scored_from))
+    log_probs = iter(document_log_probs(checkpoint, filled, device, batch_tokens, progress=progress,
+                                         scored_from=scored_from, model=model))
     scores = []
     for cloze in cloze_list:
         scores.append({entity: float(next(log_probs).sum()) for entity in cloze.candidates})
@@ -110,12 +123,10 @@ def run(args: argparse.Namespace) -> dict:
                               f"{checkpoint.kind} checkpoint")
     documents = language_model_documents("anonymised", args.corpus, args.split, args.data_dir,
                                          checkpoint.preprocess, checkpoint.vocabulary)
-    every = [cloze for document in documents for cloze in clozes(document)]
-    kept = np.random.default_rng(args.seed).permutation(len(every))[: args.max_clozes]
-    found = [every[i] for i in sorted(kept)]
+    found, in_split = sample_clozes(documents, args.max_clozes, args.seed)
     scores = sentence_scores(checkpoint, found, device, args.batch_tokens)
     return {"checkpoint": str(args.checkpoint), "config": checkpoint.config, "corpus": args.corpus,
-            "split": args.split, "clozes": len(found), "clozes_in_split": len(every),
+            "split": args.split, "clozes": len(found), "clozes_in_split": in_split,
             "mean_candidates": float(np.mean([len(c.candidates) for c in found])) if found else 0.0,
             "mean_quantile": mean_quantile(scores, [cloze.answer for cloze in found])}
 

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
+from torch import nn
 
 from coref.cli import Parser, integer, output_file
 from coref.cli import progress as progress_bar
@@ -167,17 +168,18 @@ def require_exact(checkpoint: Checkpoint) -> None:
 
 
 def document_log_probs(checkpoint: Checkpoint, documents: Sequence[Document], device: torch.device,
-                       batch_tokens: int, progress: bool = True,
-                       scored_from: Sequence[int] | None = None) -> list[np.ndarray]:
+                       batch_tokens: int, progress: bool = True, scored_from: Sequence[int] | None = None,
+                       model: nn.Module | None = None) -> list[np.ndarray]:
     """log p(x_t | x_<t) of every target of every document, in the order of ``documents``; with
     ``scored_from`` (the DNTM only), of document i's targets from ``scored_from[i]`` on, 0 before: the model
-    reads the prefix but skips its softmax."""
+    reads the prefix but skips its softmax. ``model``: the checkpoint's model already built on ``device`` (a
+    caller that scores many times builds it once, as :mod:`inference.api` does); default built here."""
     vocabulary = checkpoint.vocabulary
     if checkpoint.kind == "ngram":
         ngram = ngram_model(checkpoint)
         return [ngram.log_prob(token_stream(document, vocabulary).words) for document in documents]
     require_exact(checkpoint)
-    model = language_model(checkpoint, device)
+    model = language_model(checkpoint, device) if model is None else model
     by_key: dict[tuple[str, int], np.ndarray] = {}
     first_target = {document.key: start for document, start in zip(documents, scored_from or [])}
     batches = batches_by_length(documents, vocabulary, batch_tokens)

@@ -64,9 +64,10 @@ TOKEN = re.compile(r"\w+(?:['’.-]\w+)*|[^\w\s]")
 SENTENCE_END = {".", "!", "?"}
 
 
-def tokenize(text: str, id: str = "text") -> Document:
-    """A plain text as a Document: words and punctuation marks as tokens, sentences ending at . ! or ?"""
-    tokens = TOKEN.findall(text)
+def tokenize(text: str, id: str = "text", token: re.Pattern = TOKEN) -> Document:
+    """A plain text as a Document: words and punctuation marks as tokens (``token``'s matches), sentences ending
+    at . ! or ?"""
+    tokens = token.findall(text)
     if not tokens:
         raise ValueError("--text: the text has no words")
     ends = [i + 1 for i, token in enumerate(tokens) if token in SENTENCE_END]

@@ -50,7 +50,7 @@ from generative.coref_gru import (
     matched_hidden_size,
     non_overlapping,
 )
-from inference.checkpoint import CheckpointError, module_weights, read_torch_file
+from inference.checkpoint import CheckpointError, format_tag, module_weights, read_torch_file
 from inference.common import changed_options, resolve_device, set_seed
 
 READERS = {  # name: (reader class, recurrent layer)
@@ -137,14 +137,9 @@ class ReadingData:
             extractive = all(example.answer_in_document for example in loaded["train"])
             classes = None if extractive else babi_answer_classes(loaded["train"])
         index = {word: number for number, word in enumerate(words)}
-        answers = {answer: number for number, answer in enumerate(classes or [])}
-
-        def example(item: BabiExample) -> ReadingExample:
-            answer = answers.get(item.answer, -1) if classes is not None else index.get(item.answer, 0)
-            return ReadingExample([index.get(word, 0) for word in item.document],
-                                  [index.get(word, 0) for word in item.question], answer, item.clusters)
-
-        splits = {split: [example(item) for item in items] for split, items in loaded.items()}
+        answers = None if classes is None else {answer: number for number, answer in enumerate(classes)}
+        splits = {split: [babi_reading_example(item, index, answers) for item in items]
+                  for split, items in loaded.items()}
         max_chains = 1 + max(len(item.clusters) for items in loaded.values() for item in items)
         return cls(f"babi:{task}", words, classes, splits, max_chains)
 
@@ -221,6 +216,16 @@ class ReadingData:
         return cls("lambada", words, None, {"train": splits["train"], "dev": splits["valid"],
                                             "test": splits["test"]}, LAMBADA_CHAINS,
                    {"dev": in_context["valid"], "test": in_context["test"]})
+
+
+def babi_reading_example(item: BabiExample, index: Mapping[str, int],
+                         answers: Mapping[str, int] | None) -> ReadingExample:
+    """A bAbI question as a reader reads it: word ids of ``index`` (an unseen word reads as padding, 0), the
+    chains of :mod:`coref.babi`, and the answer's id: its class in ``answers`` (-1 for an unseen one) for a
+    classification task, else its word id (None ``answers``: an extractive task)."""
+    answer = index.get(item.answer, 0) if answers is None else answers.get(item.answer, -1)
+    return ReadingExample([index.get(word, 0) for word in item.document],
+                          [index.get(word, 0) for word in item.question], answer, item.clusters)
 
 
 def lambada_chains(splits: Mapping[str, Sequence[LambadaExample]]) -> dict[str, list[list[list[tuple[int, int]]]]]:
@@ -334,6 +339,12 @@ def load(path: Path) -> dict[str, Any]:
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"{path}: not an entitylm reader checkpoint ({FORMAT})")
     return payload
+
+
+def is_reader_file(path: str | Path) -> bool:
+    """Whether ``path`` is a file ``torch.save`` wrote with this module's format tag: a cheap look (the tensors
+    are memory-mapped, not read) that tells a reader checkpoint from the others before loading it."""
+    return format_tag(path) == FORMAT
 
 
 def load_reader(path: str | Path, device: str | torch.device = "cpu") -> tuple[GatedAttentionReader, dict[str, Any]]:

@@ -55,7 +55,7 @@ from coref.cli import Parser, integer, output_file, output_folder, progress, rea
 from coref.corpora import CorpusError, DataDir
 from coref.stories import GOLD_CORPORA, SEP, STORY_CORPORA, PromptedStory, load_stories, prompt_tokens
 from generative.mneme import PRESETS, MnemeBatch, MnemeConfig, MnemeExample, MnemeLM, make_batch, parameter_count
-from inference.checkpoint import CheckpointError, module_weights, read_torch_file
+from inference.checkpoint import CheckpointError, format_tag, module_weights, read_torch_file
 from inference.common import USER_ERRORS, changed_options, resolve_device, set_seed
 
 MODELS = tuple(PRESETS)  # vanilla, s_mneme, d_mneme, d_mneme_no_mi, d_mneme_no_es
@@ -228,11 +228,7 @@ class StoryLMCheckpoint:
 def is_story_lm_file(path: str | Path) -> bool:
     """Whether ``path`` is a file ``torch.save`` wrote with this module's format tag: a cheap look (the tensors
     are memory-mapped, not read) that tells a story LM checkpoint from the others before loading it."""
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception:  # not a file torch reads with mmap (missing, random bytes, legacy format): not ours
-        return False
-    return isinstance(payload, dict) and payload.get("format") == FORMAT
+    return format_tag(path) == FORMAT
 
 
 def load_story_lm(path: str | Path, device: str | torch.device = "cpu") -> tuple[MnemeLM, StoryLMCheckpoint]:

@@ -11,6 +11,8 @@ import torch
 from matplotlib.figure import Figure
 
 import inference.api as elm
+from coref.anonymise import anonymised_corpus
+from coref.babi import load_babi
 from coref.conll import parse_conll, write_conll
 from coref.corpora import load_corpus
 from coref.document import Document, Mention
@@ -20,12 +22,14 @@ from coref.preprocess import preprocess_document
 from coref.stories import load_stories
 from coref.text import tokenize as tokenize_text
 from generative.batch import make_batch
+from generative.coref_gru import make_reading_batch
 from generative.mneme import make_batch as make_story_batch
-from inference import generate, marginal_ppl, story_lm
+from inference import entity_cloze, generate, marginal_ppl, perplexity, story_lm
 from inference.checkpoint import Checkpoint, entitynlm_modules, pretrained
 from inference.common import set_seed
 from inference.importance import estimate_marginal
 from inference.posterior import tokenize
+from tests.test_babi import TASK11, write_task
 
 TEXT = "Anna met her brother. She thanked him."
 
@@ -331,8 +335,171 @@ def test_story_log_likelihood_is_the_sum_of_token_log_probs(story_models):
     (lambda m: elm.train("d_mneme", "sample", m.path.parent / "new", d_model=0), "--d-model: must be at least 1"),
     (lambda m: elm.train("d_mneme", "nope", m.path.parent / "new"), "unknown story corpus 'nope'"),
     (lambda m: elm.train("d_mneme", "sample", m.path.parent, **STORY_TINY), "holds an earlier run"),
-    (lambda m: elm.train("dntm", "sample", m.path.parent / "new"), "this API trains and loads"),
+    (lambda m: elm.train("ngram", "sample", m.path.parent / "new"), "this API trains and loads"),
 ])
 def test_story_lm_bad_input_is_a_clear_value_error(story_models, call, message):
     with pytest.raises(ValueError, match=message):
         call(story_models["d_mneme"])
+
+
+# ---- the Dynamic Neural Text Model ------------------------------------------------------------------------------
+
+DNTM_TINY = {"vocab_size": 200, "embedding_size": 16, "hidden_size": 16, "context_size": 16, "batch_tokens": 400,
+             "lr": 0.01, "epochs": 2, "device": "cpu"}
+
+
+@pytest.fixture(scope="module")
+def dntm_models(tmp_path_factory) -> dict[str, elm.DynamicTextModel]:
+    folder = tmp_path_factory.mktemp("dntm")
+    return {placement: elm.train("dntm", "sample", folder / placement, placement=placement, **DNTM_TINY)
+            for placement in ("both", "none")}
+
+
+@pytest.fixture(scope="module")
+def anonymised_test():
+    return anonymised_corpus("sample", "test")
+
+
+def test_train_and_load_give_the_dntm_and_its_history(dntm_models):
+    model = dntm_models["both"]
+    assert isinstance(model, elm.DynamicTextModel) and isinstance(model, elm.LanguageModel)
+    assert model.kind == "dntm" and model.config.placement == "both" and len(model.history) == 2
+    again = elm.load(model.path)
+    assert isinstance(again, elm.DynamicTextModel) and again.config == model.config
+    assert repr(model).startswith("DynamicTextModel(kind='dntm'") and "200 words" in repr(model)
+
+
+def test_dntm_likelihood_is_the_perplexity_commands_sum_for_every_form_of_a_document(dntm_models, anonymised_test):
+    model = dntm_models["both"]
+    documents = model.documents("sample", "test")
+    log_probs = perplexity.document_log_probs(Checkpoint.load(model.path), documents, torch.device("cpu"), 32_000,
+                                              progress=False)
+    result = model.log_likelihood(documents)
+    assert [r.log_p for r in result] == pytest.approx([float(values.sum()) for values in log_probs], abs=1e-4)
+    assert [r.tokens for r in result] == [len(values) for values in log_probs]
+    raw = load_corpus("sample", "test").documents[0]  # annotated: preprocessed and anonymised as the corpus is
+    same = [model.log_likelihood(d).log_p for d in (raw, anonymised_test.originals[0], anonymised_test.documents[0])]
+    assert same == pytest.approx([result[0].log_p] * 3, abs=1e-4)
+    text = model.log_likelihood("<unk1> met <unk2> . <unk1> thanked <unk2> .")
+    assert text.tokens == 10 and text.sampler == "exact" and "exact" in repr(text)
+
+
+def test_dntm_token_groups_and_cloze_are_the_commands_numbers(dntm_models, anonymised_test, tmp_path, capsys):
+    model = dntm_models["both"]
+    argv = ["--checkpoint", str(model.path), "--corpus", "sample", "--split", "test", "--device", "cpu"]
+    assert perplexity.main([*argv, "--json", str(tmp_path / "groups.json")]) == 0
+    assert entity_cloze.main([*argv, "--max-clozes", "5", "--json", str(tmp_path / "cloze.json")]) == 0
+    capsys.readouterr()
+    groups = model.token_groups(list(anonymised_test.documents))
+    expected = json.loads((tmp_path / "groups.json").read_text())["groups"]
+    assert {g: groups[g] for g in perplexity.GROUPS} == pytest.approx({g: expected[g]["perplexity"]
+                                                                        for g in perplexity.GROUPS})
+    assert "reappearing_entities" in repr(groups) and "<table>" in groups._repr_html_()
+    clozes = model.cloze(list(anonymised_test.documents), max_clozes=5)
+    expected = json.loads((tmp_path / "cloze.json").read_text())
+    assert (len(clozes), clozes.total) == (expected["clozes"], expected["clozes_in_split"])
+    assert clozes.mean_quantile == pytest.approx(expected["mean_quantile"])
+    every = model.cloze(list(anonymised_test.documents))
+    assert len(every) == every.total >= len(clozes)
+    first = every[0]
+    assert first.answer in first.scores and set(first.scores) == set(first.cloze.candidates)
+    assert "___" in first.sentence() and "mean quantile" in repr(every) and "quantile" in repr(first)
+
+
+def test_entity_states_change_exactly_where_the_entity_is_mentioned(dntm_models, anonymised_test):
+    model, document = dntm_models["both"], anonymised_test.documents[0]
+    states = model.entity_states(document)
+    entities = len(document.entities())
+    assert states.states.shape == (len(document.sentences), entities, 16)
+    assert np.array_equal(states.changed, states.mentioned) and states.mentioned.any(0).all()
+    with torch.no_grad():
+        expected = model.module.entity_states(make_batch([document], model.checkpoint.vocabulary))[0, :, :entities]
+    assert np.allclose(states.states, expected.numpy())
+    assert np.isnan(states.cosine()[0, states.mentioned[0].argmin()]) or not (~states.mentioned[0]).any()
+    assert "<unk1>" in repr(states) and "<table>" in states._repr_html_()
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda m: m["none"].entity_states("<unk1> ran ."), "placement 'none'"),
+    (lambda m: m["both"].entity_states(["<unk1> ran ."]), "entity_states takes one text"),
+    (lambda m: m["both"].log_likelihood("<unk2> met <unk1> ."), "in order of first appearance"),
+    (lambda m: m["both"].posterior("<unk1> ran ."), "needs EntityNLM's latent entities"),
+    (lambda m: m["both"].log_likelihood(""), "empty"),
+])
+def test_dntm_bad_input_is_a_clear_value_error(dntm_models, call, message):
+    with pytest.raises(ValueError, match=message):
+        call(dntm_models)
+
+
+# ---- the Coref-GRU readers --------------------------------------------------------------------------------------
+
+READER_TINY = {"embedding_size": 8, "hidden_size": 8, "epochs": 2, "patience": 5, "device": "cpu"}
+
+
+@pytest.fixture(scope="module")
+def babi_data(tmp_path_factory) -> str:
+    """Task 11 written by hand (tests/test_babi.py's stories), so that the readers need no downloaded data."""
+    folder = tmp_path_factory.mktemp("data")
+    write_task(folder, "qa11_basic-coreference_train.txt", TASK11 * 6)
+    write_task(folder, "qa11_basic-coreference_test.txt", TASK11)
+    return str(folder)
+
+
+@pytest.fixture(scope="module")
+def readers(babi_data, tmp_path_factory) -> dict[str, elm.Reader]:
+    folder = tmp_path_factory.mktemp("readers")
+    return {model: elm.train(model, out=folder / model, data_dir=babi_data, task="babi:11", **READER_TINY)
+            for model in ("ga_cgru", "bi_gru")}
+
+
+def test_train_and_load_give_the_reader_and_its_test_accuracy(readers, babi_data):
+    reader = readers["ga_cgru"]
+    assert isinstance(reader, elm.Reader) and (reader.kind, reader.task) == ("ga_cgru", "babi:11")
+    assert reader.history and reader.test_accuracy == pytest.approx(reader.accuracy("test", data_dir=babi_data))
+    assert isinstance(elm.load(reader.path), elm.Reader)
+    assert "task='babi:11'" in repr(reader) and "test accuracy" in repr(reader)
+
+
+def test_an_answer_is_the_readers_attention_sum_in_every_form_of_a_question(readers, babi_data):
+    reader = readers["ga_cgru"]
+    item = load_babi(11, "test", babi_data)[0]
+    example = reader.examples("test", babi_data)[0]
+    answers = [reader.answer(story) for story in (item, example, TASK11.split("4 Daniel")[0])]
+    batch = make_reading_batch([example], reader.config.max_chains)
+    with torch.no_grad():
+        expected = reader.module.answer_logits(batch)[0].exp()
+    for answer in answers:
+        assert answer.probabilities[answer.predicted] == pytest.approx(expected.max().item(), abs=1e-6)
+        assert answer.question.answer == "bedroom" and answer.correct == (answer.predicted == "bedroom")
+    assert list(answers[0].probabilities.values()) == sorted(answers[0].probabilities.values(), reverse=True)
+    assert "where is mary ?" in repr(answers[0]) and "<table>" in answers[0]._repr_html_()
+    without = reader.answer(item, chains=False)
+    assert not without.with_chains and "without chains" in repr(without)
+    assert 0.0 <= reader.accuracy([item], chains=False) <= 1.0
+
+
+def test_relation_attention_per_token_layer_and_direction(readers, babi_data):
+    reader = readers["ga_cgru"]
+    item = load_babi(11, "test", babi_data)[0]  # mary ... she: one chain, an edge each way
+    attention = reader.relation_attention(item)
+    assert attention.masses.shape == (3, len(item.document), 2, 2)
+    assert np.allclose(attention.masses.sum(-1), 1.0) and np.all(attention.coreferent[:, ~attention.choice] == 0)
+    she = item.document.index("she")
+    assert attention.choice[she, 0] and attention.choice[0, 1]  # she reads mary forward, mary reads she backward
+    preferences = reader.word_preferences(["she", "mary"])
+    assert preferences.values["she"][0] == pytest.approx(attention.masses[0, she, 0, 1], abs=1e-5)
+    assert "coreferent attention" in repr(attention) and "she" in repr(preferences)
+    assert isinstance(attention.plot(), Figure) and "<table>" in attention._repr_html_()
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda r, data: r["bi_gru"].relation_attention(TASK11), "no C-GRU layers"),
+    (lambda r, data: r["ga_cgru"].answer(42), "a question is a bAbI story"),
+    (lambda r, data: r["ga_cgru"].word_preferences(["zebra"]), "outside the reader's vocabulary"),
+    (lambda r, data: r["ga_cgru"].examples("valid", data), "split must be one of"),
+    (lambda r, data: elm.train("ga_cgru", "babi:11", task="babi:11"), "the corpus or the task, not both"),
+    (lambda r, data: elm.train("ga_cgru", task="babi:11"), "an output folder"),
+])
+def test_reader_bad_input_is_a_clear_value_error(readers, babi_data, call, message):
+    with pytest.raises(ValueError, match=message):
+        call(readers, babi_data)

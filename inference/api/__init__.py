@@ -1,0 +1,73 @@
+"""entitylm in a notebook: a few calls over the library, each result printable and displayable in Jupyter.
+
+    import inference.api as elm
+    model = elm.load("entitynlm")                          # or "rnnlm", or the path of any checkpoint
+    model.log_likelihood("Anna met her brother. She thanked him.")    # log p_hat(x), perplexity, ESS, k-hat
+    model.posterior("Anna met her brother. She thanked him.")         # posterior coreference, highlighted
+    elm.coreference("Anna met her brother. She thanked him.")         # the discriminative resolver's answer
+    elm.score("key.conll", "response.conll")                          # MUC, B3, CEAFe, LEA, CoNLL F1
+
+    mneme = elm.train("d_mneme", corpus="sample", out="runs/d_mneme", epochs=5)  # python -m inference.train
+    story = mneme.generate(entities=["Sarah King", "the dog"], tokens=200, seed=0)  # annotated and measured
+    story.metrics, story.memory_attention()                         # entity usage; memory reads per chunk
+    mneme.log_likelihood("The dog barked. Sarah King smiled.", entities=["Sarah King", "the dog"])
+
+    dntm = elm.train("dntm", corpus="sample", out="runs/dntm", vocab_size=200)  # Kobayashi et al.'s DNTM
+    dntm.log_likelihood("<unk1> met <unk2> . <unk1> thanked <unk2> .")       # exact, on anonymised text
+    dntm.entity_states(document), dntm.cloze(document), dntm.token_groups(documents)
+
+    reader = elm.train("ga_cgru", task="babi:11", out="runs/ga_cgru", data_dir="DATA")  # Dhingra et al.'s C-GRU
+    reader.answer(reader.examples("test")[0]), reader.relation_attention(story).plot()
+    reader.accuracy("test", chains=False)                           # the same weights without the chains
+
+Nothing here computes anything the commands do not: a text is tokenised as ``python -m inference.posterior
+--text`` does (:func:`inference.posterior.tokenize`) and read with the checkpoint's preprocessing; likelihoods
+are what ``python -m inference.marginal_ppl`` measures per document (its :func:`run_samplers`; ``python -m
+inference.perplexity``'s for the exact models), posteriors what ``python -m inference.posterior`` samples
+(:func:`original_posteriors`), scores those of ``python -m coref.score``, clozes those of ``python -m
+inference.entity_cloze``, a reader's accuracy that of ``python -m inference.train``'s test report. The MNEMELM
+story LMs (:class:`StoryLanguageModel`) are trained by ``python -m inference.train`` itself (:func:`train`),
+sample as ``python -m inference.generate`` does, and score and annotate stories as ``python -m
+inference.mneme_eval`` does. Every sampling call takes a ``seed``: the same seed gives the same numbers, and the
+caller's random state is left as it was. Bad input raises ValueError with a message that names it.
+
+The package's modules: :mod:`~inference.api.base` (random state, texts, tables), :mod:`~inference.api.loading`
+(:func:`load`, :func:`train`), :mod:`~inference.api.language_model` (EntityNLM, RNNLM),
+:mod:`~inference.api.dntm` (the DNTM), :mod:`~inference.api.reader` (the Coref-GRU readers),
+:mod:`~inference.api.story` (MNEMELM) and :mod:`~inference.api.coreference` (resolver and scorer); everything
+public is here too.
+"""
+
+from inference.api.base import SAMPLERS, Texts, as_documents, kept_random_state, seeded
+from inference.api.coreference import Annotations, Coreference, Scores, coreference, score
+from inference.api.dntm import (
+    Clozes,
+    ClozeScore,
+    DynamicTextModel,
+    EntityStates,
+    TokenGroups,
+    anonymised_text,
+    is_anonymised,
+)
+from inference.api.language_model import (
+    LIKELIHOOD_COLUMNS,
+    POSTERIOR_METHODS,
+    Generated,
+    LanguageModel,
+    Likelihood,
+    Likelihoods,
+    PosteriorCoreference,
+)
+from inference.api.loading import BUNDLED, TRAINABLE, Model, load, train
+from inference.api.reader import Answer, Question, Reader, RelationAttention, Story, WordPreferences
+from inference.api.story import GeneratedStory, MemoryAttention, StoryLanguageModel, StoryLikelihood, story_annotator
+from inference.story_lm import MODELS as STORY_MODELS
+
+__all__ = [
+    "BUNDLED", "LIKELIHOOD_COLUMNS", "POSTERIOR_METHODS", "SAMPLERS", "STORY_MODELS", "TRAINABLE", "Annotations",
+    "Answer", "ClozeScore", "Clozes", "Coreference", "DynamicTextModel", "EntityStates", "Generated",
+    "GeneratedStory", "LanguageModel", "Likelihood", "Likelihoods", "MemoryAttention", "Model",
+    "PosteriorCoreference", "Question", "Reader", "RelationAttention", "Scores", "Story", "StoryLanguageModel",
+    "StoryLikelihood", "Texts", "TokenGroups", "WordPreferences", "anonymised_text", "as_documents", "coreference",
+    "is_anonymised", "kept_random_state", "load", "score", "seeded", "story_annotator", "train",
+]

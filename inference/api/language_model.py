@@ -1,0 +1,345 @@
+"""EntityNLM and the RNNLM in a notebook (:class:`LanguageModel`): likelihoods, posterior coreference, samples."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from numbers import Integral
+from pathlib import Path
+
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+
+from coref.conll import format_conll
+from coref.display import document_html
+from coref.document import Document, EntityAnnotation, bracketed, decode_entities
+from coref.preprocess import BOS, EOS, preprocess_document
+from generative.entitynlm import EntityNLM, EntityNLMConfig, EntityProposal
+from inference.api.base import Texts, _check_sampling, _html_table, _number, as_documents, seeded
+from inference.checkpoint import Checkpoint, entitynlm_modules, language_model
+from inference.marginal_ppl import particle_batches, run_samplers
+from inference.posterior import (
+    AntecedentRanking,
+    CoreferenceMarginals,
+    Posterior,
+    antecedent_rankings,
+    coreference_marginals,
+    marginals_figure,
+    original_posteriors,
+    posterior_proposal,
+)
+
+POSTERIOR_METHODS = {"is": "sir", "smc": "smc"}  # a sampler's name in inference.posterior
+
+
+# ---- likelihoods ------------------------------------------------------------------------------------------------
+
+LIKELIHOOD_COLUMNS = ("document", "tokens", "log p (nats)", "perplexity", "ESS", "PSIS k-hat")
+
+
+@dataclass(frozen=True)
+class Likelihood:
+    """One document's log-likelihood: ``log_p`` (nats; for EntityNLM the estimate log p_hat(x), exact for the
+    RNNLM) over ``tokens`` predicted tokens (words and sentence ends, as the perplexities of inference.marginal_ppl
+    count them). For EntityNLM also the ESS and PSIS k-hat of the weights (None: ArviZ could not fit one, see
+    ``statistics["psis_khat_note"]``) and every statistic the command reports (``statistics``)."""
+
+    document: str
+    log_p: float
+    tokens: int
+    sampler: str  # "is", "smc", or "exact" (RNNLM)
+    particles: int | None = None
+    ess: float | None = None
+    psis_khat: float | None = None
+    statistics: dict = field(default_factory=dict)
+
+    @property
+    def perplexity(self) -> float:
+        """exp(-log p / tokens)."""
+        return float(np.exp(-self.log_p / self.tokens))
+
+    def row(self) -> tuple[str, ...]:
+        return (self.document, str(self.tokens), f"{self.log_p:.2f}", f"{self.perplexity:.2f}",
+                _number(self.ess, ".1f"), _number(self.psis_khat, ".2f"))
+
+    def __repr__(self) -> str:
+        how = "exact" if self.sampler == "exact" else f"{self.sampler.upper()}, {self.particles} particles"
+        text = (f"Likelihood({self.document!r}: log p = {self.log_p:.2f} nats over {self.tokens} tokens, "
+                f"perplexity {self.perplexity:.2f}, {how}")
+        if self.sampler != "exact":
+            text += f", ESS {_number(self.ess, '.1f')}, PSIS k-hat {_number(self.psis_khat, '.2f')}"
+        return text + ")"
+
+    def _repr_html_(self) -> str:
+        return _html_table(LIKELIHOOD_COLUMNS, [self.row()])
+
+
+@dataclass(frozen=True)
+class Likelihoods(Sequence[Likelihood]):
+    """The likelihoods of several documents (a list of :class:`Likelihood`, in input order) and the corpus
+    perplexity exp(-sum log p / sum tokens), the paper's."""
+
+    documents: list[Likelihood]
+
+    def __getitem__(self, index):  # type: ignore[override]
+        return self.documents[index]
+
+    def __len__(self) -> int:
+        return len(self.documents)
+
+    @property
+    def log_p(self) -> float:
+        return sum(result.log_p for result in self.documents)
+
+    @property
+    def tokens(self) -> int:
+        return sum(result.tokens for result in self.documents)
+
+    @property
+    def perplexity(self) -> float:
+        return float(np.exp(-self.log_p / self.tokens))
+
+    def summary(self) -> str:
+        return (f"{len(self)} documents, {self.tokens} tokens: log p = {self.log_p:.2f}, "
+                f"perplexity {self.perplexity:.2f}")
+
+    def __repr__(self) -> str:
+        widths = [max(len(row[i]) for row in [LIKELIHOOD_COLUMNS, *(r.row() for r in self)]) for i in range(6)]
+        lines = [" ".join(cell.rjust(width) for cell, width in zip(row, widths))
+                 for row in [LIKELIHOOD_COLUMNS, *(result.row() for result in self)]]
+        return "\n".join([*lines, self.summary()])
+
+    def _repr_html_(self) -> str:
+        return _html_table(LIKELIHOOD_COLUMNS, [result.row() for result in self], caption=self.summary())
+
+
+# ---- posterior coreference ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)  # numpy fields: compare the parts
+class PosteriorCoreference:
+    """EntityNLM's posterior over the coreference structure of one text, from weighted particles.
+
+    ``samples``: each particle's structure as a Document on the text's own tokens, ``weights`` their normalised
+    weights; ``map``: the sampled structure of highest joint probability p(X, R, E, L) (the posterior's mode
+    among the samples, as ``inference.posterior`` writes to map.conll); ``pairwise``: for every span some
+    particle makes a mention, P(it is a mention) and P(two spans are mentions of one entity), a symmetric matrix;
+    ``log_marginal``: the sampler's estimate of log p(x), ``ess`` its effective sample size."""
+
+    document: Document
+    samples: list[Document]
+    weights: np.ndarray
+    log_joint: np.ndarray
+    log_marginal: float
+    ess: float
+    resamplings: int
+    sampler: str
+    proposal: str
+    map: Document
+    pairwise: CoreferenceMarginals
+
+    @classmethod
+    def of(cls, posterior: Posterior, sampler: str, proposal: str) -> PosteriorCoreference:
+        """The posterior of :func:`inference.posterior.original_posteriors` (structures on the original tokens)."""
+        return cls(posterior.document, posterior.structures, posterior.weights, posterior.log_joint,
+                   posterior.log_marginal, posterior.ess, posterior.resamplings, sampler, proposal,
+                   posterior.map_structure, coreference_marginals(posterior.structures, posterior.weights))
+
+    @property
+    def particles(self) -> int:
+        return len(self.samples)
+
+    def antecedents(self, min_probability: float = 0.05) -> list[AntecedentRanking]:
+        """Per likely mention span, the posterior over its antecedent (an earlier mention or a new entity)."""
+        return antecedent_rankings(self.samples, self.weights, min_probability)
+
+    def mention_titles(self) -> dict[tuple[int, int], str]:
+        """Per mention of the MAP structure: the posterior probability that it is a mention and that it is
+        coreferent with its antecedent in the MAP structure (the hover text of the HTML display)."""
+        index = {span: a for a, span in enumerate(self.pairwise.spans)}
+        titles, last_of = {}, {}
+        for mention in self.map.mentions:  # sampled structures neither nest nor cross: these are in text order
+            a = index[mention.span]
+            title = f"P(mention) = {self.pairwise.mention[a]:.2f}"
+            if mention.entity in last_of:
+                b = last_of[mention.entity]
+                title += f", P(coreferent with '{self.pairwise.texts[b]}') = {self.pairwise.coreference[a, b]:.2f}"
+            else:
+                title += ", first mention of its entity in the MAP structure"
+            titles[mention.span] = title
+            last_of[mention.entity] = a
+        return titles
+
+    def to_conll(self) -> str:
+        """The MAP structure as a CoNLL-2012 document (what ``coref.conll.parse_conll`` reads back)."""
+        return format_conll([self.map])
+
+    def plot(self, max_spans: int = 40) -> Figure:
+        """A heatmap of P(same entity) between the ``max_spans`` most probable mention spans, in text order."""
+        return marginals_figure(self.pairwise, self.document.id, max_spans)
+
+    def summary(self) -> str:
+        return (f"{self.document.id}: log p_hat(x) = {self.log_marginal:.2f}, ESS {self.ess:.1f} of {self.particles} "
+                f"({self.sampler.upper()}, {self.proposal} proposal, {self.resamplings} resamplings)")
+
+    def __repr__(self) -> str:
+        return f"PosteriorCoreference({self.summary()})\nMAP: {bracketed(self.map)}"
+
+    def _repr_html_(self) -> str:
+        return document_html(self.map, title=self.summary(), mention_titles=self.mention_titles())
+
+
+# ---- generation -------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Generated:
+    """A document sampled from EntityNLM: its words (``</s>`` ends a sentence) and the R, E, L drawn with them,
+    decoded into mentions and entities (``document``)."""
+
+    document: Document
+    annotation: EntityAnnotation
+
+    @property
+    def R(self) -> tuple[int, ...]:
+        """Per token: 1 inside a mention."""
+        return self.annotation.R
+
+    @property
+    def E(self) -> tuple[int, ...]:
+        """Per token: its mention's entity (1..K in order of first mention), 0 outside mentions."""
+        return self.annotation.E
+
+    @property
+    def L(self) -> tuple[int, ...]:
+        """Per token: the tokens left in its mention, itself included (1 outside mentions)."""
+        return self.annotation.L
+
+    @property
+    def text(self) -> str:
+        return " ".join(self.document.tokens)
+
+    def __repr__(self) -> str:
+        return f"Generated({bracketed(self.document)})"
+
+    def _repr_html_(self) -> str:
+        return document_html(self.document)
+
+
+# ---- the model --------------------------------------------------------------------------------------------------
+
+
+class LanguageModel:
+    """A checkpoint's language model on a device (made by :func:`load`): EntityNLM, whose entities are latent,
+    or the RNNLM baseline, which reads the same tokens with the same vocabulary."""
+
+    def __init__(self, path: Path, checkpoint: Checkpoint, device: torch.device) -> None:
+        self.path, self.checkpoint, self.device, self.kind = path, checkpoint, device, checkpoint.kind
+        self._entitynlm: dict[str, tuple[EntityNLM, EntityProposal]] = {}
+        self.proposal: str | None = None  # the proposal log_likelihood uses
+        if self.kind == "entitynlm":
+            self.proposal = EntityNLMConfig(**checkpoint.config).proposal  # what inference.marginal_ppl uses
+            self.module = self.modules(self.proposal)[0]
+        else:
+            self.module = language_model(checkpoint, device)
+
+    def modules(self, proposal: str) -> tuple[EntityNLM, EntityProposal]:
+        """EntityNLM and its proposal named ``proposal`` ("forward" or "bidirectional"), built once."""
+        if proposal not in self._entitynlm:
+            self._entitynlm[proposal] = entitynlm_modules(self.checkpoint, self.device, proposal)
+        return self._entitynlm[proposal]
+
+    @property
+    def history(self) -> list[dict]:
+        """The trainer's record of each epoch (train and dev NLL per token, time), as ``python -m inference.train``
+        wrote it to the checkpoint."""
+        return self.checkpoint.training.get("state", {}).get("history", [])
+
+    def __repr__(self) -> str:
+        parameters = sum(p.numel() for p in self.module.parameters())
+        return (f"{type(self).__name__}(kind={self.kind!r}, checkpoint='{self.path}', "
+                f"vocabulary={len(self.checkpoint.vocabulary)} words, device='{self.device}', "
+                f"parameters={parameters:,})")
+
+    def _require_entitynlm(self, what: str) -> None:
+        if self.kind != "entitynlm":
+            raise ValueError(f"{what} needs EntityNLM's latent entities; this is a {self.kind} model "
+                             f"({self.path}): load('entitynlm')")
+
+    def read(self, text: Texts) -> tuple[list[Document], list[Document]]:
+        """The texts as Documents (:func:`as_documents`) and as the model reads them: the checkpoint's
+        preprocessing and vocabulary (words outside it become ``<unk>``), as ``inference.marginal_ppl`` prepares
+        a corpus."""
+        originals = as_documents(text)
+        vocabulary = self.checkpoint.vocabulary
+        return originals, [preprocess_document(d, self.checkpoint.preprocess, vocabulary)[0] for d in originals]
+
+    def log_likelihood(self, text: Texts, particles: int = 100, sampler: str = "smc", seed: int = 0,
+                       batch_tokens: int = 20_000) -> Likelihood | Likelihoods:
+        """log p(x) of a text (a :class:`Likelihood`) or of a list of texts (:class:`Likelihoods`, with the corpus
+        perplexity). EntityNLM estimates it from ``particles`` annotations drawn from its proposal, by ``sampler``
+        "smc" (sequential Monte Carlo resampling at sentence ends: less variance, the command's default) or
+        "is" (importance sampling, the paper's eq. 11); the RNNLM computes it exactly. A Document is read the
+        way the corpora are (``inference.marginal_ppl``: its mentions, if any, decide which punctuation is kept,
+        and are otherwise not used); documents are batched as that command does (``batch_tokens`` particles x
+        tokens), so a corpus's documents get the command's numbers for the same random state."""
+        _check_sampling(particles, sampler)
+        originals, prepared = self.read(text)
+        vocabulary = self.checkpoint.vocabulary
+        per_particle = particles if self.kind == "entitynlm" else 1
+        batches = particle_batches(prepared, vocabulary, per_particle, batch_tokens, self.device)
+        results: dict[tuple[str, int], Likelihood] = {}
+        if self.kind == "entitynlm":
+            with seeded(seed):
+                run = run_samplers(batches, *self.modules(self.proposal), particles, (sampler,),
+                                   vocabulary.index(EOS), progress=False)[sampler]
+            for key, row in zip(run.keys, run.statistics):
+                results[key["document"], key["part"]] = Likelihood(
+                    key["document"], row["log_likelihood"], key["tokens"], sampler, particles, row["ess"],
+                    row["psis_khat"], row)
+        else:
+            with torch.no_grad():
+                for batch in batches:
+                    log_p = self.module.log_likelihood(batch).tolist()
+                    for (name, part), value, tokens in zip(batch.keys, log_p, batch.lengths.tolist()):
+                        results[name, part] = Likelihood(name, value, tokens, "exact")
+        ordered = [results[document.key] for document in originals]
+        return ordered[0] if isinstance(text, (str, Document)) else Likelihoods(ordered)
+
+    def perplexity(self, text: Texts, particles: int = 100, sampler: str = "smc", seed: int = 0) -> float:
+        """exp(-log p / tokens) of a text, or of a list of texts taken together (see :meth:`log_likelihood`)."""
+        return self.log_likelihood(text, particles, sampler, seed).perplexity
+
+    def posterior(self, text: str | Document, particles: int = 500, sampler: str = "smc", seed: int = 0,
+                  proposal: str | None = None) -> PosteriorCoreference:
+        """EntityNLM's posterior p(R, E, L | x) over the coreference structure of one text (a Document's own
+        mentions are ignored), from ``particles`` particles: ``sampler`` "smc" resamples at sentence ends
+        (more effective samples), "is" resamples once at the end (SIR, whose MAP structure was the better
+        resolver on LitBank and OntoGUM, see ``python -m inference.posterior --help``). ``proposal``: forward or
+        bidirectional (default: forward where the checkpoint has it, as the command)."""
+        self._require_entitynlm("posterior")
+        _check_sampling(particles, sampler)
+        if not isinstance(text, (str, Document)):
+            raise ValueError(f"posterior takes one text (a str or a Document), not a {type(text).__name__}")
+        model, guide = self.modules(posterior_proposal(self.checkpoint, proposal))
+        with seeded(seed):
+            (result,) = original_posteriors(model, guide, as_documents(text), self.checkpoint, particles,
+                                            POSTERIOR_METHODS[sampler], device=self.device, progress=False)
+        return PosteriorCoreference.of(result, sampler, guide.context)
+
+    def generate(self, tokens: int = 50, seed: int = 0) -> Generated:
+        """A document sampled from EntityNLM's generative story: ``tokens`` tokens (and on until the last
+        mention ends), with the R, E, L drawn for them. The RNNLM module has no sampler."""
+        self._require_entitynlm("generate")
+        if isinstance(tokens, bool) or not isinstance(tokens, Integral) or tokens < 1:
+            raise ValueError(f"tokens must be an integer of at least 1, got {tokens!r}")
+        vocabulary = self.checkpoint.vocabulary
+        with seeded(seed), torch.no_grad():
+            ids, annotation = self.module.generate(tokens, vocabulary.index(BOS), vocabulary.index(EOS))
+        words = [vocabulary.word(i) for i in ids]
+        ends = [i + 1 for i, word in enumerate(words) if word == EOS]
+        ends += [len(words)] if not ends or ends[-1] != len(words) else []
+        document = decode_entities(f"sample (seed {seed})", words, annotation, zip([0, *ends[:-1]], ends))
+        return Generated(document, annotation)
+

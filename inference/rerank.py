@@ -44,7 +44,7 @@ from coref.corpora import load_corpus
 from coref.document import Document
 from coref.kbest import Partition, document_with_clusters
 from coref.mentions import MentionDetector
-from coref.preprocess import entitynlm_mentions, preprocess_documents
+from coref.preprocess import entitynlm_mentions, preprocess_document, preprocess_documents
 from coref.rerank import (
     DEFAULT_GRID,
     GENERATORS,
@@ -58,11 +58,17 @@ from coref.rerank import (
     oracle_choice,
     rerank_experiment,
 )
-from coref.resolver import MentionRanker, Syntax, resolver_documents, resolver_syntax, with_predicted_mentions
+from coref.resolver import (
+    RESOLVER_PREPROCESSING,
+    MentionRanker,
+    Syntax,
+    resolver_syntax,
+    with_predicted_mentions,
+)
 from generative.batch import make_batch
 from generative.entitynlm import Annotation, EntityNLM
 from inference.checkpoint import Checkpoint, entitynlm_checkpoint, entitynlm_modules
-from inference.common import USER_ERRORS, prepared_documents, resolve_device, set_seed
+from inference.common import USER_ERRORS, resolve_device, set_seed
 
 CACHE_FORMAT = 1
 
@@ -185,6 +191,34 @@ def candidate_log_joint(
         return model.log_joint(words, per_particle)[:, 0].tolist()
 
 
+def gold_mention_documents(document: Document, checkpoint: Checkpoint) -> tuple[Document, Document]:
+    """A corpus document with its gold mentions as reranking reads it: the resolver's document (EntityNLM's
+    preprocessing with case and numbers kept, :func:`coref.resolver.resolver_documents`) and EntityNLM's (the
+    checkpoint's preprocessing and vocabulary, :func:`inference.common.prepared_documents`), the same mentions."""
+    return (preprocess_document(document, RESOLVER_PREPROCESSING)[0],
+            preprocess_document(document, checkpoint.preprocess, checkpoint.vocabulary)[0])
+
+
+def rerank_document(
+    document: Document, model_document: Document, ranker: MentionRanker, model: EntityNLM, checkpoint: Checkpoint,
+    device: torch.device, k: int, generators: Sequence[str] = GENERATORS, syntax: Syntax | None = None,
+    key: Document | None = None, chunk: int = 64,
+) -> dict[str, CandidateList]:
+    """One document's candidate lists (:func:`coref.rerank.document_candidates`) as the command makes them,
+    without its cache: ``ranker``'s arc scores of ``document`` (the resolver's, with its ``syntax``), k-best lists
+    by each generator, and every distinct partition scored by ``model`` (built from :func:`noise_free`) on
+    ``model_document`` (EntityNLM's of the same mentions, :func:`gold_mention_documents`), ``chunk`` candidates
+    per run; evaluated against ``key`` (default: ``document`` itself)."""
+    check_same_mentions(document, model_document)
+
+    def log_joint(_: Document, partitions: Sequence[Partition]) -> list[float]:
+        return [score for start in range(0, len(partitions), chunk)
+                for score in candidate_log_joint(model, checkpoint, model_document, partitions[start : start + chunk],
+                                                 device)]
+
+    return document_candidates(document, ranker.arc_scores(document, syntax), generators, k, log_joint, key)
+
+
 class EntityNLMScorer:
     """The :data:`coref.rerank.LanguageModel` of EntityNLM: cached log p(R, E, L, X) of candidate partitions.
 
@@ -242,10 +276,10 @@ class RerankSplit:
 
 def gold_mention_split(corpus: str, split: str, data_dir: str | None, checkpoint: Checkpoint) -> RerankSplit:
     """The gold mentions, as the paper reranks: the preprocessed corpus, its own key."""
-    documents = resolver_documents(corpus, split, data_dir)
+    pairs = [gold_mention_documents(raw, checkpoint) for raw in load_corpus(corpus, split, data_dir).documents]
+    documents = [resolver_document for resolver_document, _ in pairs]
     return RerankSplit(documents, resolver_syntax(corpus, split, data_dir, documents), documents,
-                       prepared_documents(corpus, split, data_dir, checkpoint.preprocess, checkpoint.vocabulary,
-                                          quiet=True))
+                       [model_document for _, model_document in pairs])
 
 
 def detected_mention_split(corpus: str, split: str, data_dir: str | None, checkpoint: Checkpoint,

@@ -11,15 +11,17 @@ import torch
 from matplotlib.figure import Figure
 
 import inference.api as elm
-from coref.anonymise import anonymised_corpus
+from coref.anonymise import anonymised_corpus, table1
 from coref.babi import load_babi
 from coref.conll import parse_conll, write_conll
 from coref.corpora import load_corpus
 from coref.document import Document, Mention
 from coref.entity_metrics import StoryMetrics
+from coref.kbest import greedy_tree
 from coref.metrics import evaluate
-from coref.preprocess import preprocess_document
-from coref.stories import load_stories
+from coref.preprocess import drop_singletons, preprocess_document
+from coref.resolver import MentionRanker, resolver_documents
+from coref.stories import load_stories, story_stats
 from coref.text import tokenize as tokenize_text
 from generative.batch import make_batch
 from generative.coref_gru import make_reading_batch
@@ -29,6 +31,7 @@ from inference.checkpoint import Checkpoint, entitynlm_modules, pretrained
 from inference.common import set_seed
 from inference.importance import estimate_marginal
 from inference.posterior import tokenize
+from inference.rerank import candidate_log_joint, gold_mention_split, noise_free
 from tests.test_babi import TASK11, write_task
 
 TEXT = "Anna met her brother. She thanked him."
@@ -503,3 +506,106 @@ def test_relation_attention_per_token_layer_and_direction(readers, babi_data):
 def test_reader_bad_input_is_a_clear_value_error(readers, babi_data, call, message):
     with pytest.raises(ValueError, match=message):
         call(readers, babi_data)
+
+
+# ---- reranking a resolver's k-best list, and the corpora ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sample_resolver():
+    return elm.train_resolver(corpus="sample", split="train")  # the notebook's: the six training stories
+
+
+@pytest.fixture(scope="module")
+def reranking(entitynlm, sample_resolver) -> elm.Reranking:
+    return entitynlm.rerank(elm.documents("sample", "dev")[0], sample_resolver, k=6, weight=0.5)
+
+
+def test_train_resolver_is_the_commands_resolver(sample_resolver):
+    documents = resolver_documents("sample", "train", None)
+    trained = MentionRanker.train(documents, epochs=5, seed=23, progress=False)
+    assert np.array_equal(sample_resolver.weights, trained.weights)
+    assert sample_resolver.settings["corpus"] == "sample" and not sample_resolver.settings["keep_singletons"]
+
+
+def test_rerank_candidates_are_the_resolvers_k_best_scored_by_entitynlm(entitynlm, sample_resolver, reranking):
+    checkpoint = entitynlm.checkpoint
+    split = gold_mention_split("sample", "dev", None, checkpoint)  # what python -m inference.rerank reads
+    document, model_document = split.documents[0], split.model_documents[0]
+    assert reranking.document == document and 1 <= len(reranking) <= 6
+    table = sample_resolver.arc_scores(document)
+    best = greedy_tree(table)
+    assert reranking.base == 0 and reranking[0].partition == best.partition
+    assert reranking.resolver_scores[0] == pytest.approx(best.score) == pytest.approx(reranking.resolver_scores.max())
+    assert len({candidate.partition for candidate in reranking.candidates.candidates}) == len(reranking)
+    scorer = entitynlm_modules(noise_free(checkpoint), entitynlm.device)[0]
+    (expected,) = candidate_log_joint(scorer, checkpoint, model_document, [reranking[1].partition], entitynlm.device)
+    assert reranking.log_probs[1] == pytest.approx(expected, abs=1e-4)
+    assert entitynlm.rerank(elm.documents("sample", "dev")[0], sample_resolver, k=6).log_probs.tolist() == \
+        pytest.approx(reranking.log_probs.tolist(), abs=1e-5)  # deterministic: the new-entity noise is off
+    assert reranking.entitynlm == int(np.argmax(reranking.log_probs))
+    assert reranking.interpolated == int(np.argmax(reranking.log_probs + 0.5 * reranking.resolver_scores))
+
+
+def test_rerank_scores_every_candidate_against_the_gold(reranking):
+    f1 = reranking.conll_f1
+    assert f1.shape == (len(reranking),) and np.all((0 <= f1) & (f1 <= 1))
+    assert f1[reranking.oracle] == f1.max()
+    structure = reranking.structure(2)  # the gold mentions with candidate 2's clusters
+    assert [mention.span for mention in structure.mentions] == [m.span for m in reranking.document.mentions]
+    expected = evaluate([reranking.document], [structure.replace(mentions=drop_singletons(structure.mentions))])
+    assert f1[2] == pytest.approx(expected.conll_f1)
+    clusters = reranking.clusters(0)
+    assert len(clusters) == len(reranking.partition(0)) and sum(map(len, clusters)) == len(structure.mentions)
+
+
+def test_rerank_displays_a_table_of_candidates(reranking):
+    text = repr(reranking)
+    assert text.startswith("Reranking(sample_library") and "log p(R,E,L,X)" in text
+    assert len(text.splitlines()) == 2 + len(reranking)
+    assert "<- base" in text and "oracle" in text and "interpolated" in text
+    html = reranking._repr_html_()
+    assert html.startswith("<table>") and html.count("<tr>") == 1 + len(reranking) and "CoNLL F1" in html
+
+
+def test_rerank_takes_a_resolvers_path_or_the_bundled_one(entitynlm, sample_resolver, reranking, tmp_path):
+    path = tmp_path / "resolver.npz"
+    sample_resolver.save(path)
+    document = elm.documents("sample", "dev")[0]
+    by_path = entitynlm.rerank(document, str(path), k=6)
+    assert by_path.resolver_scores.tolist() == pytest.approx(reranking.resolver_scores.tolist())
+    assert by_path.interpolated is None and "interpolated" not in by_path.choices
+    bundled = entitynlm.rerank(document, k=3, generator="exact")
+    assert 1 <= len(bundled) <= 3 and bundled.generator == "exact"
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda m, r, d: m.rerank(TEXT), "rerank takes a Document with mentions"),
+    (lambda m, r, d: r.rerank(d), "rerank needs EntityNLM's latent entities; this is a rnnlm model"),
+    (lambda m, r, d: m.rerank(d, k=0), "k must be an integer of at least 1"),
+    (lambda m, r, d: m.rerank(d, weight=-1.0), "weight must be a number of at least 0"),
+    (lambda m, r, d: m.rerank(d, weight=math.nan), "weight must be a number"),
+    (lambda m, r, d: m.rerank(d, generator="beam"), "generator must be one of"),
+    (lambda m, r, d: m.rerank(d, resolver=42), "resolver must be a MentionRanker"),
+    (lambda m, r, d: m.rerank(d.replace(mentions=()), k=2), "has no mentions to rerank"),
+    (lambda m, r, d: elm.train_resolver(epochs=0), "epochs must be an integer"),
+    (lambda m, r, d: elm.documents("sample", "validation"), "split"),
+    (lambda m, r, d: elm.documents("nonesuch", "train"), "nonesuch"),
+])
+def test_rerank_and_corpora_bad_input_is_a_clear_value_error(entitynlm, rnnlm, call, message):
+    with pytest.raises(ValueError, match=message):
+        call(entitynlm, rnnlm, elm.documents("sample", "dev")[0])
+
+
+def test_the_corpora_are_the_library_readers(babi_data):
+    for split in ("train", "dev", "test"):
+        assert elm.documents("sample", split) == list(load_corpus("sample", split).documents)
+        assert elm.stories("sample", split) == load_stories("sample", split)
+    read, expected = elm.anonymised("sample", "train"), anonymised_corpus("sample", "train")
+    assert (read.documents, read.originals) == (expected.documents, expected.originals)
+    assert elm.restore(read.documents[0], read.originals[0]) == read.originals[0]
+    assert elm.anonymised_stats(read.documents) == table1(read.documents)
+    assert elm.story_stats(elm.stories("sample", "test")) == story_stats(load_stories("sample", "test"))
+    assert elm.babi(11, "test", babi_data) == load_babi(11, "test", babi_data)
+    assert elm.babi(11, "dev", babi_data) == load_babi(11, "dev", babi_data)
+    assert "he" in elm.BABI_PRONOUNS and elm.Document is Document and elm.Mention is Mention

@@ -20,6 +20,11 @@
     reader.answer(reader.examples("test")[0]), reader.relation_attention(story).plot()
     reader.accuracy("test", chains=False)                           # the same weights without the chains
 
+    gold = elm.documents("sample", "dev")[0]                        # a corpus split's annotated Documents
+    resolver = elm.train_resolver(corpus="sample", split="train")   # python -m coref.resolver train
+    model.rerank(gold, resolver, k=10)        # k-best structures by EntityNLM's log p(R,E,L,X) (inference.rerank)
+    elm.stories("sample", "test"), elm.anonymised("sample", "train"), elm.babi(11, "test", "DATA")  # other data
+
 Nothing here computes anything the commands do not: a text is tokenised as ``python -m inference.posterior
 --text`` does (:func:`inference.posterior.tokenize`) and read with the checkpoint's preprocessing; likelihoods
 are what ``python -m inference.marginal_ppl`` measures per document (its :func:`run_samplers`; ``python -m
@@ -28,18 +33,38 @@ inference.perplexity``'s for the exact models), posteriors what ``python -m infe
 inference.entity_cloze``, a reader's accuracy that of ``python -m inference.train``'s test report. The MNEMELM
 story LMs (:class:`StoryLanguageModel`) are trained by ``python -m inference.train`` itself (:func:`train`),
 sample as ``python -m inference.generate`` does, and score and annotate stories as ``python -m
-inference.mneme_eval`` does. Every sampling call takes a ``seed``: the same seed gives the same numbers, and the
-caller's random state is left as it was. Bad input raises ValueError with a message that names it.
+inference.mneme_eval`` does. Reranking (:meth:`LanguageModel.rerank`) is ``python -m inference.rerank``'s
+(:func:`~inference.rerank.rerank_document`) on one document, and the corpora are read by the library's own
+readers (:mod:`~inference.api.corpora`). Every sampling call takes a ``seed``: the same seed gives the same
+numbers, and the caller's random state is left as it was. Bad input raises ValueError with a message that names it.
 
 The package's modules: :mod:`~inference.api.base` (random state, texts, tables), :mod:`~inference.api.loading`
 (:func:`load`, :func:`train`), :mod:`~inference.api.language_model` (EntityNLM, RNNLM),
 :mod:`~inference.api.dntm` (the DNTM), :mod:`~inference.api.reader` (the Coref-GRU readers),
-:mod:`~inference.api.story` (MNEMELM) and :mod:`~inference.api.coreference` (resolver and scorer); everything
+:mod:`~inference.api.story` (MNEMELM), :mod:`~inference.api.coreference` (resolver and scorer),
+:mod:`~inference.api.reranking` (k-best reranking) and :mod:`~inference.api.corpora` (the corpora); everything
 public is here too.
 """
 
 from inference.api.base import SAMPLERS, Texts, as_documents, kept_random_state, seeded
 from inference.api.coreference import Annotations, Coreference, Scores, coreference, score
+from inference.api.corpora import (
+    BABI_PRONOUNS,
+    AnonymisedSplit,
+    BabiExample,
+    Document,
+    Mention,
+    PromptedStory,
+    anonymised,
+    anonymised_stats,
+    babi,
+    bracketed,
+    documents,
+    restore,
+    source_spans,
+    stories,
+    story_stats,
+)
 from inference.api.dntm import (
     Clozes,
     ClozeScore,
@@ -60,14 +85,17 @@ from inference.api.language_model import (
 )
 from inference.api.loading import BUNDLED, TRAINABLE, Model, load, train
 from inference.api.reader import Answer, Question, Reader, RelationAttention, Story, WordPreferences
+from inference.api.reranking import Reranking, train_resolver
 from inference.api.story import GeneratedStory, MemoryAttention, StoryLanguageModel, StoryLikelihood, story_annotator
 from inference.story_lm import MODELS as STORY_MODELS
 
 __all__ = [
-    "BUNDLED", "LIKELIHOOD_COLUMNS", "POSTERIOR_METHODS", "SAMPLERS", "STORY_MODELS", "TRAINABLE", "Annotations",
-    "Answer", "ClozeScore", "Clozes", "Coreference", "DynamicTextModel", "EntityStates", "Generated",
-    "GeneratedStory", "LanguageModel", "Likelihood", "Likelihoods", "MemoryAttention", "Model",
-    "PosteriorCoreference", "Question", "Reader", "RelationAttention", "Scores", "Story", "StoryLanguageModel",
-    "StoryLikelihood", "Texts", "TokenGroups", "WordPreferences", "anonymised_text", "as_documents", "coreference",
-    "is_anonymised", "kept_random_state", "load", "score", "seeded", "story_annotator", "train",
+    "BABI_PRONOUNS", "BUNDLED", "LIKELIHOOD_COLUMNS", "POSTERIOR_METHODS", "SAMPLERS", "STORY_MODELS", "TRAINABLE",
+    "Annotations", "AnonymisedSplit", "Answer", "BabiExample", "ClozeScore", "Clozes", "Coreference", "Document",
+    "DynamicTextModel", "EntityStates", "Generated", "GeneratedStory", "LanguageModel", "Likelihood", "Likelihoods",
+    "Mention", "MemoryAttention", "Model", "PosteriorCoreference", "PromptedStory", "Question", "Reader",
+    "RelationAttention", "Reranking", "Scores", "Story", "StoryLanguageModel", "StoryLikelihood", "Texts",
+    "TokenGroups", "WordPreferences", "anonymised", "anonymised_stats", "anonymised_text", "as_documents", "babi",
+    "bracketed", "coreference", "documents", "is_anonymised", "kept_random_state", "load", "restore", "score",
+    "seeded", "source_spans", "stories", "story_annotator", "story_stats", "train", "train_resolver",
 ]

@@ -17,6 +17,7 @@ from coref.document import Document, EntityAnnotation, bracketed, decode_entitie
 from coref.preprocess import BOS, EOS, preprocess_document
 from generative.entitynlm import EntityNLM, EntityNLMConfig, EntityProposal
 from inference.api.base import Texts, _check_sampling, _html_table, _number, as_documents, seeded
+from inference.api.reranking import Reranking, Resolver, check_rerank_options, resolver_of
 from inference.checkpoint import Checkpoint, entitynlm_modules, language_model
 from inference.marginal_ppl import particle_batches, run_samplers
 from inference.posterior import (
@@ -29,6 +30,7 @@ from inference.posterior import (
     original_posteriors,
     posterior_proposal,
 )
+from inference.rerank import gold_mention_documents, noise_free, rerank_document
 
 POSTERIOR_METHODS = {"is": "sir", "smc": "smc"}  # a sampler's name in inference.posterior
 
@@ -237,6 +239,7 @@ class LanguageModel:
     def __init__(self, path: Path, checkpoint: Checkpoint, device: torch.device) -> None:
         self.path, self.checkpoint, self.device, self.kind = path, checkpoint, device, checkpoint.kind
         self._entitynlm: dict[str, tuple[EntityNLM, EntityProposal]] = {}
+        self._scorer: EntityNLM | None = None  # EntityNLM with its new-entity embedding at its mean (rerank)
         self.proposal: str | None = None  # the proposal log_likelihood uses
         if self.kind == "entitynlm":
             self.proposal = EntityNLMConfig(**checkpoint.config).proposal  # what inference.marginal_ppl uses
@@ -343,3 +346,29 @@ class LanguageModel:
         document = decode_entities(f"sample (seed {seed})", words, annotation, zip([0, *ends[:-1]], ends))
         return Generated(document, annotation)
 
+    def rerank(self, document: Document, resolver: Resolver = None, k: int = 10, weight: float | None = None,
+               generator: str = "heuristic") -> Reranking:
+        """Rerank a resolver's k-best coreference structures of a Document's gold mentions by EntityNLM's
+        log p(R, E, L, X) (paper §5.2, eq. 12), as ``python -m inference.rerank`` reranks every document of a
+        corpus (:func:`inference.rerank.rerank_document`, without its cache, parses or randomization tests).
+        ``document``: a Document with mentions and clusters, as :func:`~inference.api.documents` reads a corpus;
+        it is preprocessed the way the command reads it (outermost mentions, no singletons), and each candidate
+        is scored against its clusters (CoNLL F1). ``resolver``: a mention ranker (:func:`train_resolver`), the
+        path of one (``python -m coref.resolver train``), or None for the bundled one. ``generator``: "heuristic"
+        (the paper's k-best) or "exact". ``weight``: the interpolation weight of the resolver's tree score (the
+        command picks it on dev), for the ``interpolated`` choice; None leaves it out."""
+        self._require_entitynlm("rerank")
+        if not isinstance(document, Document):
+            raise ValueError(f"rerank takes a Document with mentions (elm.documents(corpus, split) reads a corpus's), "
+                             f"not a {type(document).__name__}")
+        check_rerank_options(k, weight, generator)
+        ranker = resolver_of(resolver)
+        resolver_document, model_document = gold_mention_documents(document, self.checkpoint)
+        if not resolver_document.mentions:
+            raise ValueError(f"document {document.id!r} has no mentions to rerank (after preprocessing: outermost "
+                             "mentions, singletons dropped)")
+        if self._scorer is None:
+            self._scorer = entitynlm_modules(noise_free(self.checkpoint), self.device)[0]
+        (candidates,) = rerank_document(resolver_document, model_document, ranker, self._scorer, self.checkpoint,
+                                        self.device, k, (generator,)).values()
+        return Reranking(resolver_document, candidates, generator, k, None if weight is None else float(weight))

@@ -25,6 +25,8 @@ from typing import NoReturn, TypeVar
 
 from tqdm import tqdm
 
+from coref.atomic import remove_partial_files
+
 BAD_INPUT = 2  # argparse's status for a usage error; every command uses it for any bad input
 INTERRUPTED = 130  # the shell's status for a command stopped by SIGINT (128 + 2)
 USER_ERRORS: tuple[type[Exception], ...] = (ValueError, OSError)  # every entitylm input error is a ValueError
@@ -159,6 +161,7 @@ def run_main(body: Callable[[], int], errors: tuple[type[Exception], ...] = USER
         print(f"error: {describe(error)}", file=sys.stderr)
         return BAD_INPUT
     except KeyboardInterrupt:
+        remove_partial_files()
         print("interrupted", file=sys.stderr)
         return INTERRUPTED
 

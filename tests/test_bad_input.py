@@ -524,7 +524,9 @@ def test_ctrl_c_is_one_line_and_status_130(command, args, busy, tmp_path):
         finally:
             if process.poll() is None:
                 process.kill()
-    assert process.returncode == 130, output
+    # The shell's $? is 130 either way: exit(130) from run_main, or death by SIGINT (-2 here), which CPython
+    # chooses when the interpreter saw a KeyboardInterrupt it counts as unhandled (a rare race, seen once in CI).
+    assert process.returncode in (130, -signal.SIGINT), output
     assert output.splitlines()[-1] == "interrupted" and "Traceback" not in output, output
     assert not list(tmp_path.rglob("*.part")), "a half-written file was left"
 

@@ -268,9 +268,19 @@ def train_story_lm(args: argparse.Namespace) -> int:
                              "with its options")
     train = load_split(args.corpus, "train", args.data_dir, args.max_tokens)
     dev = load_split(dev_corpus(args.corpus), "dev", args.data_dir, args.max_tokens)
-    vocabulary = resumed.vocabulary if resumed else StoryVocabulary.build(train, args.vocab_size)
+    base, base_checkpoint = load_story_lm(args.base) if args.base and not resumed else (None, None)
+    if resumed or base_checkpoint:
+        vocabulary = (resumed or base_checkpoint).vocabulary
+    else:
+        vocabulary = StoryVocabulary.build(train, args.vocab_size)
     config = resumed.config if resumed else story_config(args, len(vocabulary))
-    model = MnemeLM(config).to(device)
+    model = MnemeLM(config)
+    if base is not None:
+        try:
+            model.start_from(base)
+        except ValueError as error:
+            raise ValueError(f"{args.base}: {error}") from None
+    model = model.to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / (args.warmup + 1)))
     train_batches = story_batches([encode_story(story, vocabulary) for story in train], args.batch_tokens)
@@ -360,6 +370,9 @@ def build_parser() -> Parser:
                         help="T-XL segment length, a multiple of --chunk (paper 512)")
     parser.add_argument("--cache", type=integer(0), default=defaults.cache,
                         help="T-XL memory: past positions kept before each segment (paper 500)")
+    parser.add_argument("--base",
+                        help="a trained VANILLALM (OUT/model.pt) of the same sizes to start from: its vocabulary and "
+                             "weights, the memory's parts new (the paper's pretrained base LM, §3)")
     parser.add_argument("--kl-weight", type=real(0),
                         help="lambda of the entity-attention KL (default: the preset's; 0 for vanilla and w/o ES)")
     parser.add_argument("--lr", type=real(0, include_low=False), default=1e-3, help="Adam's learning rate")

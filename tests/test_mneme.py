@@ -10,6 +10,7 @@ import torch
 from pyro import poutine
 
 from generative.mneme import (
+    CLOSED_GATE_BIAS,
     PRESETS,
     MnemeConfig,
     MnemeExample,
@@ -214,6 +215,26 @@ def test_memory_models_with_closed_gates_are_the_vanilla_lm(name, batch):
             block.memory.gate.weight.zero_()
             block.memory.gate.bias.fill_(-1e4)  # g = σ(−1e4) = 0 exactly: h' = h (eq. 3)
     assert torch.equal(memory_model.token_log_probs(batch), vanilla.token_log_probs(batch))
+
+
+@pytest.mark.parametrize("name", ["vanilla", "s_mneme", "d_mneme", "d_mneme_no_mi"])
+def test_a_model_started_from_a_base_lm_has_its_weights_and_nearly_closed_gates(name, batch):
+    base, model = build("vanilla", seed=3), build(name)
+    model.start_from(base)
+    weights = model.state_dict()
+    assert all(torch.equal(weights[key], value) for key, value in base.state_dict().items())
+    gates = [block.memory.gate.bias for block in model.blocks if block.memory is not None]
+    assert len(gates) == (0 if name == "vanilla" else 2)
+    assert all(torch.all(bias == CLOSED_GATE_BIAS) for bias in gates)
+    if name == "vanilla":
+        assert torch.equal(model.token_log_probs(batch), base.token_log_probs(batch))
+
+
+def test_only_a_vanilla_lm_of_the_same_sizes_can_be_a_base():
+    with pytest.raises(ValueError, match="differs in d_model"):
+        build("d_mneme").start_from(build("vanilla", d_model=8))
+    with pytest.raises(ValueError, match="must be a VANILLALM"):
+        build("d_mneme").start_from(build("s_mneme"))
 
 
 def test_memory_initialisation_is_the_mean_prompt_output_of_each_entity(batch):

@@ -121,6 +121,20 @@ def test_the_kl_weight_overrides_the_preset(tmp_path, capsys):
     assert "kl_weight supervises the memory attention" in capsys.readouterr().err
 
 
+def test_a_model_started_from_a_base_lm_takes_its_vocabulary_and_weights(tmp_path, checkpoints, capsys):
+    base = story_lm.StoryLMCheckpoint.load(checkpoints["vanilla"])
+    path = trained(tmp_path / "run", "d_mneme", "--epochs", "1", "--vocab-size", "100", "--lr", "1e-9",
+                   "--base", str(checkpoints["vanilla"]))  # --vocab-size is the base's, whatever it says
+    started = story_lm.StoryLMCheckpoint.load(path)
+    assert started.vocabulary.words == base.vocabulary.words and started.training["args"]["base"]
+    near = [torch.allclose(started.weights["model"][name], weights, atol=1e-6)
+            for name, weights in base.weights["model"].items()]
+    assert all(near)  # a learning rate of 1e-9 leaves the base's weights where they were
+    assert train.main(["--model", "d_mneme", "--out", str(tmp_path / "bad"), *TINY,
+                       "--base", str(checkpoints["d_mneme"])]) == 2
+    assert "must be a VANILLALM of the same sizes" in capsys.readouterr().err
+
+
 def test_load_story_lm_round_trips(tmp_path):
     stories = load_stories("sample", "train")
     vocabulary = story_lm.StoryVocabulary.build(stories, 10_000)

@@ -118,10 +118,10 @@ def summary(sets: Sequence[Sequence[StoryMetrics]]) -> dict[str, Any]:
 def gap_closed(rows: dict[str, dict[str, Any]], metric: str = "coherence") -> dict[str, float | None]:
     """Per model other than vanilla: the share of vanilla's gap to the human stories that the model closes on
     ``metric``, (model − vanilla) / (human − vanilla); 1 reaches human, < 0 widens the gap (the issue's target
-    for C: >= 0.5)."""
+    for C: >= 0.5). None where vanilla is not below the human stories: there is no gap to close."""
     if HUMAN not in rows or "vanilla" not in rows:
         return {}
     human, vanilla = rows[HUMAN][metric], rows["vanilla"][metric]
-    return {name: None if None in (human, vanilla, row[metric]) or human == vanilla
+    return {name: None if None in (human, vanilla, row[metric]) or human <= vanilla
             else (row[metric] - vanilla) / (human - vanilla)
             for name, row in rows.items() if name not in (HUMAN, "vanilla")}

@@ -329,6 +329,8 @@ def test_the_coherence_gap_and_the_spread_over_sample_sets():
             "s_mneme": {"coherence": None}}
     assert entity_usage.gap_closed(rows) == {"d_mneme": pytest.approx(0.75), "s_mneme": None}
     assert entity_usage.gap_closed({"vanilla": {"coherence": 3.0}}) == {}
+    above = {**rows, "vanilla": {"coherence": 5.01}}  # vanilla already at the human stories' C: no gap
+    assert entity_usage.gap_closed(above) == {"d_mneme": None, "s_mneme": None}
     story = {"sections": 10, "entities": 2, "mentions": 3.0, "prompt_entities": 2, "exact": 1, "subset": 2,
              "coherence": 4.0, "consistency": 50.0, "normalised_consistency": 20.0}
     result = entity_usage.summary([[story, {**story, "coherence": 2.0}], [{**story, "coherence": 6.0}]])

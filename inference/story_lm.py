@@ -32,6 +32,10 @@ own), in an order shuffled per epoch. The dev NLL per token picks the epoch; the
 ``--patience`` epochs without a gain. ``OUT/model.pt`` holds the best weights, ``OUT/last.pt`` the state
 ``--resume`` continues from; both are written atomically after every epoch and hold the vocabulary and the
 model's config. Each epoch's train and dev NLL and KL go to stderr as a JSON line; the summary to stdout.
+
+**A base LM** (``--base VANILLA/model.pt``): as the paper adds its memory to a pretrained LM, a run can start
+from a trained VANILLALM of the same sizes: its vocabulary (``--vocab-size`` is then not used) and every weight
+the two models share (:meth:`generative.mneme.MnemeLM.start_from`); the memory's parts are new.
 """
 
 from __future__ import annotations
@@ -371,8 +375,8 @@ def build_parser() -> Parser:
     parser.add_argument("--cache", type=integer(0), default=defaults.cache,
                         help="T-XL memory: past positions kept before each segment (paper 500)")
     parser.add_argument("--base",
-                        help="a trained VANILLALM (OUT/model.pt) of the same sizes to start from: its vocabulary and "
-                             "weights, the memory's parts new (the paper's pretrained base LM, §3)")
+                        help="a trained VANILLALM (OUT/model.pt) of the same sizes to start from: its vocabulary (not "
+                             "--vocab-size) and weights, the memory's parts new (the paper's pretrained base LM, §3)")
     parser.add_argument("--kl-weight", type=real(0),
                         help="lambda of the entity-attention KL (default: the preset's; 0 for vanilla and w/o ES)")
     parser.add_argument("--lr", type=real(0, include_low=False), default=1e-3, help="Adam's learning rate")

@@ -270,11 +270,14 @@ def train_story_lm(args: argparse.Namespace) -> int:
         if changed:
             raise ValueError(f"{out / 'last.pt'}: was trained with {', '.join(changed)}; --resume continues a run "
                              "with its options")
+    # a base that is not a story LM checkpoint fails before the corpora are read
+    base, base_checkpoint = load_story_lm(args.base) if args.base and not resumed else (None, None)
     train = load_split(args.corpus, "train", args.data_dir, args.max_tokens)
     dev = load_split(dev_corpus(args.corpus), "dev", args.data_dir, args.max_tokens)
-    base, base_checkpoint = load_story_lm(args.base) if args.base and not resumed else (None, None)
-    if resumed or base_checkpoint:
-        vocabulary = (resumed or base_checkpoint).vocabulary
+    if resumed:
+        vocabulary = resumed.vocabulary
+    elif base_checkpoint:
+        vocabulary = base_checkpoint.vocabulary
     else:
         vocabulary = StoryVocabulary.build(train, args.vocab_size)
     config = resumed.config if resumed else story_config(args, len(vocabulary))

@@ -92,8 +92,8 @@ def run(args: argparse.Namespace) -> int:
             for name, candidate in candidates(args).items()}
     total = {name: sum(r["log_likelihood"] for r in by_corpus.values()) for name, by_corpus in runs.items()}
     chosen = max(total, key=total.get)
-    lines = ["| proposal (dev, N = %d) | LitBank ppl | OntoGUM ppl | median ESS L / O | k-hat > 0.7 L / O | "
-             "total log-likelihood |" % args.particles, "|---|---:|---:|---:|---:|---:|"]
+    lines = [f"| proposal (dev, N = {args.particles}) | LitBank ppl | OntoGUM ppl | median ESS L / O | "
+             "k-hat > 0.7 L / O | total log-likelihood |", "|---|---:|---:|---:|---:|---:|"]
     for name, by_corpus in runs.items():
         litbank, ontogum = by_corpus["litbank"], by_corpus["ontogum"]
         ess = " / ".join(f"{statistics.median(r['ess']):.1f}" for r in (litbank, ontogum))

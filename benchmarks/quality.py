@@ -75,7 +75,7 @@ def table(results: dict[str, dict]) -> str:
                                                       for r in results.values()) + " |")
     for sampler, label in (("is", "IS"), ("smc", "SMC final stage")):
         lines.append(f"| ESS median / min (of N), {label} | " + " | ".join(
-            f"{r['samplers'][sampler]['ess_summary']['median']:.1f} / {r['samplers'][sampler]['ess_summary']['min']:.1f}"
+            "{median:.1f} / {min:.1f}".format(**r["samplers"][sampler]["ess_summary"])
             for r in results.values()) + " |")
         lines.append(f"| PSIS k-hat median / share > 0.7, {label} | " + " | ".join(
             f"{r['samplers'][sampler]['khat_summary']['median']:.2f} / "

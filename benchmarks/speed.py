@@ -84,7 +84,8 @@ def training_throughput(model, proposals: dict, rnnlm, batches, device: torch.de
         return fast_step(batch) - bidirectional.log_likelihood(batch).sum()
 
     def program_step(batch):
-        return -(model.program_log_joint(batch, Annotation.of(batch)).sum() + forward.program_log_likelihood(batch).sum())
+        joint = model.program_log_joint(batch, Annotation.of(batch)).sum()
+        return -(joint + forward.program_log_likelihood(batch).sum())
 
     variants = {"rnnlm": rnnlm_step, "entitynlm_fast": fast_step, "entitynlm_fast_both_proposals": fast_both_step,
                 "entitynlm_program": program_step}
@@ -99,7 +100,7 @@ def training_throughput(model, proposals: dict, rnnlm, batches, device: torch.de
     seconds = {name: [] for name in variants}
     for _ in range(repeats):
         for name, step in variants.items():
-            seconds[name].append(timed(lambda: run(step)))
+            seconds[name].append(timed(lambda step=step: run(step)))
     median = {name: statistics.median(values) for name, values in seconds.items()}
     result = {"tokens": tokens, "repeats": repeats}
     for name, value in median.items():

@@ -44,6 +44,16 @@ Example (qa13)::
     mary and daniel went to the bathroom . then they journeyed to the hallway .
     [[(0, 3), (9, 10)], [(0, 1)], [(2, 3)]]                 # "mary and daniel", they | mary | daniel
 
+That is rule ``names`` (the default). Rule ``nouns`` (``chains="nouns"``; :data:`CHAIN_RULES`) adds the paper's
+exact token match (§4 on task 15: its "simplistic coreference module which matches tokens exactly" cannot join
+"mice" to "mouse"): every other token the bundled tagger (:mod:`coref.pos`, run on the file's cased sentences)
+reads as a noun or proper noun is a one-token mention, and the mentions of one lowercased word form one chain
+(``kitchen``, ``football``, ``swan``). A noun is never a sentence's subject, so pronouns resolve as under rule
+``names``. On the 20 tasks this gives at most 13 chains per story on 17 of them (13 on tasks 2, 3, 5, 7 and 8:
+names, rooms and objects), close to Appendix B's "maximum number of coreference clusters across all tasks was
+C = 13"; task 14 has 14 (its time words), tasks 13 and 12 have 15 and 16 (their groups). Task 16's animals
+(``swan``) become chains, the paper's route to basic induction.
+
 Chains are token spans ``(start, end)``, half-open, over the document (the story sentences concatenated), one
 list per entity in order of first mention (the group before its first member), mentions in order. Every entity
 is kept, including those mentioned once: they give Coref-GRU no edge, and callers wanting only coreference
@@ -61,6 +71,7 @@ from pathlib import Path
 from coref.cli import FileLineError
 from coref.conll import read_utf8
 from coref.corpora import CorpusError, DataDir, resolve_data_dir
+from coref.document import Document
 
 TASKS = range(1, 21)
 SIZE_FOLDERS = {"1k": "en", "10k": "en-10k"}
@@ -74,6 +85,8 @@ BABI_NAMES = frozenset(
     "Sandra Sumit Winona Yann".split()
 )
 PRONOUNS = frozenset({"he", "she", "they", "him", "her", "them"})
+CHAIN_RULES = ("names", "nouns")  # the module docstring's two rules for coreference chains
+NOUN_TAGS = frozenset({"NOUN", "PROPN"})
 _TOKEN = re.compile(r"[^\s.?,]+|[.?,]")
 
 Span = tuple[int, int]
@@ -146,16 +159,17 @@ def babi_file(task: int, split: str, data_dir: DataDir = None, size: str = "1k")
     return found[0]
 
 
-def load_babi(task: int, split: str, data_dir: DataDir = None, size: str = "1k") -> list[BabiExample]:
+def load_babi(task: int, split: str, data_dir: DataDir = None, size: str = "1k",
+              chains: str = "names") -> list[BabiExample]:
     """The examples of one split (``train``, ``dev``, ``test``) of a bAbI task, one per question, in file order.
 
     ``dev`` is the last 10% of the training file's questions, by whole stories (module docstring), and ``train``
-    the rest. ``data_dir`` defaults to ``$ENTITYLM_DATA``.
+    the rest. ``data_dir`` defaults to ``$ENTITYLM_DATA``. ``chains`` is one of :data:`CHAIN_RULES`.
     """
     if split not in SPLITS:
         raise CorpusError(f"unknown bAbI split {split!r}: choose from {', '.join(SPLITS)}")
     path = babi_file(task, "test" if split == "test" else "train", data_dir, size)
-    examples = parse_babi(read_utf8(path), task, str(path))
+    examples = parse_babi(read_utf8(path), task, str(path), chains)
     if split == "test":
         return examples
     dev_stories = dev_story_ids(examples)
@@ -180,8 +194,11 @@ class _Line:
     text: str
 
 
-def parse_babi(text: str, task: int, path: str = "<string>") -> list[BabiExample]:
-    """The examples in the contents ``text`` of a bAbI file of ``task`` (``path`` names it in errors)."""
+def parse_babi(text: str, task: int, path: str = "<string>", chains: str = "names") -> list[BabiExample]:
+    """The examples in the contents ``text`` of a bAbI file of ``task`` (``path`` names it in errors), with the
+    chains of rule ``chains`` (:data:`CHAIN_RULES`)."""
+    if chains not in CHAIN_RULES:
+        raise ValueError(f"unknown bAbI chain rule {chains!r}: choose from {', '.join(CHAIN_RULES)}")
     stories: list[list[_Line]] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -197,10 +214,30 @@ def parse_babi(text: str, task: int, path: str = "<string>") -> list[BabiExample
             raise BabiError(path, number, f"line ID {id}, expected {expected}")
         stories[-1].append(_Line(number, id, match[2]))
     names = BABI_NAMES | _mid_sentence_capitals(line.text.split("\t")[0] for story in stories for line in story)
+    nouns = _noun_positions(stories) if chains == "nouns" else {}
     examples: list[BabiExample] = []
     for story_id, story in enumerate(stories):
-        examples.extend(_story_examples(story, story_id, task, names, path))
+        examples.extend(_story_examples(story, story_id, task, names, nouns, path))
     return examples
+
+
+def _noun_positions(stories: list[list[_Line]]) -> dict[int, frozenset[int]]:
+    """For every story sentence (by its line number), the positions of its tokens the bundled tagger
+    (:mod:`coref.pos`) reads as nouns or proper nouns, all sentences tagged in one batch."""
+    from coref.pos import PosTagger  # torch loads only for the noun rule
+
+    lines = [line for story in stories for line in story if "\t" not in line.text]
+    sentences = [tuple(_TOKEN.findall(line.text)) for line in lines]
+    if not sentences:
+        return {}
+    tokens = [token for sentence in sentences for token in sentence]
+    spans, start = [], 0
+    for sentence in sentences:
+        spans.append((start, start + len(sentence)))
+        start += len(sentence)
+    tags = PosTagger.load().tag([Document("babi", tokens, spans)])[0]
+    return {line.number: frozenset(i for i, tag in enumerate(tags[begin:end]) if tag in NOUN_TAGS)
+            for line, (begin, end) in zip(lines, spans)}
 
 
 def _mid_sentence_capitals(texts: Iterable[str]) -> set[str]:
@@ -209,7 +246,7 @@ def _mid_sentence_capitals(texts: Iterable[str]) -> set[str]:
 
 
 def _story_examples(
-    story: list[_Line], story_id: int, task: int, names: frozenset[str], path: str
+    story: list[_Line], story_id: int, task: int, names: frozenset[str], nouns: dict[int, frozenset[int]], path: str
 ) -> list[BabiExample]:
     """One example per question line of one story, each with the sentences and chains before it."""
     examples: list[BabiExample] = []
@@ -223,7 +260,7 @@ def _story_examples(
                 raise BabiError(path, line.number, "a story sentence must end with '.' (a question needs "
                                 "TAB-separated answer and supporting fact IDs)")
             raw = tuple(_TOKEN.findall(line.text))
-            chains.add(raw, offset=sum(map(len, sentences)))
+            chains.add(raw, offset=sum(map(len, sentences)), nouns=nouns.get(line.number, frozenset()))
             sentences.append(tuple(token.lower() for token in raw))
             ids.append(line.id)
             continue
@@ -256,10 +293,11 @@ def _story_examples(
 
 
 class _StoryChains:
-    """The name, group and pronoun mentions of a story, sentence by sentence, keyed by entity.
+    """The name, group, pronoun and (rule ``nouns``) noun mentions of a story, sentence by sentence, keyed by
+    entity.
 
-    An entity key is a name (``"Mary"``), a group (a frozenset of names), or, for a pronoun with no
-    antecedent, the pronoun's own span.
+    An entity key is a name (``"Mary"``), a group (a frozenset of names), for a pronoun with no antecedent the
+    pronoun's own span, or a noun's lowercased word (``("noun", "kitchen")``).
     """
 
     def __init__(self, names: frozenset[str]) -> None:
@@ -267,8 +305,9 @@ class _StoryChains:
         self.mentions: list[tuple[Span, object]] = []
         self.subject: object | None = None
 
-    def add(self, raw: tuple[str, ...], offset: int) -> None:
-        """Read the mentions of the next sentence, whose raw tokens start at token ``offset`` of the document."""
+    def add(self, raw: tuple[str, ...], offset: int, nouns: frozenset[int] = frozenset()) -> None:
+        """Read the mentions of the next sentence, whose raw tokens start at token ``offset`` of the document;
+        ``nouns`` are the positions of its other nouns (rule ``nouns``), which are never a sentence's subject."""
         subject = None
         i = 0
         while i < len(raw):
@@ -283,9 +322,11 @@ class _StoryChains:
                 found.extend(((offset + j, offset + j + 1), raw[j]) for j in range(i, end, 2))
                 i = end
             else:
+                span = (offset + i, offset + i + 1)
                 if raw[i].lower() in PRONOUNS:
-                    span = (offset + i, offset + i + 1)
                     found.append((span, self.subject if self.subject is not None else span))
+                elif i in nouns:
+                    self.mentions.append((span, ("noun", raw[i].lower())))
                 i += 1
             if found and subject is None:
                 subject = found[0][1]

@@ -37,7 +37,7 @@ import numpy as np
 import torch
 
 from coref.atomic import atomic_path, write_text_atomic
-from coref.babi import TASKS, BabiExample, babi_answer_classes, babi_vocabulary, load_babi
+from coref.babi import CHAIN_RULES, TASKS, BabiExample, babi_answer_classes, babi_vocabulary, load_babi
 from coref.cli import Parser, integer, output_file, output_folder, progress, real, run_main
 from coref.lambada import LambadaExample, is_candidate, lambada_clusters, lambada_splits
 from coref.wikihop import load_wikihop_sample
@@ -118,20 +118,20 @@ class ReadingData:
 
     @classmethod
     def of(cls, task: str, data_dir: str | None, words: list[str] | None = None,
-           classes: list[str] | None = None) -> ReadingData:
+           classes: list[str] | None = None, chains: str = "names") -> ReadingData:
         """The data of a task (:func:`parse_task`); ``words`` and ``classes`` from a checkpoint, else from the
-        training split."""
+        training split; ``chains`` is bAbI's chain rule (:data:`coref.babi.CHAIN_RULES`)."""
         if task == "wikihop":
             return cls.wikihop(data_dir, words)
         if task == "lambada":
             return cls.lambada(data_dir, words)
-        return cls.babi(int(task.partition(":")[2]), data_dir, words, classes)
+        return cls.babi(int(task.partition(":")[2]), data_dir, words, classes, chains)
 
     @classmethod
     def babi(cls, task: int, data_dir: str | None, words: list[str] | None = None,
-             classes: list[str] | None = None) -> ReadingData:
-        """A bAbI task's splits."""
-        loaded = {split: load_babi(task, split, data_dir) for split in ("train", "dev", "test")}
+             classes: list[str] | None = None, chains: str = "names") -> ReadingData:
+        """A bAbI task's splits, with the chains of rule ``chains``."""
+        loaded = {split: load_babi(task, split, data_dir, chains=chains) for split in ("train", "dev", "test")}
         if words is None:
             words = [PAD, *babi_vocabulary(loaded["train"])]
             extractive = all(example.answer_in_document for example in loaded["train"])
@@ -327,8 +327,9 @@ def test_report(model: torch.nn.Module, data: ReadingData, device: torch.device)
 
 def save(path: Path, args: argparse.Namespace, data: ReadingData, config: ReaderConfig, weights: dict,
          training: dict) -> None:
-    payload = {"format": FORMAT, "model": args.model, "task": data.task, "config": config.to_dict(),
-               "words": data.words, "classes": data.classes, "weights": weights, "training": training}
+    payload = {"format": FORMAT, "model": args.model, "task": data.task, "chains": args.chains,
+               "config": config.to_dict(), "words": data.words, "classes": data.classes, "weights": weights,
+               "training": training}
     with atomic_path(path) as temporary:
         torch.save(payload, temporary)
 
@@ -349,12 +350,19 @@ def is_reader_file(path: str | Path) -> bool:
 
 def load_reader(path: str | Path, device: str | torch.device = "cpu") -> tuple[GatedAttentionReader, dict[str, Any]]:
     """The best weights of a reader checkpoint (``OUT/model.pt``) in eval mode, and the checkpoint (its
-    ``task``, ``words``, ``classes`` and ``training`` summary): ``ReadingData.of(checkpoint["task"], data_dir,
-    checkpoint["words"], checkpoint["classes"])`` gives the data it reads."""
+    ``task``, ``chains``, ``words``, ``classes`` and ``training`` summary): :func:`checkpoint_data` gives the
+    data it reads."""
     checkpoint = load(Path(path))
     model = READERS[checkpoint["model"]][0](ReaderConfig.from_dict(checkpoint["config"]))
     model.load_state_dict(checkpoint["weights"]["model"])
     return model.to(device).eval(), checkpoint
+
+
+def checkpoint_data(checkpoint: dict[str, Any], data_dir: str | None) -> ReadingData:
+    """The data a reader checkpoint reads: its task, with its chain rule, words and classes (checkpoints from
+    before ``--chains`` read bAbI's ``names`` chains)."""
+    return ReadingData.of(checkpoint["task"], data_dir, checkpoint["words"], checkpoint["classes"],
+                          checkpoint.get("chains", "names"))
 
 
 def check_same_run(args: argparse.Namespace, stored: dict[str, Any], path: Path) -> None:
@@ -376,9 +384,9 @@ def train_reader(args: argparse.Namespace) -> int:
         raise ValueError(f"{out}: holds an earlier run (--resume continues it)")
     if resumed:
         check_same_run(args, resumed["training"]["args"], out / "last.pt")
-        data = ReadingData.of(task, args.data_dir, resumed["words"], resumed["classes"])
+        data = checkpoint_data(resumed, args.data_dir)
     else:
-        data = ReadingData.of(task, args.data_dir)
+        data = ReadingData.of(task, args.data_dir, chains=args.chains)
     config = ReaderConfig.from_dict(resumed["config"]) if resumed else reader_config(args, data)
     model = READERS[args.model][0](config).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
@@ -440,6 +448,9 @@ def build_parser() -> Parser:
                         help="babi:N, N in 1..20 (the 1K English set), lambada, or wikihop (the 50-question sample: "
                              "a demo)")
     parser.add_argument("--data-dir", help="folder holding babi/, lambada/, wikihop_sample/ (default: $ENTITYLM_DATA)")
+    parser.add_argument("--chains", choices=CHAIN_RULES, default="names",
+                        help="bAbI's coreference chains: names, groups and pronouns; or also every noun, chained by "
+                             "its word (the paper's exact token match; see coref.babi)")
     parser.add_argument("--out", required=True, type=output_folder,
                         help="output folder: model.pt (best weights, test accuracy), last.pt (for --resume), "
                              "test.json (the test summary and every test question's correctness)")

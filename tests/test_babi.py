@@ -133,6 +133,40 @@ def test_pronoun_without_antecedent_and_names_from_the_file() -> None:
     assert spans_text(example) == [["she"], ["zed", "he"]]
 
 
+TASK16 = """\
+1 Julius is a swan.
+2 Brian is a frog.
+3 Julius is white.
+4 Greg is a swan.
+5 What color is Greg?\twhite\t4 1 3
+"""
+
+
+def test_noun_rule_chains_every_noun_by_its_word() -> None:
+    """Rule ``nouns`` (the paper's exact token match): names and pronouns as before, plus one chain per noun the
+    tagger finds, over its exact word; task 16's two swans are one chain, the paper's route to basic induction."""
+    (example,) = parse_babi(TASK16, 16, chains="nouns")
+    assert spans_text(example) == [["julius", "julius"], ["swan", "swan"], ["brian"], ["frog"], ["greg"]]
+    assert example.clusters[1] == [(3, 4), (17, 18)]
+    assert spans_text(parse_babi(TASK16, 16)[0]) == [["julius", "julius"], ["brian"], ["greg"]]  # names only
+
+
+def test_noun_rule_keeps_pronouns_on_the_subject_name() -> None:
+    """A noun is never a sentence's subject: task 11's pronouns still join the name before them, and task 13's
+    groups stay; the locations join as chains of their own."""
+    _, second, third = parse_babi(TASK11, 11, chains="nouns")
+    assert spans_text(second) == [["mary", "she"], ["bathroom"], ["bedroom"], ["daniel", "he"], ["garden"],
+                                  ["office"]]
+    assert spans_text(third) == [["john", "he"], ["hallway"], ["kitchen"]]
+    first, _ = parse_babi(TASK13, 13, chains="nouns")
+    assert spans_text(first) == [["mary and daniel", "they"], ["mary"], ["daniel"], ["bathroom"], ["hallway"]]
+
+
+def test_unknown_chain_rule() -> None:
+    with pytest.raises(ValueError, match="unknown bAbI chain rule 'verbs': choose from names, nouns"):
+        parse_babi(TASK16, 16, chains="verbs")
+
+
 @pytest.mark.parametrize(
     "text, line, message",
     [

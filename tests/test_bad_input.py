@@ -190,6 +190,8 @@ ROWS = [
     row("entitylm-train", "--model rnnlm --corpus nope --out {out}", "unknown corpus 'nope'"),
     row("inference.train", "--model ga_cgru --task babi:0 --out {out}", "expected babi:N with N in 1..20"),
     row("inference.train", "--model ga_cgru --task babi:3 --data-dir {missing} --out {out}", "{missing}"),
+    row("inference.train", "--model ga_cgru --task babi:3 --chains verbs --out {out}",
+        "argument --chains: invalid choice: 'verbs'"),
     row("inference.train", "--model bi_cgru --task babi:3 --hidden-size 1 --out {out}",
         "argument --hidden-size: must be at least 2"),
     row("inference.train", "--model ga_gru --task babi:3 --out {run_random} --resume",

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from inference import reading, train
-from tests.test_babi import TASK11, TASK13, write_task
+from tests.test_babi import TASK11, TASK13, TASK16, write_task
 
 TINY = ["--embedding-size", "8", "--hidden-size", "8", "--device", "cpu"]
 
@@ -64,6 +64,26 @@ def test_the_loss_falls_on_task_11(babi_dir, tmp_path, capsys):
                        "--epochs", "4", "--patience", "10", "--lr", "0.05", *TINY]) == 0
     history = reading.load(out / "last.pt")["training"]["state"]["history"]
     assert history[-1]["train_nll"] < history[0]["train_nll"]
+
+
+def test_noun_chains_are_trained_on_stored_and_kept_on_resume(babi_dir, tmp_path, capsys):
+    """``--chains nouns`` reads task 16's swans as one chain; the checkpoint records the rule, the data a
+    checkpoint reads (the API's too) has it, and --resume refuses the other rule."""
+    write_task(babi_dir, "qa16_basic-induction_train.txt", TASK16 * 6)
+    write_task(babi_dir, "qa16_basic-induction_test.txt", TASK16)
+    names, nouns = (reading.ReadingData.babi(16, str(babi_dir), chains=rule) for rule in ("names", "nouns"))
+    assert names.splits["test"][0].clusters == [[(0, 1), (10, 11)], [(5, 6)], [(14, 15)]]  # julius, brian, greg
+    assert nouns.splits["test"][0].clusters[1] == [(3, 4), (17, 18)]  # swan ... swan
+    assert (names.max_chains, nouns.max_chains) == (4, 6)  # the sequential chain + 3 names (+ swan, frog)
+    out = tmp_path / "run"
+    argv = ["--model", "ga_cgru", "--task", "babi:16", "--data-dir", str(babi_dir), "--out", str(out), *TINY]
+    assert train.main([*argv, "--chains", "nouns", "--epochs", "1"]) == 0
+    checkpoint = reading.load(out / "model.pt")
+    assert checkpoint["chains"] == "nouns"
+    assert reading.checkpoint_data(checkpoint, str(babi_dir)).splits["test"] == nouns.splits["test"]
+    capsys.readouterr()
+    assert train.main([*argv, "--epochs", "2", "--resume"]) == 2
+    assert "was trained with --chains nouns (now names)" in capsys.readouterr().err
 
 
 def test_the_one_hot_baseline_matches_the_c_gru_parameter_count(babi_dir):

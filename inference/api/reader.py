@@ -24,7 +24,7 @@ from matplotlib.figure import Figure
 from coref.babi import BabiExample, parse_babi
 from generative.coref_gru import GatedAttentionReader, ReaderConfig, ReadingExample, make_reading_batch, parameter_count
 from inference.api.base import _html_table
-from inference.reading import EVAL_BATCH, ReadingData, accuracy, babi_reading_example, batches
+from inference.reading import EVAL_BATCH, ReadingData, accuracy, babi_reading_example, batches, checkpoint_data
 
 DIRECTIONS = ("forward", "backward")
 Story = ReadingExample | BabiExample | str
@@ -220,7 +220,7 @@ class Reader:
         """The task's splits as the trainer read them, with this reader's words and classes (read once per
         ``data_dir``; default $ENTITYLM_DATA)."""
         if data_dir not in self._data:
-            self._data[data_dir] = ReadingData.of(self.task, data_dir, self.words, self.classes)
+            self._data[data_dir] = checkpoint_data(self.checkpoint, data_dir)
         return self._data[data_dir]
 
     def examples(self, split: str = "test", data_dir: str | None = None) -> list[ReadingExample]:
@@ -235,7 +235,8 @@ class Reader:
         if isinstance(story, str):
             if not self.task.startswith("babi:"):
                 raise ValueError(f"a story given as text is a bAbI story; this reader reads {self.task}")
-            examples = parse_babi(story, int(self.task.partition(":")[2]))
+            chains = self.checkpoint.get("chains", "names")
+            examples = parse_babi(story, int(self.task.partition(":")[2]), chains=chains)
             if not examples:
                 raise ValueError("the story has no question (a line 'N question?<TAB>answer<TAB>facts')")
             story = examples[-1]

@@ -1,8 +1,10 @@
 """Dhingra et al. 2018's bAbI-1K experiment (Table 1 and Table 4): every reader on every task over seeds, and
 their LAMBADA experiment (Table 3): GA w/ GRU against GA w/ C-GRU, written to benchmarks/results/coref_gru.json
-and coref_gru.md.
+and coref_gru.md (``--name``: another file name, as for the grid with the paper's exact-match noun chains).
 
     python benchmarks/coref_gru.py --data-dir DATA --seeds 0 1 2 --jobs 2 --out runs/babi
+    python benchmarks/coref_gru.py --data-dir DATA --models ga_cgru --out runs/babi_nouns --name coref_gru_nouns \
+        --train-args "--epochs 30 --patience 6 --chains nouns"
     python benchmarks/coref_gru.py --data-dir DATA --tasks --lambada-seeds 0 --lambada-out runs/lambada
 
 Each run is ``python -m inference.train --model MODEL --task babi:N --seed S`` in ``OUT/MODEL/N/seedS``, one
@@ -49,7 +51,10 @@ def build_parser() -> Parser:
     parser.add_argument("--jobs", type=integer(1), default=2, help="runs at a time (one CPU core each)")
     parser.add_argument("--out", type=output_folder, default="runs/babi", help="folder of the runs")
     parser.add_argument("--results", type=output_folder, default=str(ROOT / "benchmarks" / "results"),
-                        help="where coref_gru.json and coref_gru.md go")
+                        help="where NAME.json and NAME.md go")
+    parser.add_argument("--name", default="coref_gru",
+                        help="the results' file name, without .json or .md (e.g. coref_gru_nouns for a grid run "
+                             "with --train-args '--chains nouns')")
     parser.add_argument("--collect-only", action="store_true", help="run nothing: gather the finished runs")
     parser.add_argument("--train-args", default="", help="further options of inference.train for every bAbI run")
     parser.add_argument("--lambada-seeds", nargs="*", type=int, default=[],
@@ -190,10 +195,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             list(pool.map(lambda job: run_steps(*job), jobs))
         result = collect(args)
         results = Path(args.results)
-        write_text_atomic(results / "coref_gru.json", json.dumps(result, indent=2) + "\n")
+        write_text_atomic(results / f"{args.name}.json", json.dumps(result, indent=2) + "\n")
         table = (markdown_table(result) if result["models"] else "") + (
             "\n" + lambada_table(result["lambada"]) if "lambada" in result else "")
-        write_text_atomic(results / "coref_gru.md", table)
+        write_text_atomic(results / f"{args.name}.md", table)
         print(table, end="")
         return 0
 

@@ -124,6 +124,10 @@ def test_the_benchmark_reports_avg_max_by_dev_and_failed_tasks(tmp_path):
     table = coref_gru.markdown_table(coref_gru.collect(args))
     assert "| 1 | 0.985 | 0.980 |" in table and "| failed (max < 0.95) (2 tasks every model ran) | 1 |  |" in table
     assert "| mean (2 tasks every model ran) | 0.742 | 0.790 |" in table and "| seeds (fewest) | 2 |  |" in table
+    assert coref_gru.main(["--models", "ga_gru", "--tasks", "1", "2", "--seeds", "0", "1", "--out", str(tmp_path),
+                           "--collect-only", "--results", str(tmp_path / "results"), "--name", "named"]) == 0
+    assert json.loads((tmp_path / "results" / "named.json").read_text())["models"]["ga_gru"] == result
+    assert (tmp_path / "results" / "named.md").read_text().startswith("|")
 
 
 def test_the_wikihop_sample_runs_through_the_reader(data_dir):

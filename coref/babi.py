@@ -122,11 +122,7 @@ class BabiExample:
     @property
     def sentences(self) -> tuple[Span, ...]:
         """The token span of every story sentence in :attr:`document`."""
-        spans, start = [], 0
-        for sentence in self.story:
-            spans.append((start, start + len(sentence)))
-            start += len(sentence)
-        return tuple(spans)
+        return _sentence_spans(self.story)
 
     @property
     def supporting_sentences(self) -> tuple[int, ...]:
@@ -231,13 +227,19 @@ def _noun_positions(stories: list[list[_Line]]) -> dict[int, frozenset[int]]:
     if not sentences:
         return {}
     tokens = [token for sentence in sentences for token in sentence]
+    spans = _sentence_spans(sentences)
+    tags = PosTagger.load().tag([Document("babi", tokens, spans)])[0]
+    return {line.number: frozenset(i for i, tag in enumerate(tags[begin:end]) if tag in NOUN_TAGS)
+            for line, (begin, end) in zip(lines, spans)}
+
+
+def _sentence_spans(sentences: Iterable[tuple[str, ...]]) -> tuple[Span, ...]:
+    """The token span of every sentence in the sentences concatenated."""
     spans, start = [], 0
     for sentence in sentences:
         spans.append((start, start + len(sentence)))
         start += len(sentence)
-    tags = PosTagger.load().tag([Document("babi", tokens, spans)])[0]
-    return {line.number: frozenset(i for i, tag in enumerate(tags[begin:end]) if tag in NOUN_TAGS)
-            for line, (begin, end) in zip(lines, spans)}
+    return tuple(spans)
 
 
 def _mid_sentence_capitals(texts: Iterable[str]) -> set[str]:

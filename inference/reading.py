@@ -358,11 +358,15 @@ def load_reader(path: str | Path, device: str | torch.device = "cpu") -> tuple[G
     return model.to(device).eval(), checkpoint
 
 
+def checkpoint_chains(checkpoint: dict[str, Any]) -> str:
+    """The bAbI chain rule a reader checkpoint was trained with (checkpoints from before ``--chains``: ``names``)."""
+    return checkpoint.get("chains", "names")
+
+
 def checkpoint_data(checkpoint: dict[str, Any], data_dir: str | None) -> ReadingData:
-    """The data a reader checkpoint reads: its task, with its chain rule, words and classes (checkpoints from
-    before ``--chains`` read bAbI's ``names`` chains)."""
+    """The data a reader checkpoint reads: its task, with its chain rule, words and classes."""
     return ReadingData.of(checkpoint["task"], data_dir, checkpoint["words"], checkpoint["classes"],
-                          checkpoint.get("chains", "names"))
+                          checkpoint_chains(checkpoint))
 
 
 def check_same_run(args: argparse.Namespace, stored: dict[str, Any], path: Path) -> None:

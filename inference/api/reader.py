@@ -24,7 +24,15 @@ from matplotlib.figure import Figure
 from coref.babi import BabiExample, parse_babi
 from generative.coref_gru import GatedAttentionReader, ReaderConfig, ReadingExample, make_reading_batch, parameter_count
 from inference.api.base import _html_table
-from inference.reading import EVAL_BATCH, ReadingData, accuracy, babi_reading_example, batches, checkpoint_data
+from inference.reading import (
+    EVAL_BATCH,
+    ReadingData,
+    accuracy,
+    babi_reading_example,
+    batches,
+    checkpoint_chains,
+    checkpoint_data,
+)
 
 DIRECTIONS = ("forward", "backward")
 Story = ReadingExample | BabiExample | str
@@ -235,8 +243,7 @@ class Reader:
         if isinstance(story, str):
             if not self.task.startswith("babi:"):
                 raise ValueError(f"a story given as text is a bAbI story; this reader reads {self.task}")
-            chains = self.checkpoint.get("chains", "names")
-            examples = parse_babi(story, int(self.task.partition(":")[2]), chains=chains)
+            examples = parse_babi(story, int(self.task.partition(":")[2]), chains=checkpoint_chains(self.checkpoint))
             if not examples:
                 raise ValueError("the story has no question (a line 'N question?<TAB>answer<TAB>facts')")
             story = examples[-1]

@@ -12,9 +12,11 @@ With --text or --conll, the folder --out receives:
   samples.conll     --samples structures drawn from the posterior, one CoNLL document ID#sampleK each
   map.conll         per document, the sampled structure of highest joint probability p(X, R, E, L)
   marginals.json    per document, the spans whose mention probability is at least --min-probability,
-                    and the posterior probability that two of them are mentions of one entity
+                    and the posterior probability that two of them are mentions of one entity, among the
+                    --max-spans most probable (the heatmap's)
   antecedents.txt   per such span, its antecedent (the closest earlier mention of its entity, or a new
-                    entity) with posterior probabilities, most probable first
+                    entity) with posterior probabilities, most probable first: at most --top-antecedents,
+                    the rest summed as one remainder (sparse marginals: linear in the text's length)
   antecedents.json  the same as JSON
   heatmap-ID.png    per document, P(same entity) of the --max-spans most probable mention spans
   summary.json      per document, the estimate of log p(x), the ESS, resamplings and its heatmap's file
@@ -146,64 +148,108 @@ def without_singletons(document: Document) -> Document:
 
 
 # ---- what the weighted particles say about spans ------------------------------------------------------------
+#
+# Everything here is linear in the particles' mentions: a span x span table (or a particles x spans one) of a
+# book would not fit in memory. Pairwise probabilities are computed only for the pairs or the bounded set of
+# spans asked for (the heatmap's, the MAP structure's antecedent links).
 
 
 @dataclass(frozen=True)
 class SpanEntities:
-    """The spans some particle makes a mention, in text order, with their texts, and ``entity[p, a]``: the
-    entity particle p gives span a (its own numbering), -1 where p does not make a a mention."""
+    """The mentions of P particles' structures of one text, one row per (particle, mention): ``span[m]`` indexes
+    ``spans`` (every span some particle makes a mention, in text order, with its ``texts``), ``entity[m]`` is the
+    entity particle ``particle[m]`` gives it (its own numbering). A particle never makes one span two mentions."""
 
     spans: list[tuple[int, int]]
     texts: list[str]
+    particles: int
+    particle: np.ndarray
+    span: np.ndarray
     entity: np.ndarray
 
     def mention_probability(self, weights: np.ndarray) -> np.ndarray:
-        """The posterior probability that each span is a mention, from the particles' normalised weights."""
-        return weights @ (self.entity >= 0)
+        """(S,) the posterior probability that each span is a mention, from the particles' normalised weights."""
+        return np.bincount(self.span, weights=weights[self.particle], minlength=len(self.spans))
+
+    def entity_columns(self, indices: np.ndarray) -> np.ndarray:
+        """(P, len(indices)) the entity each particle gives each of the spans ``indices`` (distinct), -1 where it
+        makes the span no mention: a dense table of a bounded set of columns."""
+        column = np.full(len(self.spans), -1)
+        column[indices] = np.arange(len(indices))
+        hit = column[self.span] >= 0
+        table = np.full((self.particles, len(indices)), -1, dtype=np.int64)
+        table[self.particle[hit], column[self.span[hit]]] = self.entity[hit]
+        return table
+
+    def restricted(self, indices: np.ndarray) -> SpanEntities:
+        """The table of the spans ``indices`` (increasing) alone, renumbered 0..len(indices) - 1."""
+        column = np.full(len(self.spans), -1)
+        column[indices] = np.arange(len(indices))
+        hit = column[self.span] >= 0
+        return SpanEntities([self.spans[a] for a in indices], [self.texts[a] for a in indices], self.particles,
+                            self.particle[hit], column[self.span[hit]], self.entity[hit])
 
 
 def span_entities(structures: Sequence[Document]) -> SpanEntities:
-    """The mentions of ``structures`` (annotations of one text, one per particle) as a particles x spans table."""
+    """The mentions of ``structures`` (annotations of one text, one per particle) as a :class:`SpanEntities`."""
     rows = [(p, m.start, m.end, m.entity) for p, structure in enumerate(structures) for m in structure.mentions]
     table = np.array(rows, dtype=np.int64).reshape(-1, 4)
     unique, column = np.unique(table[:, 1:3], axis=0, return_inverse=True)
-    entity = np.full((len(structures), len(unique)), -1, dtype=np.int64)
-    entity[table[:, 0], column.reshape(-1)] = table[:, 3]  # mentions of one particle never share a span
     spans = [(int(start), int(end)) for start, end in unique]
     tokens = structures[0].tokens if structures else ()
-    return SpanEntities(spans, [" ".join(tokens[start:end]) for start, end in spans], entity)
+    return SpanEntities(spans, [" ".join(tokens[start:end]) for start, end in spans], len(structures),
+                        table[:, 0], column.reshape(-1), table[:, 3])
 
 
 @dataclass(frozen=True)
 class CoreferenceMarginals:
     """Posterior probabilities over the spans some particle makes a mention: ``mention[a]`` that span a is a
-    mention, ``coreference[a, b]`` that spans a and b are mentions of one entity (the diagonal is ``mention``)."""
+    mention; :meth:`same_entity` and :meth:`matrix` that two spans are mentions of one entity, for the pairs asked
+    for. Held sparsely (the particles' mentions and their weights), so a book's marginals take memory linear in
+    its length; a dense matrix is only ever made over a bounded set of spans."""
 
     spans: list[tuple[int, int]]
     texts: list[str]
     mention: np.ndarray
-    coreference: np.ndarray
+    entities: SpanEntities
+    weights: np.ndarray
 
-    def to_json(self) -> dict:
+    def same_entity(self, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+        """P(spans ``first[i]`` and ``second[i]`` are mentions of one entity), for each i (``mention`` where the
+        two are one span)."""
+        first, second = np.asarray(first, dtype=np.int64), np.asarray(second, dtype=np.int64)
+        involved, inverse = np.unique(np.concatenate([first, second]), return_inverse=True)
+        table = self.entities.entity_columns(involved)
+        a, b = table[:, inverse[: len(first)]], table[:, inverse[len(first):]]
+        return self.weights @ ((a == b) & (a >= 0))
+
+    def matrix(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
+        """The dense ``len(indices)`` x ``len(indices)`` matrix of P(same entity) between the spans ``indices``
+        (the diagonal is their mention probability): for a bounded set of spans, such as a heatmap's."""
+        indices = np.asarray(indices, dtype=np.int64)
+        rows, columns = np.meshgrid(indices, indices, indexing="ij")
+        return self.same_entity(rows.ravel(), columns.ravel()).reshape(len(indices), len(indices))
+
+    def to_json(self, max_spans: int = 40) -> dict:
+        """Every span with its mention probability, and P(same entity) among the ``max_spans`` most probable
+        ones (:func:`heatmap_spans`; their indices into ``spans``), the heatmap's numbers."""
+        shown = heatmap_spans(self.mention, max_spans)
         return {
             "spans": [{"start": s, "end": e, "text": text, "mention_probability": round(float(p), 6)}
                       for (s, e), text, p in zip(self.spans, self.texts, self.mention)],
-            "coreference": np.round(self.coreference, 6).tolist(),
+            "coreference": {"spans": shown.tolist(), "matrix": np.round(self.matrix(shown), 6).tolist()},
         }
 
 
 def coreference_marginals(structures: Sequence[Document], weights: np.ndarray,
                           min_probability: float = 0.0) -> CoreferenceMarginals:
-    """Weighted pairwise coreference marginals of ``structures`` (annotations of one text), over the spans whose
-    mention probability is at least ``min_probability``."""
+    """Weighted coreference marginals of ``structures`` (annotations of one text), over the spans whose mention
+    probability is at least ``min_probability``."""
     table = span_entities(structures)
     mention = table.mention_probability(weights)
     keep = np.flatnonzero(mention >= min_probability)
-    entity = table.entity[:, keep]
-    same = (entity[:, :, None] == entity[:, None, :]) & (entity[:, :, None] >= 0)
-    coreference = np.einsum("p,pab->ab", weights, same)
-    return CoreferenceMarginals([table.spans[a] for a in keep], [table.texts[a] for a in keep], mention[keep],
-                                coreference)
+    kept = table.restricted(keep)
+    return CoreferenceMarginals(kept.spans, kept.texts, mention[keep], kept, weights)
 
 
 class Antecedent(NamedTuple):
@@ -218,12 +264,14 @@ class Antecedent(NamedTuple):
 
 @dataclass(frozen=True)
 class AntecedentRanking:
-    """A mention span, its posterior mention probability, and its likely antecedents, most probable first."""
+    """A mention span, its posterior mention probability, and its likely antecedents, most probable first;
+    ``remainder`` is the probability of all the antecedents left out (``mention`` minus the listed ones)."""
 
     span: tuple[int, int]
     text: str
     mention: float
     antecedents: list[Antecedent]
+    remainder: float = 0.0
 
     def to_json(self) -> dict:
         return {
@@ -234,37 +282,43 @@ class AntecedentRanking:
                  "probability": round(a.probability, 6)}
                 for a in self.antecedents
             ],
+            "remainder": round(self.remainder, 6),
         }
 
 
-def antecedent_rankings(structures: Sequence[Document], weights: np.ndarray,
-                        min_probability: float = 0.0) -> list[AntecedentRanking]:
+def antecedent_rankings(structures: Sequence[Document], weights: np.ndarray, min_probability: float = 0.0,
+                        top: int | None = None) -> list[AntecedentRanking]:
     """For every span whose mention probability is at least ``min_probability`` (text order), the posterior over
-    its antecedent: the closest earlier mention of the same entity in a particle, or a new entity. Antecedents
-    less probable than ``min_probability`` (or impossible) are left out, so each span's antecedent
-    probabilities sum to at most its mention probability.
+    its antecedent: the closest earlier mention of the same entity in a particle, or a new entity. The sparse
+    marginals: at most ``top`` antecedents per span (None: all), none less probable than ``min_probability`` (or
+    impossible); what is left out is the span's ``remainder``, so its listed antecedents and the remainder sum to
+    its mention probability.
 
     One pass over all mentions of all particles at once: sorted by (particle, entity, position), each mention's
     antecedent is the one before it when that one is of the same particle and entity.
     """
     table = span_entities(structures)
     mention = table.mention_probability(weights)
-    particle, span = np.nonzero(table.entity >= 0)
-    entity = table.entity[particle, span]
-    order = np.lexsort((span, entity, particle))
-    particle, span, entity = particle[order], span[order], entity[order]
+    order = np.lexsort((table.span, table.entity, table.particle))
+    particle, span, entity = table.particle[order], table.span[order], table.entity[order]
     antecedent = np.full(len(span), -1)
     chained = (particle[1:] == particle[:-1]) & (entity[1:] == entity[:-1])
     antecedent[1:][chained] = span[:-1][chained]
-    pairs, pair_of = np.unique(np.stack([span, antecedent], 1), axis=0, return_inverse=True)
+    pairs, pair_of = np.unique(np.stack([span, antecedent], 1).reshape(-1, 2), axis=0, return_inverse=True)
     probability = np.bincount(pair_of.reshape(-1), weights=weights[particle], minlength=len(pairs))
     likely = np.flatnonzero((probability >= min_probability) & (probability > 0))
     likely = likely[np.lexsort((-probability[likely], pairs[likely, 0]))]  # by span, most probable first
+    if top is not None:  # the rank of each pair among its span's: keep the first ``top``
+        first_of_span = np.r_[True, pairs[likely[1:], 0] != pairs[likely[:-1], 0]]
+        starts = np.maximum.accumulate(np.where(first_of_span, np.arange(len(likely)), 0))
+        likely = likely[np.arange(len(likely)) - starts < top]
     ranked: dict[int, list[Antecedent]] = {}
     for a, b, p in zip(pairs[likely, 0].tolist(), pairs[likely, 1].tolist(), probability[likely].tolist()):
         earlier = (None, None) if b < 0 else (table.spans[b], table.texts[b])
         ranked.setdefault(a, []).append(Antecedent(*earlier, p))
-    return [AntecedentRanking(table.spans[a], table.texts[a], float(mention[a]), ranked.get(a, []))
+    listed = np.bincount(pairs[likely, 0], weights=probability[likely], minlength=len(table.spans))
+    return [AntecedentRanking(table.spans[a], table.texts[a], float(mention[a]), ranked.get(a, []),
+                              max(0.0, float(mention[a] - listed[a])))
             for a in np.flatnonzero(mention >= min_probability).tolist()]
 
 
@@ -277,6 +331,8 @@ def format_antecedents(name: str, rankings: Sequence[AntecedentRanking]) -> str:
         for a in ranking.antecedents:
             antecedent = "new entity" if a.span is None else f"{a.text} [{a.span[0]}:{a.span[1]}]"
             lines.append(f"  {a.probability:.3f}  {antecedent}")
+        if ranking.remainder >= 0.0005:
+            lines.append(f"  {ranking.remainder:.3f}  (the antecedents left out)")
     return "\n".join(lines) + "\n"
 
 
@@ -329,7 +385,7 @@ def marginals_figure(marginals: CoreferenceMarginals, name: str, max_spans: int 
         axes.text(0.5, 0.5, "fewer than two mention spans: no pair to show", ha="center", va="center")
         axes.set_axis_off()
     else:
-        matrix = marginals.coreference[np.ix_(shown[1:], shown[:-1])]
+        matrix = marginals.matrix(shown)[1:, :-1]
         matrix[np.triu_indices_from(matrix, k=1)] = np.nan  # a column's mention after the row's: not an antecedent
         image = axes.imshow(matrix, vmin=0, vmax=1, cmap="viridis")
         fontsize = min(8.0, max(2.0, 50 * (side - 3.0) / len(shown)))  # ~1.25 line heights per row
@@ -454,7 +510,10 @@ def build_parser() -> Parser:
                         help="spans less probably a mention than this (0 to 1), and antecedents less probable, are "
                              "left out of marginals.json, the antecedent lists and the heatmaps")
     parser.add_argument("--max-spans", type=integer(1), default=40,
-                        help="a heatmap shows at most this many spans: those most probably a mention, in text order")
+                        help="a heatmap (and marginals.json's pairwise block) shows at most this many spans")
+    parser.add_argument("--top-antecedents", type=integer(1), default=5,
+                        help="the antecedent lists keep at most this many antecedents per span, the most probable; "
+                             "the rest is one remainder")
     parser.add_argument("--out", metavar="FOLDER", default="posterior",
                         help="output folder for --text/--conll, replaced as a whole when the run succeeds; refused "
                              "if it holds files other than the ones listed above")
@@ -572,8 +631,8 @@ def analyse(args: argparse.Namespace) -> dict:
             samples += [on_original[p].replace(id=f"{original.id}#sample{k}") for k, p in enumerate(draws)]
             maps.append(posterior.map_structure)
             table = coreference_marginals(on_original, posterior.weights, args.min_probability)
-            marginals[name] = table.to_json()
-            rankings = antecedent_rankings(on_original, posterior.weights, args.min_probability)
+            marginals[name] = table.to_json(args.max_spans)
+            rankings = antecedent_rankings(on_original, posterior.weights, args.min_probability, args.top_antecedents)
             antecedents[name] = [ranking.to_json() for ranking in rankings]
             texts.append(format_antecedents(name, rankings))
             plot_marginals(table, folder / heatmap, name, args.max_spans)

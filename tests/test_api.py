@@ -130,7 +130,7 @@ def test_posterior_weights_map_and_pairwise_marginals(posterior):
     assert posterior.weights.sum() == pytest.approx(1.0)
     assert posterior.map == posterior.samples[int(np.argmax(posterior.log_joint))]
     assert posterior.map.tokens == tokenize(TEXT).tokens  # the original tokens, punctuation included
-    matrix = posterior.pairwise.coreference
+    matrix = posterior.pairwise.matrix(range(len(posterior.pairwise.spans)))
     assert np.allclose(matrix, matrix.T) and matrix.min() >= 0 and matrix.max() <= 1 + 1e-9
     assert np.allclose(np.diag(matrix), posterior.pairwise.mention)
     assert posterior.map.mentions, "the MAP structure of this text has mentions"

@@ -108,7 +108,8 @@ def test_pairwise_marginals_weight_the_structures():
     marginals = posterior.coreference_marginals([together, apart, only_ann], np.array([0.6, 0.3, 0.1]))
     assert marginals.spans == [(0, 1), (2, 3)] and marginals.texts == ["Ann", "her"]
     np.testing.assert_allclose(marginals.mention, [1.0, 0.9])
-    np.testing.assert_allclose(marginals.coreference, [[1.0, 0.6], [0.6, 0.9]])
+    np.testing.assert_allclose(marginals.matrix([0, 1]), [[1.0, 0.6], [0.6, 0.9]])
+    np.testing.assert_allclose(marginals.same_entity([1, 0], [0, 0]), [0.6, 1.0])
     dropped = posterior.coreference_marginals([together, apart, only_ann], np.array([0.6, 0.3, 0.1]), 0.95)
     assert dropped.spans == [(0, 1)]
 
@@ -180,18 +181,84 @@ def png_size(path) -> tuple[int, int]:
     return struct.unpack(">II", data[16:24])
 
 
+def random_structures(rng: np.random.Generator, particles: int, tokens: int, word: str = "w") -> list[Document]:
+    """Annotations of one text as a sampler makes them: per particle, non-overlapping spans, random entities."""
+    words = [f"{word}{t}" for t in range(tokens)]
+    structures = []
+    for _ in range(particles):
+        mentions, t = [], 0
+        while t < tokens:
+            length = int(rng.integers(1, 4))
+            if rng.random() < 0.4 and t + length <= tokens:
+                mentions.append(Mention(t, t + length, int(rng.integers(1, 5))))
+            t += length
+        structures.append(Document("d", words, mentions=mentions))
+    return structures
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_sparse_marginals_equal_the_dense_ones_on_small_documents(seed):
+    rng = np.random.default_rng(seed)
+    structures = random_structures(rng, particles=30, tokens=40)
+    weights = rng.dirichlet(np.ones(30))
+    marginals = posterior.coreference_marginals(structures, weights)
+    spans = marginals.spans
+    # the dense definition: a particles x spans x spans table of "same entity"
+    entity = np.full((30, len(spans)), -1)
+    for p, structure in enumerate(structures):
+        for m in structure.mentions:
+            entity[p, spans.index(m.span)] = m.entity
+    dense = np.einsum("p,pab->ab", weights, (entity[:, :, None] == entity[:, None, :]) & (entity[:, :, None] >= 0))
+    np.testing.assert_allclose(marginals.matrix(range(len(spans))), dense, atol=1e-12)
+    np.testing.assert_allclose(marginals.mention, np.diag(dense), atol=1e-12)
+    # the antecedent marginals: each span's closest earlier mention of its entity, summed over the particles
+    closest = np.zeros((len(spans), len(spans) + 1))  # the last column: a new entity
+    for p in range(30):
+        last: dict[int, int] = {}
+        for a in np.flatnonzero(entity[p] >= 0):
+            closest[a, last.get(entity[p, a], len(spans))] += weights[p]
+            last[entity[p, a]] = a
+    for top in (None, 1, 2):
+        rankings = posterior.antecedent_rankings(structures, weights, top=top)
+        assert [r.span for r in rankings] == spans
+        for a, ranking in enumerate(rankings):
+            expected = sorted(((b, q) for b, q in enumerate(closest[a]) if q > 0), key=lambda pair: -pair[1])
+            listed = [(len(spans) if x.span is None else spans.index(x.span), x.probability)
+                      for x in ranking.antecedents]
+            assert len(listed) == min(len(expected), top or len(expected))
+            for b, q in listed:  # the most probable ones
+                assert q >= max((q for _, q in expected[len(listed):]), default=0.0) - 1e-12
+            for b, q in listed:
+                assert q == pytest.approx(closest[a, b])
+            assert ranking.remainder == pytest.approx(ranking.mention - sum(q for _, q in listed), abs=1e-12)
+            assert ranking.remainder == pytest.approx(sum(q for _, q in expected[len(listed):]), abs=1e-12)
+
+
+def test_marginals_of_many_spans_are_held_sparsely():
+    """A long text's thousands of spans: memory of the particles' mentions, never a spans x spans table."""
+    rng = np.random.default_rng(3)
+    structures = random_structures(rng, particles=20, tokens=30_000)
+    marginals = posterior.coreference_marginals(structures, np.full(20, 1 / 20))
+    assert len(marginals.spans) > 10_000
+    held = [value.nbytes for value in (marginals.mention, marginals.entities.particle, marginals.entities.span,
+                                       marginals.entities.entity)]
+    assert sum(held) < 40 * sum(len(s.mentions) for s in structures)  # a few integers per mention
+    as_json = marginals.to_json(max_spans=40)
+    assert len(as_json["coreference"]["spans"]) == 40 and np.array(as_json["coreference"]["matrix"]).shape == (40, 40)
+
+
 @pytest.mark.parametrize("max_spans", [40, 200])
 def test_the_heatmap_has_a_bounded_size_however_many_spans(tmp_path, max_spans):
-    spans = 200
     rng = np.random.default_rng(0)
-    coreference = rng.random((spans, spans))
-    marginals = posterior.CoreferenceMarginals([(i, i + 1) for i in range(spans)], ["word " * 20] * spans,
-                                               rng.random(spans), (coreference + coreference.T) / 2)
+    structures = random_structures(rng, particles=10, tokens=600, word="word " * 20)  # labels to shorten
+    marginals = posterior.coreference_marginals(structures, rng.dirichlet(np.ones(10)))
+    assert len(marginals.spans) > max_spans
     posterior.plot_marginals(marginals, tmp_path / "h.png", "a long document", max_spans)
     width, height = png_size(tmp_path / "h.png")
     assert width <= 2000 and height <= 2000
-    for few in ([], [(0, 1)]):  # nothing to pair: a figure that says so
-        small = posterior.CoreferenceMarginals(few, ["Anna"] * len(few), np.ones(len(few)), np.ones((len(few),) * 2))
+    tokens = ["Anna"]
+    for few in ([], [Mention(0, 1, 1)]):  # nothing to pair: a figure that says so
+        small = posterior.coreference_marginals([Document("d", tokens, mentions=few)], np.ones(1))
         posterior.plot_marginals(small, tmp_path / "few.png", "short", max_spans)
         assert png_size(tmp_path / "few.png")[0] > 0
 
@@ -222,13 +289,17 @@ def test_the_command_writes_samples_marginals_antecedents_and_heatmaps(tmp_path,
     marginals = json.loads((out / "marginals.json").read_text())["text"]
     spans = {(span["start"], span["end"]) for span in marginals["spans"]}
     assert {mention.span for mention in best.mentions} <= spans
-    assert len(marginals["coreference"]) == len(marginals["spans"])
+    shown = marginals["coreference"]["spans"]  # the heatmap's spans: the 40 most probable (--max-spans)
+    assert len(shown) == min(40, len(marginals["spans"])) and shown == sorted(shown)
+    assert np.array(marginals["coreference"]["matrix"]).shape == (len(shown), len(shown))
     rankings = json.loads((out / "antecedents.json").read_text())["text"]
     assert [(r["start"], r["end"]) for r in rankings] == [(s["start"], s["end"]) for s in marginals["spans"]]
     for ranking in rankings:
         probabilities = [a["probability"] for a in ranking["antecedents"]]
         assert probabilities == sorted(probabilities, reverse=True)
         assert sum(probabilities) <= ranking["mention_probability"] + 1e-5 <= 1 + 2e-5
+        assert len(probabilities) <= 5  # --top-antecedents
+        assert sum(probabilities) + ranking["remainder"] == pytest.approx(ranking["mention_probability"], abs=1e-5)
         assert all(a["antecedent"] is None or a["antecedent"]["end"] <= ranking["start"]
                    for a in ranking["antecedents"])
     assert any(a["antecedent"] is not None for r in rankings for a in r["antecedents"])

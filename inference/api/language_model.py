@@ -126,7 +126,8 @@ class PosteriorCoreference:
     ``samples``: each particle's structure as a Document on the text's own tokens, ``weights`` their normalised
     weights; ``map``: the sampled structure of highest joint probability p(X, R, E, L) (the posterior's mode
     among the samples, as ``inference.posterior`` writes to map.conll); ``pairwise``: for every span some
-    particle makes a mention, P(it is a mention) and P(two spans are mentions of one entity), a symmetric matrix;
+    particle makes a mention, P(it is a mention), and P(two spans are mentions of one entity) for the pairs asked
+    (``pairwise.same_entity``, or ``pairwise.matrix`` over a bounded set of spans: held sparsely, a book's fits);
     ``log_marginal``: the sampler's estimate of log p(x), ``ess`` its effective sample size."""
 
     document: Document
@@ -152,25 +153,31 @@ class PosteriorCoreference:
     def particles(self) -> int:
         return len(self.samples)
 
-    def antecedents(self, min_probability: float = 0.05) -> list[AntecedentRanking]:
-        """Per likely mention span, the posterior over its antecedent (an earlier mention or a new entity)."""
-        return antecedent_rankings(self.samples, self.weights, min_probability)
+    def antecedents(self, min_probability: float = 0.05, top: int | None = 5) -> list[AntecedentRanking]:
+        """Per likely mention span, the posterior over its antecedent (an earlier mention or a new entity): at
+        most ``top`` antecedents (None: all), those of at least ``min_probability``, the rest as the ranking's
+        ``remainder``."""
+        return antecedent_rankings(self.samples, self.weights, min_probability, top)
 
     def mention_titles(self) -> dict[tuple[int, int], str]:
         """Per mention of the MAP structure: the posterior probability that it is a mention and that it is
         coreferent with its antecedent in the MAP structure (the hover text of the HTML display)."""
         index = {span: a for a, span in enumerate(self.pairwise.spans)}
-        titles, last_of = {}, {}
+        links, last_of = [], {}
         for mention in self.map.mentions:  # sampled structures neither nest nor cross: these are in text order
             a = index[mention.span]
+            links.append((a, last_of.get(mention.entity, -1)))
+            last_of[mention.entity] = a
+        linked = [(a, b) for a, b in links if b >= 0]
+        coreferent = iter(self.pairwise.same_entity(*np.array(linked, dtype=np.int64).reshape(-1, 2).T).tolist())
+        titles = {}
+        for mention, (a, b) in zip(self.map.mentions, links):
             title = f"P(mention) = {self.pairwise.mention[a]:.2f}"
-            if mention.entity in last_of:
-                b = last_of[mention.entity]
-                title += f", P(coreferent with '{self.pairwise.texts[b]}') = {self.pairwise.coreference[a, b]:.2f}"
+            if b >= 0:
+                title += f", P(coreferent with '{self.pairwise.texts[b]}') = {next(coreferent):.2f}"
             else:
                 title += ", first mention of its entity in the MAP structure"
             titles[mention.span] = title
-            last_of[mention.entity] = a
         return titles
 
     def to_conll(self) -> str:

@@ -352,6 +352,32 @@ def load_corpus(name: str, split: str, data_dir: DataDir = None, *, strict: bool
 # ---- counts -------------------------------------------------------------------------------------------------
 
 
+def joined_text(name: str, split: str, data_dir: DataDir = None, words: int | None = None) -> str:
+    """A long plain text made of a corpus split's documents end to end: a book-length input for
+    :mod:`coref.resolve` (tests, benchmarks of long documents).
+
+    Detokenised simply: the tokens of a sentence joined by spaces (:func:`coref.text.tokenize` splits them
+    again), one line per sentence, a blank line between documents. With ``words``, exactly that many tokens:
+    the documents are repeated from the first as often as needed and the last one is cut (mid-sentence).
+    """
+    documents = load_corpus(name, split, data_dir).documents
+    if not documents:
+        raise CorpusError(f"{name} {split}: no documents to join")
+    total = sum(len(document.tokens) for document in documents)
+    budget = total if words is None else words
+    if budget < 1:
+        raise ValueError(f"words must be at least 1, got {words}")
+    paragraphs = []
+    for document in (documents[k % len(documents)] for k in range(-(-budget // total) * len(documents))):
+        lines = [" ".join(document.tokens[start : min(end, budget)]) for start, end in document.sentences
+                 if start < budget]
+        paragraphs.append("\n".join(lines))
+        budget -= len(document.tokens)
+        if budget <= 0:
+            break
+    return "\n\n".join(paragraphs) + "\n"
+
+
 def corpus_stats(corpus: Corpus) -> dict[str, int]:
     """Sizes as read from the files, before any preprocessing, and how many problems the reader worked around.
 

@@ -40,11 +40,13 @@ import sys
 import time
 import zipfile
 import zlib
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
+from scipy import sparse
 from tqdm import tqdm
 
 from coref.atomic import atomic_path, write_text_atomic
@@ -53,7 +55,7 @@ from coref.cli import progress as progress_bar
 from coref.conll import ConllError, read_utf8, write_conll
 from coref.corpora import corpus_names, load_corpus, resolve_data_dir
 from coref.document import Document, Mention
-from coref.kbest import ROOT, document_with_clusters, greedy_tree
+from coref.kbest import ROOT, clusters, document_with_clusters, tree_from_antecedents
 from coref.mentions import MentionDetector, mention_scores
 from coref.metrics import CorefEvaluation, evaluate
 from coref.preprocess import (
@@ -72,6 +74,11 @@ MODEL_FORMAT = "entitylm-mention-ranker"
 FEATURE_VERSION = 1  # bump whenever features or hashing change: old weights would mean something else
 MODEL_ARRAYS = ("format", "feature_version", "hash_bits", "indices", "values", "settings")
 HASH_BITS = 22  # 4M weights; cort uses 2^24 for far more training data
+# Bounded antecedent candidates (candidate_antecedents): the window covers every LitBank / OntoGUM document
+# (at most 501 mentions), so those are ranked over all earlier mentions exactly as by the full table.
+ANTECEDENT_WINDOW = 500
+FAR_MATCHES = 5  # earlier same-head / same-string mentions kept beyond the window
+CHUNK_ARCS = 1 << 16  # arcs whose features are built at once in prediction (~60 MB of feature indices)
 DataDir = str | os.PathLike | None
 
 # ---- lexicons ---------------------------------------------------------------------------------------------
@@ -319,7 +326,8 @@ class _Mentions:
     """Per-mention attributes of one document as arrays over its mentions (index ``j - 1`` for mention ``j``).
 
     ``*_code`` arrays hold stable string codes; ``words`` says which lowercased word types (columns, numbered
-    per document) each mention contains, and ``head_word`` / ``text`` are word and whole-string ids.
+    per document) each mention contains (sparse, 1 where it does), and ``head_word`` / ``text`` are word and
+    whole-string ids.
     """
 
     kind: np.ndarray
@@ -336,7 +344,7 @@ class _Mentions:
     end: np.ndarray
     text: np.ndarray
     head_word: np.ndarray
-    words: np.ndarray
+    words: sparse.csr_matrix
 
     def __len__(self) -> int:
         return len(self.kind)
@@ -374,11 +382,18 @@ def describe_mentions(document: Document, syntax: Syntax | None = None) -> _Ment
             )
         )
         word_lists.append([word_ids.setdefault(word, len(word_ids)) for word in lower])
-    words = np.zeros((len(rows), max(len(word_ids), 1)), dtype=bool)
-    for index, word_list in enumerate(word_lists):
-        words[index, word_list] = True
     table = np.array(rows, dtype=np.int64).reshape(len(rows), len(fields(_Mentions)) - 1)
-    return _Mentions(*table.T, words=words)
+    return _Mentions(*table.T, words=_word_matrix(word_lists, len(word_ids)))
+
+
+def _word_matrix(word_lists: Sequence[Sequence[int]], types: int) -> sparse.csr_matrix:
+    """The sparse 0/1 matrix of which word types (columns) each mention (row) contains: a mention has a few
+    words, so the matrix is linear in the document's length where a dense one would be mentions x types."""
+    columns = [sorted(set(word_list)) for word_list in word_lists]
+    indptr = np.cumsum([0, *(len(c) for c in columns)])
+    indices = np.fromiter(itertools.chain.from_iterable(columns), dtype=np.int64, count=int(indptr[-1]))
+    return sparse.csr_matrix((np.ones(len(indices), dtype=np.int32), indices, indptr),
+                             shape=(len(columns), max(types, 1)))
 
 
 # ---- features -----------------------------------------------------------------------------------------------
@@ -422,12 +437,19 @@ def _compatible(attribute: np.ndarray, ana: np.ndarray, ante: np.ndarray) -> np.
     return (a == b) | (a == UNKNOWN) | (b == UNKNOWN)
 
 
+def _has_word(words: sparse.csr_matrix, rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """Whether mention ``rows[k]`` contains word type ``columns[k]``, elementwise."""
+    if len(rows) == 0:  # scipy's fancy indexing returns a matrix, not an empty array, here
+        return np.zeros(0, dtype=bool)
+    return np.asarray(words[rows, columns]).ravel() > 0
+
+
 def _pair_features(mentions: _Mentions, ana: np.ndarray, ante: np.ndarray) -> list[np.ndarray]:
     """The features of the anaphor-antecedent pair of every arc."""
-    overlap = mentions.words.astype(np.int32) @ mentions.words.T.astype(np.int32)  # shared word types
-    sizes = mentions.words.sum(axis=1)
-    shared = overlap[ana, ante]
-    head_contained = mentions.words[ante, mentions.head_word[ana]] | mentions.words[ana, mentions.head_word[ante]]
+    words = mentions.words
+    sizes = np.diff(words.indptr)  # word types per mention
+    shared = np.asarray(words[ana].multiply(words[ante]).sum(axis=1)).ravel()  # word types the pair shares
+    head_contained = _has_word(words, ante, mentions.head_word[ana]) | _has_word(words, ana, mentions.head_word[ante])
     agreement = (
         _compatible(mentions.person, ana, ante) * 4
         + _compatible(mentions.number, ana, ante) * 2
@@ -450,15 +472,13 @@ def _pair_features(mentions: _Mentions, ana: np.ndarray, ante: np.ndarray) -> li
     ]
 
 
-def arc_features(document: Document, syntax: Syntax | None = None) -> np.ndarray:
-    """The hashed feature indices of every real arc ``i -> j`` (``1 <= i < j``), one row per arc.
+def pair_features(mentions: _Mentions, ana: np.ndarray, ante: np.ndarray) -> np.ndarray:
+    """The hashed feature indices of the arcs ``ante[k] -> ana[k]`` (0-based indices into ``mentions``), one
+    row per arc: the one feature function, for the full table and for bounded candidate lists alike.
 
-    Rows run anaphor by anaphor, antecedents in document order (``np.tril_indices(n, -1)``), so the arcs of
-    mention ``j`` are rows ``(j-1)(j-2)/2`` to ``j(j-1)/2 - 1``. Every feature appears plain and conjoined
-    with the anaphor's type, the antecedent's type and their pair, as in cort. The root arc has no features.
+    Every feature appears plain and conjoined with the anaphor's type, the antecedent's type and their pair, as
+    in cort. The root arc has no features. Memory is linear in the number of arcs.
     """
-    mentions = describe_mentions(document, syntax)
-    ana, ante = np.tril_indices(len(mentions), -1)
     base = np.stack(
         [
             *_mention_features(mentions, ana, "anaphor"),
@@ -474,19 +494,86 @@ def arc_features(document: Document, syntax: Syntax | None = None) -> np.ndarray
     return (codes & np.uint64((1 << HASH_BITS) - 1)).astype(np.intp)
 
 
-def _read_features(document: Document, syntax: Syntax | None, lowercase: bool) -> np.ndarray:
-    """:func:`arc_features` of the document as a model reads it: with ``lowercase``, its tokens (and its parse's
-    words) lowercased first."""
+def arc_features(document: Document, syntax: Syntax | None = None) -> np.ndarray:
+    """:func:`pair_features` of every real arc ``i -> j`` (``1 <= i < j``): the full table, quadratic in the
+    number of mentions (training and :meth:`MentionRanker.arc_scores`, on corpus-length documents).
+
+    Rows run anaphor by anaphor, antecedents in document order (``np.tril_indices(n, -1)``), so the arcs of
+    mention ``j`` are rows ``(j-1)(j-2)/2`` to ``j(j-1)/2 - 1``.
+    """
+    mentions = describe_mentions(document, syntax)
+    return pair_features(mentions, *np.tril_indices(len(mentions), -1))
+
+
+def _read_mentions(document: Document, syntax: Syntax | None, lowercase: bool) -> _Mentions:
+    """:func:`describe_mentions` of the document as a model reads it: with ``lowercase``, its tokens (and its
+    parse's words) lowercased first."""
     if lowercase:
         document = lowercased(document)
         syntax = None if syntax is None else replace(syntax, form=tuple(word.lower() for word in syntax.form))
-    return arc_features(document, syntax)
+    return describe_mentions(document, syntax)
+
+
+def _read_features(document: Document, syntax: Syntax | None, lowercase: bool) -> np.ndarray:
+    """:func:`arc_features` of the document as a model reads it (see :func:`_read_mentions`)."""
+    mentions = _read_mentions(document, syntax, lowercase)
+    return pair_features(mentions, *np.tril_indices(len(mentions), -1))
 
 
 def _arcs_of(features: np.ndarray, j: int) -> np.ndarray:
     """The feature rows of the arcs ``1 -> j`` .. ``j-1 -> j`` (see :func:`arc_features`)."""
     first = (j - 1) * (j - 2) // 2
     return features[first : first + j - 1]
+
+
+# ---- bounded antecedent candidates (long documents) ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """Each mention's antecedent candidates, 0-based, in document order: those of mention ``j`` (0-based) are
+    ``antecedents[offsets[j] : offsets[j + 1]]``. The root is a candidate of every mention and not listed."""
+
+    offsets: np.ndarray
+    antecedents: np.ndarray
+
+    def anaphors(self, first: int, stop: int) -> np.ndarray:
+        """The anaphor of every listed arc of mentions ``first .. stop - 1``, aligned with their antecedents."""
+        return np.repeat(np.arange(first, stop), np.diff(self.offsets[first : stop + 1]))
+
+
+def candidate_antecedents(
+    mentions: _Mentions, window: int = ANTECEDENT_WINDOW, matches: int = FAR_MATCHES
+) -> Candidates:
+    """The bounded candidate lists (coarse-to-fine, as in Lee et al. 2018): the ``window`` mentions just before
+    each mention, plus, before that window, the ``matches`` most recent mentions with the same lowercased head
+    word and the ``matches`` most recent with the same lowercased string (dictionary look-ups, nothing of size
+    mentions x mentions). At most ``window + 2 * matches`` candidates per mention; a document of at most
+    ``window + 1`` mentions gets every earlier mention, exactly the full table's arcs.
+    """
+    recent: dict[tuple[str, int], deque[int]] = {}
+    lists: list[np.ndarray] = []
+    for j in range(len(mentions)):
+        first = max(0, j - window)
+        keys = (("head", int(mentions.head_word[j])), ("text", int(mentions.text[j])))
+        far = sorted({i for key in keys for i in recent.get(key, ()) if i < first})
+        lists.append(np.concatenate([np.array(far, dtype=np.intp), np.arange(first, j, dtype=np.intp)]))
+        for key in keys:
+            recent.setdefault(key, deque(maxlen=matches)).append(j)
+    offsets = np.cumsum([0, *(len(candidates) for candidates in lists)], dtype=np.intp)
+    return Candidates(offsets, np.concatenate(lists) if lists else np.zeros(0, dtype=np.intp))
+
+
+def _anaphor_chunks(offsets: np.ndarray, arcs: int) -> list[tuple[int, int]]:
+    """Consecutive ranges ``(first, stop)`` of anaphors whose candidate arcs number at most ``arcs`` (or one
+    anaphor, if it alone has more): the features of one range are built at a time, bounding memory."""
+    chunks, first, n = [], 0, len(offsets) - 1
+    while first < n:
+        stop = int(np.searchsorted(offsets, offsets[first] + arcs, side="right")) - 1
+        stop = min(max(stop, first + 1), n)
+        chunks.append((first, stop))
+        first = stop
+    return chunks
 
 
 def _best(scores: np.ndarray) -> int:
@@ -612,10 +699,38 @@ class MentionRanker:
         convention, none."""
         return bool(self.settings.get("keep_singletons", False))
 
+    def best_antecedents(self, document: Document, syntax: Syntax | None = None, *, window: int = ANTECEDENT_WINDOW,
+                         matches: int = FAR_MATCHES, progress: bool = True) -> list[int]:
+        """cort's greedy decoding over bounded candidates: the best antecedent of every mention ``j`` (entry
+        ``j - 1``; :data:`~coref.kbest.ROOT` for a new entity), ties to the closest, the root last.
+
+        Candidates are :func:`candidate_antecedents` (``window``, ``matches``); their features are built and
+        scored a chunk of anaphors at a time, so memory is linear in the number of mentions. On a document of at
+        most ``window + 1`` mentions this is exactly :func:`coref.kbest.greedy_tree` of :meth:`arc_scores`. The
+        progress bar (on a terminal only) is drawn for documents longer than the window.
+        """
+        mentions = _read_mentions(document, syntax, self.lowercase)
+        candidates = candidate_antecedents(mentions, window, matches)
+        best: list[int] = []
+        with progress_bar(total=len(mentions), desc="resolver: ranking antecedents", unit="mention",
+                          enabled=progress and len(mentions) > window + 1, leave=False) as bar:
+            for first, stop in _anaphor_chunks(candidates.offsets, CHUNK_ARCS):
+                base = candidates.offsets[first]
+                antecedents = candidates.antecedents[base : candidates.offsets[stop]]
+                features = pair_features(mentions, candidates.anaphors(first, stop), antecedents)
+                scores = self.weights[features].sum(axis=1, dtype=np.float64)
+                for j in range(first, stop):
+                    a, b = candidates.offsets[j] - base, candidates.offsets[j + 1] - base
+                    choice = _best(np.concatenate([[0.0], scores[a:b]]))
+                    best.append(ROOT if choice == ROOT else int(antecedents[a + choice - 1]) + 1)
+                bar.update(stop - first)
+        return best
+
     def predict(self, document: Document, syntax: Syntax | None = None) -> Document:
-        """``document`` with the clusters of the greedy antecedent tree, singletons removed unless
-        :attr:`keeps_singletons`."""
-        clustered = document_with_clusters(document, greedy_tree(self.arc_scores(document, syntax)).partition)
+        """``document`` with the clusters of the greedy antecedent tree (:meth:`best_antecedents`), singletons
+        removed unless :attr:`keeps_singletons`."""
+        partition = clusters(tree_from_antecedents(self.best_antecedents(document, syntax)))
+        clustered = document_with_clusters(document, partition)
         return clustered if self.keeps_singletons else clustered.replace(mentions=drop_singletons(clustered.mentions))
 
     def save(self, path: str | os.PathLike) -> None:

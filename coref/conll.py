@@ -90,6 +90,7 @@ class _RawDocument:
 
     id: str
     part: int
+    part_text: str | None
     begin_line: int
     end_line: int = 0
     tokens: list[_Token] = field(default_factory=list)
@@ -180,6 +181,7 @@ def parse_conll(
             spans,
             _pair_brackets(raw, complain),
             raw.part,
+            raw.part_text,
         )
         for raw, spans in zip(raw_documents, sentences)
     ]
@@ -227,12 +229,13 @@ def _split_documents(lines: Iterable[str], path: str) -> list[_RawDocument]:
     return documents
 
 
-def _document_name(name: str, path: str) -> tuple[str, int]:
-    """(id, part) from the text after ``#begin document``: ``(ID); part NNN``, a bare name, or nothing."""
+def _document_name(name: str, path: str) -> tuple[str, int, str | None]:
+    """(id, part, the part as written) from the text after ``#begin document``: ``(ID); part NNN``, a bare
+    name, or nothing (no part written: None)."""
     name = name.strip()
     if match := _NAME_AND_PART.fullmatch(name):
-        return match["id"], int(match["part"])
-    return name or Path(path).stem, 0
+        return match["id"], int(match["part"]), match["part"]
+    return name or Path(path).stem, 0, None
 
 
 def _pair_brackets(raw: _RawDocument, complain: _Complaints) -> list[Mention]:
@@ -379,9 +382,10 @@ def write_conll(documents: Iterable[Document], path_or_textfile: str | Path | Te
 
 
 def format_conll(documents: Iterable[Document]) -> str:
-    """Documents as CoNLL-2012 text: ``#begin document (ID); part NNN``, then one TAB-separated line per token,
-    ``ID PART INDEX WORD COREFERENCE`` (INDEX counts within the sentence), a blank line after each sentence,
-    ``#end document``. Raises ValueError for two documents with one (id, part), or one it cannot express.
+    """Documents as CoNLL-2012 text: ``#begin document (ID); part NNN`` (the part as the document's own file
+    wrote it, :attr:`~coref.document.Document.part_text`, where it was read from one: the official scorer
+    matches documents by that text), then one TAB-separated line per token, ``ID PART INDEX WORD COREFERENCE``
+    (INDEX counts within the sentence), a blank line after each sentence, ``#end document``. Raises ValueError for two documents with one (id, part), or one it cannot express.
     """
     documents = list(documents)
     seen: set[tuple[str, int]] = set()
@@ -398,7 +402,8 @@ def format_conll(documents: Iterable[Document]) -> str:
 def _format_document(document: Document) -> str:
     _check_writable(document)
     coreference = _coreference_fields(document)
-    lines = [f"#begin document ({document.id}); part {document.part:03d}"]
+    part = document.part_text if document.part_text is not None else f"{document.part:03d}"
+    lines = [f"#begin document ({document.id}); part {part}"]
     for start, end in document.sentences:
         for position in range(start, end):
             columns = (document.id, str(document.part), str(position - start), document.tokens[position])
@@ -435,7 +440,8 @@ def _check_writable(document: Document) -> None:
         by_entity.setdefault(mention.entity, []).append(mention)
     for mentions in by_entity.values():
         for i, first in enumerate(mentions):
-            for second in mentions[i + 1 :]:
+            for k in range(i + 1, len(mentions)):  # no slice copy: an entity of a book has thousands of mentions
+                second = mentions[k]
                 if second.start >= first.end:
                     break
                 if first.crosses(second):

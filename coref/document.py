@@ -20,7 +20,7 @@ Bringing a real document into that shape (outermost mentions, no singletons, ...
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 MAX_MENTION_LENGTH = 25  # paper Fig. 2 / reference code M
 
@@ -65,6 +65,9 @@ class Document:
     ``sentences`` are half-open token spans that tile ``tokens`` in order. ``mentions`` are kept sorted by
     (start, end, entity), so two documents with the same annotation compare equal. ``(id, part)`` names the
     document as CoNLL-2012 does (``#begin document (ID); part PART``); scorers match documents by it.
+    ``part_text`` is the part as a file's header wrote it (``0``, ``000``), kept so that a document is written
+    back under the very header the official scorer matches it by (it compares the header's text); None for a
+    document not read from a file, written ``part NNN``. It takes no part in comparisons.
     """
 
     id: str
@@ -72,6 +75,7 @@ class Document:
     sentences: tuple[tuple[int, int], ...]
     mentions: tuple[Mention, ...]
     part: int
+    part_text: str | None = field(default=None, compare=False)
 
     def __init__(
         self,
@@ -80,6 +84,7 @@ class Document:
         sentences: Iterable[tuple[int, int]] | None = None,
         mentions: Iterable[Mention] = (),
         part: int = 0,
+        part_text: str | None = None,
     ) -> None:
         tokens = tuple(tokens)
         sentences = ((0, len(tokens)),) if sentences is None else tuple((int(s), int(e)) for s, e in sentences)
@@ -88,6 +93,7 @@ class Document:
         object.__setattr__(self, "sentences", sentences)
         object.__setattr__(self, "mentions", tuple(sorted(mentions)))
         object.__setattr__(self, "part", int(part))
+        object.__setattr__(self, "part_text", part_text)
         self._validate()
 
     def _validate(self) -> None:
@@ -100,6 +106,8 @@ class Document:
                     f"document {self.id!r}: sentence spans must tile the tokens in order, got {self.sentences}"
                 )
             position = end
+        if self.part_text is not None and not (self.part_text.isdigit() and int(self.part_text) == self.part):
+            raise DocumentError(f"document {self.id!r}: part_text {self.part_text!r} does not write part {self.part}")
         if position != len(self.tokens):
             raise DocumentError(
                 f"document {self.id!r}: sentences cover {position} of {len(self.tokens)} tokens"
@@ -141,13 +149,14 @@ class Document:
         return " ".join(self.tokens[mention.start : mention.end])
 
     def replace(self, **changes) -> Document:
-        """A copy with some fields replaced (and re-validated)."""
+        """A copy with some fields replaced (and re-validated); a new ``part`` drops the old ``part_text``."""
         fields = {
             "id": self.id,
             "tokens": self.tokens,
             "sentences": self.sentences,
             "mentions": self.mentions,
             "part": self.part,
+            "part_text": None if "part" in changes else self.part_text,
         }
         fields.update(changes)
         return Document(**fields)

@@ -8,7 +8,9 @@ Model (a small span scorer in the style of Lee et al. 2017, without their antece
 - each token is its lowercased word's embedding (vocabulary: training words seen at least ``min_count`` times,
   the rest ``<unk>``), plus small embeddings of its shape (capitalised, all caps, digits, punctuation, other)
   and of its hashed 3-letter suffix (``zlib.crc32``, stable across processes);
-- a BiLSTM reads each sentence (sentences are padded into batches and packed);
+- a BiLSTM reads each sentence (sentences are padded into batches and packed; a sentence longer than
+  :data:`MAX_SENTENCE_TOKENS`, 512, is read as windows of that many tokens, which bounds memory on text
+  without sentence punctuation);
 - with ``lowercase`` (``train --lowercase``) every token is lowercased before any of this, in training and in
   prediction alike: a detector for lowercase text (LAMBADA), whose shapes only tell words, digits and
   punctuation apart, and which reads cased text as its lowercased copy;
@@ -69,6 +71,10 @@ PAD, UNK = "<pad>", "<unk>"
 # word shapes; 0 is padding
 CAPITALISED, ALL_CAPS, DIGITS, PUNCTUATION, OTHER = range(1, 6)
 SHAPES = 6
+# Longest stretch of tokens read as one sentence: a longer sentence (a text without punctuation) is read in
+# windows of this many tokens, so the (sentences, L, max_width) span grid stays bounded. No sentence of LitBank
+# (at most 307 tokens) or OntoGUM (134) is that long; a mention across a window boundary cannot be found.
+MAX_SENTENCE_TOKENS = 512
 Span = tuple[int, int]
 
 
@@ -169,6 +175,11 @@ class _Sentences:
     gold: list[np.ndarray]
 
 
+def sentence_windows(sentences: Sequence[tuple[int, int]], max_tokens: int) -> list[tuple[int, int]]:
+    """The sentences, each longer than ``max_tokens`` cut into consecutive windows of at most that many."""
+    return [(begin, min(begin + max_tokens, end)) for start, end in sentences for begin in range(start, end, max_tokens)]
+
+
 def span_grid(lengths: torch.Tensor, length: int, max_width: int) -> torch.Tensor:
     """The candidate mask: ``[n, i, w]`` is True iff span ``(i, i + w + 1)`` lies inside sentence ``n``, whose
     ``lengths[n]`` tokens are padded to ``length``; ``w < max_width``. Shape ``(N, length, max_width)``."""
@@ -240,7 +251,7 @@ class MentionDetector(nn.Module):
             suffix_ids = np.array([suffix_bucket(token, buckets) for token in tokens])
             spans = np.array(sorted({mention.span for mention in document.mentions}) if with_gold else [],
                              dtype=np.int64).reshape(-1, 2)
-            for start, end in document.sentences:
+            for start, end in sentence_windows(document.sentences, MAX_SENTENCE_TOKENS):
                 words.append(word_ids[start:end])
                 shapes.append(shape_ids[start:end])
                 suffixes.append(suffix_ids[start:end])

@@ -364,7 +364,7 @@ def test_writer_output_reads_the_same_by_the_official_scorer_rules():
     assert scorer_reading(format_conll(documents)) == {
         "(story); part 007": as_scored(documents[0]),
         "(story); part 008": as_scored(documents[1]),
-        "(d); part 000": as_scored(documents[2]),
+        "(d); part 0": as_scored(documents[2]),  # the part as its file wrote it
     }
 
 
@@ -495,3 +495,12 @@ def test_a_file_that_is_not_utf8_is_an_error_at_its_line(tmp_path):
     path.write_bytes(b"#begin document (x); part 000\nx\t0\t0\tcaf\xe9\t-\n#end document\n")
     with pytest.raises(ConllError, match=r"latin1.conll:2: not UTF-8 text \(byte 0xe9\)"):
         read_conll(path)
+
+
+@pytest.mark.parametrize("part", ["0", "000", "12"])
+def test_the_writer_keeps_the_part_as_the_file_wrote_it(part):
+    text = one_document("(1)", "-", "(1)").replace("; part 0\n", f"; part {part}\n")
+    [document], _ = parse_conll(text)
+    assert (document.part, document.part_text) == (int(part), part)
+    assert format_conll([document]).startswith(f"#begin document (d); part {part}\n")
+    assert format_conll([document.replace(part=3)]).startswith("#begin document (d); part 003\n")

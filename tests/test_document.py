@@ -168,3 +168,12 @@ def test_bracketed_shows_nested_mentions_with_their_entities():
     mentions = [Mention(0, 1, 1), Mention(2, 3, 1), Mention(2, 4, 2)]
     document = Document("d", "John saw his dog .".split(), mentions=mentions)
     assert bracketed(document) == "[John]1 saw [[his]1 dog]2 ."
+
+
+def test_part_text_is_kept_by_replace_checked_and_not_compared():
+    document = Document("d", ["a", "b"], part=0, part_text="000")
+    assert document.replace(mentions=[Mention(0, 1, 1)]).part_text == "000"
+    assert document.replace(part=2).part_text is None  # a new part drops the old text
+    assert document == Document("d", ["a", "b"], part=0)
+    with pytest.raises(DocumentError, match="part_text '1' does not write part 0"):
+        Document("d", ["a"], part=0, part_text="1")

@@ -28,6 +28,7 @@ cheap (reference-notes §1.11): exponential sentence distance, and the swapped-d
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pyro
@@ -109,15 +110,16 @@ class EntityHead(nn.Module):
         self, h: torch.Tensor, entities: EntityTable, position: int | torch.Tensor, sentence: torch.Tensor
     ) -> dist.Categorical:
         """The choice at token ``position`` (a step, or (P, B) steps) of sentence ``sentence`` (P, B)."""
-        scores = (entities.embeddings @ self.bilinear(h).unsqueeze(-1)).squeeze(-1)  # (P, B, C)
+        embeddings, last_position, last_sentence = entities.scored()
+        scores = (embeddings @ self.bilinear(h).unsqueeze(-1)).squeeze(-1)  # (P, B, C)
         known = entities.known_slots()
         if self.distance == "paper":
-            tokens_since = (_column(position) - entities.last_position).clamp(min=0)
-            sentences_since = (sentence[..., None] - entities.last_sentence).clamp(min=0)
+            tokens_since = (_column(position) - last_position).clamp(min=0)
+            sentences_since = (sentence[..., None] - last_sentence).clamp(min=0)
             features = torch.stack([tokens_since.log1p(), sentences_since.log1p()], dim=-1)
             scores = scores + known * (features @ self.distance_weights)
         else:  # the reference code: exp(lambda * (last sentence - current sentence)), the new slot's last is 0
-            scores = scores + torch.exp(self.distance_weights * (entities.last_sentence - sentence[..., None]))
+            scores = scores + torch.exp(self.distance_weights * (last_sentence - sentence[..., None]))
         available = known | entities.new_slot()
         return dist.Categorical(logits=torch.where(available, scores, torch.full_like(scores, IMPOSSIBLE)))
 
@@ -171,22 +173,33 @@ class EntityTable:
     """The entities of every (particle, document): slot k holds entity k + 1; slot ``count`` the new candidate.
 
     ``embeddings`` (P, B, C, D), ``last_position`` and ``last_sentence`` (P, B, C) of each entity's latest
-    mention token, ``count`` (P, B). C grows on demand (:meth:`reserve`).
+    mention token, ``count`` (P, B). The first ``width`` slots are the ones eq. 4 scores (known entities, the
+    candidate, and unavailable slots with probability 0); ``width`` grows by the same rule as ever
+    (:meth:`reserve`), which fixes how many random numbers the E site draws, while the storage behind it grows by
+    doubling, so a book's table is copied O(log C) times, not once per growth check. Writes are scatters of one
+    row per (particle, document), in place unless autograd is recording.
     """
 
     embeddings: torch.Tensor
     last_position: torch.Tensor
     last_sentence: torch.Tensor
     count: torch.Tensor
+    width: int
 
     @classmethod
     def empty(cls, particles: int, documents: int, size: int, like: torch.Tensor,
               capacity: int = GROWTH_INTERVAL + 1) -> EntityTable:
         zeros = like.new_zeros((particles, documents, capacity))
-        return cls(like.new_zeros((particles, documents, capacity, size)), zeros, zeros.clone(), zeros[..., 0].long())
+        return cls(like.new_zeros((particles, documents, capacity, size)), zeros, zeros.clone(), zeros[..., 0].long(),
+                   capacity)
+
+    def scored(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The embeddings, last positions and last sentences of the ``width`` slots that eq. 4 scores (views)."""
+        return (self.embeddings[..., :self.width, :], self.last_position[..., :self.width],
+                self.last_sentence[..., :self.width])
 
     def slots(self) -> torch.Tensor:
-        return torch.arange(self.embeddings.shape[-2], device=self.count.device)
+        return torch.arange(self.width, device=self.count.device)
 
     def known_slots(self) -> torch.Tensor:
         return self.slots() < self.count[..., None]
@@ -195,34 +208,49 @@ class EntityTable:
         return self.slots() == self.count[..., None]
 
     def reserve(self, step: int) -> None:
-        """Make room for GROWTH_INTERVAL more entities, checking (one host sync) every GROWTH_INTERVAL steps."""
+        """Widen to GROWTH_INTERVAL more entities than the most any row has, checking (one host sync) every
+        GROWTH_INTERVAL steps: no row can then run out of slots before the next check."""
         if step % GROWTH_INTERVAL:
             return
-        needed = int(self.count.max()) + GROWTH_INTERVAL + 1
-        extra = needed - self.embeddings.shape[-2]
+        self.width = max(self.width, int(self.count.max()) + GROWTH_INTERVAL + 1)
+        extra = self.width - self.embeddings.shape[-2]
         if extra > 0:
+            extra = max(extra, self.embeddings.shape[-2])  # doubling: amortised O(1) copying per entity
             self.embeddings = F.pad(self.embeddings, (0, 0, 0, extra))
             self.last_position = F.pad(self.last_position, (0, extra))
             self.last_sentence = F.pad(self.last_sentence, (0, extra))
 
     def gather(self, slot: torch.Tensor) -> torch.Tensor:
         """The embedding in ``slot`` (P, B) of each (particle, document)."""
-        index = slot.clamp(min=0)[..., None, None].expand(*slot.shape, 1, self.embeddings.shape[-1])
-        return self.embeddings.gather(-2, index).squeeze(-2)
+        return self.embeddings.gather(-2, self._row_index(slot)).squeeze(-2)
 
-    def write(self, where: torch.Tensor, slot: torch.Tensor, embedding: torch.Tensor) -> torch.Tensor:
-        """Put ``embedding`` into ``slot`` where ``where`` (P, B) holds; returns the (P, B, C) slots written."""
-        hit = (self.slots() == slot[..., None]) & where[..., None]
-        self.embeddings = torch.where(hit[..., None], embedding[..., None, :], self.embeddings)
-        return hit
+    def write(self, where: torch.Tensor, slot: torch.Tensor, embedding: torch.Tensor) -> None:
+        """Put ``embedding`` (P, B, D) into ``slot`` (P, B) where ``where`` (P, B) holds (elsewhere the slot's
+        own row is written back)."""
+        index = self._row_index(slot)
+        rows = torch.where(where[..., None], embedding, self.embeddings.gather(-2, index).squeeze(-2))
+        self.embeddings = _scatter(self.embeddings, -2, index, rows.unsqueeze(-2))
 
     def mention(self, where: torch.Tensor, slot: torch.Tensor, embedding: torch.Tensor, position: int | torch.Tensor,
                 sentence: torch.Tensor) -> None:
         """An entity mentioned at ``position`` (a step, or (P, B) steps): its updated embedding and where it was
         last seen."""
-        hit = self.write(where, slot, embedding)
-        self.last_position = torch.where(hit, _column(position), self.last_position).to(self.last_position)
-        self.last_sentence = torch.where(hit, sentence[..., None].to(self.last_sentence), self.last_sentence)
+        self.write(where, slot, embedding)
+        index = slot.clamp(min=0)[..., None]
+        for name, value in (("last_position", _column(position)), ("last_sentence", sentence[..., None])):
+            table = getattr(self, name)
+            rows = torch.where(where[..., None], torch.as_tensor(value).to(table), table.gather(-1, index))
+            setattr(self, name, _scatter(table, -1, index, rows))
+
+    def _row_index(self, slot: torch.Tensor) -> torch.Tensor:
+        return slot.clamp(min=0)[..., None, None].expand(*slot.shape, 1, self.embeddings.shape[-1])
+
+
+def _scatter(table: torch.Tensor, dim: int, index: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """``table`` with ``rows`` at ``index``: in place, or a new tensor where autograd may need the old one."""
+    if torch.is_grad_enabled():
+        return table.scatter(dim, index, rows)
+    return table.scatter_(dim, index, rows)
 
 
 @dataclass
@@ -265,10 +293,24 @@ class Annotation:
         return cls(batch.R, (batch.E - 1).clamp(min=0), batch.L - 1)
 
 
+Site = Callable[[str, int, dist.TorchDistribution, torch.Tensor, "torch.Tensor | None"], torch.Tensor]
+"""A sample statement ``site(kind, t, distribution, mask, obs) -> value``: the site ``f"{kind}_{t}"``."""
+
+
+def pyro_site(kind: str, t: int, distribution: dist.TorchDistribution, mask: torch.Tensor,
+              obs: torch.Tensor | None) -> torch.Tensor:
+    """The program's sample statement: a masked Pyro site (the definition every fast path is tested against)."""
+    return pyro.sample(f"{kind}_{t}", distribution.mask(mask), obs=obs)
+
+
 class EntityTracker:
     """One pass over a batch with one set of heads: the sample sites of R, E, L and the new-entity noise at each
     step, and the entity table they imply. The model and the proposal each drive one, with their own heads and
     LSTM states; the model adds the word site.
+
+    ``site`` is the sample statement: :func:`pyro_site` makes this the Pyro program; the lockstep sampler
+    (:mod:`inference.smc`) passes handlers that draw and score the same distributions directly, without Pyro's
+    per-site messenger stack.
     """
 
     def __init__(
@@ -279,8 +321,10 @@ class EntityTracker:
         particles: int,
         like: torch.Tensor,
         temperature: float = 1.0,
+        site: Site = pyro_site,
     ) -> None:
         self.heads = heads
+        self.site = site
         self.temperature = temperature  # divides the R, E, L logits: > 1 widens a proposal
         self.config = config
         self.batch = batch
@@ -305,15 +349,15 @@ class EntityTracker:
 
         starts = (previous.L == 1) & valid  # eq.: R is drawn only when no mention is ongoing
         R_dist = self._tempered(heads.mention_type(h_predict)).expand(starts.shape)
-        drawn_R = pyro.sample(f"R_{t}", R_dist.mask(starts), obs=_at(gold, "R", t))
+        drawn_R = self.site("R", t, R_dist, starts, _at(gold, "R", t))
         R = torch.where(starts, drawn_R, previous.R)
         mention_starts = starts & (R == 1)
         E_dist = self._tempered(heads.entity(h_predict, entities, t, sentence))
-        drawn_E = pyro.sample(f"E_{t}", E_dist.mask(mention_starts), obs=_at(gold, "E", t))
+        drawn_E = self.site("E", t, E_dist, mention_starts, _at(gold, "E", t))
         E = torch.where(mention_starts, drawn_E, torch.where(R == 1, previous.E, -torch.ones_like(drawn_E)))
         entity = entities.gather(E)  # e_{E_t, t-1}, or the candidate for a new entity
         L_dist = self._tempered(heads.length(h_predict, entity))
-        drawn_L = pyro.sample(f"L_{t}", L_dist.mask(mention_starts), obs=_at(gold, "L", t))
+        drawn_L = self.site("L", t, L_dist, mention_starts, _at(gold, "L", t))
         L = torch.where(mention_starts, drawn_L + 1, torch.where(starts, torch.ones_like(drawn_L), previous.L - 1))
         self.chosen = Choice(t, valid, sentence, R, E, L, entity)
         return torch.where(((R == 1) & valid)[..., None], entity, self.current)
@@ -355,7 +399,7 @@ class EntityTracker:
         prototype = self.heads.mention_type.entity_prototype.expand_as(self.current)
         if self.config.new_entity_scale > 0:
             noise_dist = dist.Normal(torch.zeros_like(prototype), 1.0).to_event(1)
-            noise = pyro.sample(f"{NEW_ENTITY_SITE}_{t}", noise_dist.mask(needed))
+            noise = self.site(NEW_ENTITY_SITE, t, noise_dist, needed, None)
             prototype = prototype + self.config.new_entity_scale * noise
         self.entities.write(needed, self.entities.count, F.normalize(prototype, dim=-1))
 
@@ -395,9 +439,10 @@ class EntityNLM(PyroModule):
             for t in range(batch.steps):
                 self.step(t, batch, states, tracker, gold)
 
-    def tracker(self, batch: DocumentBatch, particles: int, states: torch.Tensor) -> EntityTracker:
-        """A fresh entity state for ``particles`` runs of the story over ``batch``."""
-        return EntityTracker(self.heads, self.config, batch, particles, states)
+    def tracker(self, batch: DocumentBatch, particles: int, states: torch.Tensor, site: Site = pyro_site
+                ) -> EntityTracker:
+        """A fresh entity state for ``particles`` runs of the story over ``batch`` (``site``: see EntityTracker)."""
+        return EntityTracker(self.heads, self.config, batch, particles, states, site=site)
 
     def step(self, t: int, batch: DocumentBatch, states: torch.Tensor, tracker: EntityTracker,
              gold: Annotation | None = None) -> None:
@@ -405,7 +450,7 @@ class EntityNLM(PyroModule):
         h_previous = states[:, t]
         word_context = tracker.choose(t, h_previous, gold)
         words = self.softmax(h_previous + self.entity_to_word(word_context))  # eq. 6
-        pyro.sample(f"X_{t}", words.mask(batch.mask[:, t]), obs=batch.words[:, t])
+        tracker.site("X", t, words, batch.mask[:, t], batch.words[:, t])
         tracker.update(states[:, t + 1])
 
     @torch.no_grad()
@@ -513,10 +558,10 @@ class EntityProposal(PyroModule):
                 self.step(t, states, tracker, gold)
 
     def tracker(self, batch: DocumentBatch, particles: int, states: torch.Tensor,
-                tempered: bool = True) -> EntityTracker:
+                tempered: bool = True, site: Site = pyro_site) -> EntityTracker:
         """A fresh entity state for ``particles`` proposals over ``batch``, at the proposal's temperature."""
         temperature = self.temperature if tempered else 1.0
-        return EntityTracker(self.heads, self.config, batch, particles, states, temperature)
+        return EntityTracker(self.heads, self.config, batch, particles, states, temperature, site)
 
     def step(self, t: int, states: torch.Tensor, tracker: EntityTracker, gold: Annotation | None = None) -> None:
         """Token t: R, E, L proposed from h_t, the state after reading x_t, and the entity update."""

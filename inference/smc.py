@@ -11,7 +11,9 @@ document of a batch (the same vectorised state as importance sampling: nothing l
 multiplies the w_t up. Two ways to use the weights:
 
 - ``resample="never"``: sampling importance resampling (SIR). The weights are those of importance sampling
-  (eq. 11); the samples are drawn from the particles in proportion to them at the end.
+  (eq. 11), from the same random draws as :func:`inference.importance.estimate_marginal`, which runs the whole
+  guide first and the model after it: :func:`importance_sampling` is that estimate with memory flat in T. The
+  samples are drawn from the particles in proportion to the weights at the end.
 - ``resample="sentence"``: sequential Monte Carlo. At the end of every sentence of a document whose ESS has
   fallen below ``ess_threshold * N``, its particles are resampled (systematic resampling) and their weights
   reset, so particles whose early annotation explained the text badly are replaced before they ruin the whole
@@ -19,7 +21,15 @@ multiplies the w_t up. Two ways to use the weights:
   are drawn from them as in SIR. The product over stages of the mean weight is again an unbiased estimate of p(x).
 
 Either way the state that resampling copies is only the per-particle entity state (the entity table, the
-ongoing mention, e_current): the LSTMs read words only and are shared by all particles.
+ongoing mention, e_current): the LSTMs read words only and are shared by all particles. The annotations are
+kept by ancestry (:class:`Genealogy`): each step's choices and each resampling's ancestors, traced back once at
+the end, so memory is linear in the tokens; a likelihood alone (``history=False``) keeps none.
+
+The hot loop runs the program's own steps (``model.step``, ``proposal.step``: the same heads, masks and entity
+updates) with a sample statement that calls each site's masked distribution and log-density directly
+(:class:`ProposalSites`, :class:`ModelSites`) instead of through Pyro's messengers: the same torch calls in the
+same order as the Pyro program under ``poutine.condition`` and :class:`~generative.density.LogDensity`, so the
+same draws and bit-identical weights (tests/test_samplers.py holds it to the Pyro program).
 """
 
 from __future__ import annotations
@@ -27,14 +37,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pyro
+import pyro.distributions as dist
 import torch
-from pyro import poutine
 
 from coref.document import Document, EntityAnnotation, Mention
 from generative.batch import DocumentBatch, stream_positions
-from generative.density import LogDensity
-from generative.entitynlm import NEW_ENTITY_SITE, EntityNLM, EntityProposal
-from inference.importance import effective_sample_size, log_mean_exp
+from generative.entitynlm import NEW_ENTITY_SITE, EntityNLM, EntityProposal, MentionState
+from inference.importance import ImportanceEstimate, effective_sample_size, log_mean_exp
 
 RESAMPLING = ("never", "sentence")
 
@@ -44,7 +53,8 @@ class ParticleStructures:
     """N weighted annotations of each of B documents, and what the sampler measured on the way.
 
     ``R``, ``E``, ``L`` (N, B, T) are each particle's annotation of the token stream (E numbered 1..K by
-    first mention, 0 outside mentions; L the remaining mention length); ``log_weights`` (N, B) their final
+    first mention, 0 outside mentions; L the remaining mention length), (N, B, 0) when the sampler kept no
+    history; ``log_weights`` (N, B) their final
     log weights (since the last resampling); ``log_joint`` (N, B) log p(X, R, E, L | u) of each particle's
     whole annotation given its new-entity embeddings u (their Gaussian density, which falls with every entity
     in high dimension, is left out: it is not a probability of the structure); ``log_marginal`` (B,) the
@@ -88,6 +98,91 @@ def systematic_resampling(log_weights: torch.Tensor, generator: torch.Generator 
     return torch.searchsorted(cdf, points).clamp(max=particles - 1).T
 
 
+class ProposalSites:
+    """The proposal's sample statement in the lockstep loop: each site's masked distribution is called (a draw, the
+    torch calls ``pyro.sample`` makes) and its masked log-density added in site order, as LogDensity adds it."""
+
+    def __init__(self) -> None:
+        self.start()
+
+    def start(self) -> None:
+        """A new step: no values, a zero total."""
+        self.values: dict[str, torch.Tensor] = {}
+        self.total: torch.Tensor | float = 0.0
+
+    def __call__(self, kind: str, t: int, distribution: dist.TorchDistribution, mask: torch.Tensor,
+                 obs: torch.Tensor | None) -> torch.Tensor:
+        masked = distribution.mask(mask)
+        value = masked() if obs is None else obs
+        self.values[kind] = value
+        self.total = self.total + masked.log_prob(value)
+        return value
+
+
+class ModelSites:
+    """The model's sample statement, conditioned on the proposal's values of the same step (``poutine.condition``):
+    it sums log p of all sites (``joint``) and of all but the new-entity noise (``structure``)."""
+
+    def __init__(self, proposed: ProposalSites) -> None:
+        self.proposed = proposed
+        self.start()
+
+    def start(self) -> None:
+        self.joint: torch.Tensor | float = 0.0
+        self.structure: torch.Tensor | float = 0.0
+
+    def __call__(self, kind: str, t: int, distribution: dist.TorchDistribution, mask: torch.Tensor,
+                 obs: torch.Tensor | None) -> torch.Tensor:
+        value = self.proposed.values[kind] if obs is None else obs
+        log_prob = distribution.mask(mask).log_prob(value)
+        self.joint = self.joint + log_prob
+        if kind != NEW_ENTITY_SITE:
+            self.structure = self.structure + log_prob
+        return value
+
+
+class Genealogy:
+    """The particles' annotations kept by ancestry: each step's R, E (1..K, 0 outside mentions) and L per particle
+    in compact integers, and the ancestor indices of each resampling; :meth:`trace` follows every final particle's
+    line back once. Memory is linear in the tokens, and resampling copies nothing of the past."""
+
+    def __init__(self, particles: int, documents: int, steps: int, device: torch.device) -> None:
+        entity = torch.int16 if steps < 2**15 else torch.int32  # E <= t + 1
+        shape = (steps, particles, documents)
+        self.values = {name: torch.zeros(shape, dtype=dtype, device=device)
+                       for name, dtype in (("R", torch.int8), ("E", entity), ("L", torch.int8))}
+        self.resamplings: list[tuple[int, torch.Tensor]] = []
+
+    def record(self, t: int, chosen: MentionState) -> None:
+        """Step t's choices (the proposal tracker's ``previous`` after the step; E as a slot, -1 outside)."""
+        values = self.values
+        values["R"][t] = chosen.R
+        values["E"][t] = torch.where(chosen.R == 1, chosen.E + 1, 0)
+        values["L"][t] = chosen.L
+
+    def resampled(self, t: int, ancestors: torch.Tensor) -> None:
+        """Particle p of document b continued particle ``ancestors[p, b]`` after step t."""
+        self.resamplings.append((t, ancestors))
+
+    def trace(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(N, B, T) int64 R, E, L of each final particle's line."""
+        steps, particles, documents = self.values["R"].shape
+        device = self.values["R"].device
+        lineage = torch.arange(particles, device=device)[:, None].expand(particles, documents)
+        traced = {name: torch.empty((particles, documents, steps), dtype=torch.long, device=device)
+                  for name in self.values}
+        end = steps
+        for t, ancestors in [*reversed(self.resamplings), (-1, None)]:  # a resampling after t reordered steps <= t
+            for name, values in self.values.items():
+                segment = values[t + 1:end]
+                index = lineage.expand(segment.shape[0], particles, documents)
+                traced[name][..., t + 1:end] = segment.gather(1, index).permute(1, 2, 0)
+            if ancestors is not None:
+                lineage = ancestors.gather(0, lineage)
+            end = t + 1
+        return traced["R"], traced["E"], traced["L"]
+
+
 @torch.no_grad()
 def sample_structures(
     model: EntityNLM,
@@ -97,10 +192,12 @@ def sample_structures(
     eos: int,
     resample: str = "sentence",
     ess_threshold: float = 0.5,
+    history: bool = True,
 ) -> ParticleStructures:
     """Weighted annotations of every document of ``batch`` by SIR (``resample="never"``) or SMC (``"sentence"``).
 
-    ``eos`` is the id of ``</s>``: a document may be resampled after each of its sentence ends.
+    ``eos`` is the id of ``</s>``: a document may be resampled after each of its sentence ends. ``history=False``
+    keeps no annotations (R, E, L come back (N, B, 0)): what a likelihood needs, in memory flat in T.
     """
     if resample not in RESAMPLING:
         raise ValueError(f"resample must be one of {RESAMPLING}, got {resample!r}")
@@ -109,55 +206,69 @@ def sample_structures(
     model_states, proposal_states = model.encoder(batch), proposal.encoder(batch)
     shape = (particles, batch.size)
     device = batch.words.device
-    history = {name: torch.zeros((*shape, batch.steps), dtype=torch.long, device=device) for name in "REL"}
+    genealogy = Genealogy(particles, batch.size, batch.steps if history else 0, device)
     log_weights = torch.zeros(shape, device=device)
     log_joint = torch.zeros(shape, device=device)
     log_marginal = torch.zeros(batch.size, device=device)
     resamplings = torch.zeros(batch.size, dtype=torch.long, device=device)
     ess_sum = torch.zeros(batch.size, device=device)
+    identity = torch.arange(particles, device=device)[:, None]
     sentence_end = (batch.words == eos) & batch.mask  # (B, T)
     last_token = torch.arange(batch.steps, device=device) == (batch.lengths - 1)[:, None]
-    may_resample = sentence_end & ~last_token & (resample == "sentence")  # the final weights are kept for drawing
+    may_resample = sentence_end & ~last_token  # the final weights are kept for drawing
     sentence_end_steps = set(sentence_end.any(0).nonzero().flatten().tolist())  # one host sync, before the loop
-    with pyro.plate("particles", particles, dim=-2), pyro.plate("documents", batch.size, dim=-1):
-        model_tracker = model.tracker(batch, particles, model_states)
-        proposal_tracker = proposal.tracker(batch, particles, proposal_states)
+    proposed = ProposalSites()
+    scored = ModelSites(proposed)
+    model_tracker = model.tracker(batch, particles, model_states, site=scored)
+    proposal_tracker = proposal.tracker(batch, particles, proposal_states, site=proposed)
+    with pyro.validation_enabled(False):  # argument and support checks cost several small ops per site
         for t in range(batch.steps):
-            with LogDensity() as proposed:
-                proposal.step(t, proposal_states, proposal_tracker)
-            with LogDensity() as joint, LogDensity(ignore=(NEW_ENTITY_SITE,)) as structure:
-                poutine.condition(model.step, data=proposed.latent_values)(t, batch, model_states, model_tracker)
-            log_weights += joint.total - proposed.total  # the new-entity noise cancels: same value, same density
-            log_joint += structure.total
-            chosen = proposal_tracker.previous
-            history["R"][..., t] = chosen.R
-            history["E"][..., t] = torch.where(chosen.R == 1, chosen.E + 1, torch.zeros_like(chosen.E))
-            history["L"][..., t] = chosen.L
+            if resample == "sentence":  # SMC's weights: products of per-step ratios, reset at resamplings
+                proposed.start()
+                scored.start()
+            proposal.step(t, proposal_states, proposal_tracker)
+            model.step(t, batch, model_states, model_tracker)
+            if resample == "sentence":
+                log_weights += scored.joint - proposed.total  # the new-entity noise cancels: same value and density
+                log_joint += scored.structure
+            else:  # importance sampling's: each density summed site by site over the document (estimate_marginal's)
+                log_weights = scored.joint - proposed.total
+                log_joint = scored.structure
+            if history:
+                genealogy.record(t, proposal_tracker.previous)
             if t not in sentence_end_steps:
                 continue
             at_end = sentence_end[:, t]
             ess = effective_sample_size(log_weights)
             ess_sum += torch.where(at_end, ess, torch.zeros_like(ess))
+            if resample == "never":
+                continue
             chosen_to_resample = may_resample[:, t] & (ess < ess_threshold * particles)
             log_marginal += torch.where(chosen_to_resample, log_mean_exp(log_weights), torch.zeros_like(ess))
-            ancestors = torch.where(
-                chosen_to_resample, systematic_resampling(log_weights), torch.arange(particles, device=device)[:, None]
-            )
-            for tracker in (model_tracker, proposal_tracker):
-                tracker.resample(ancestors)
-            for name, values in history.items():
-                history[name] = values.gather(0, ancestors[..., None].expand_as(values))
-            log_joint = log_joint.gather(0, ancestors)
-            log_weights = torch.where(chosen_to_resample, torch.zeros_like(log_weights), log_weights)
-            resamplings += chosen_to_resample.long()
+            ancestors = torch.where(chosen_to_resample, systematic_resampling(log_weights), identity)
+            if bool(chosen_to_resample.any()):  # one host sync per sentence end
+                for tracker in (model_tracker, proposal_tracker):
+                    tracker.resample(ancestors)
+                genealogy.resampled(t, ancestors)
+                log_joint = log_joint.gather(0, ancestors)
+                log_weights = torch.where(chosen_to_resample, torch.zeros_like(log_weights), log_weights)
+                resamplings += chosen_to_resample.long()
     log_marginal += log_mean_exp(log_weights)
     if not torch.isfinite(log_marginal).all():
         bad = [batch.keys[i][0] for i in (~torch.isfinite(log_marginal)).nonzero().flatten().tolist()]
         raise FloatingPointError(f"non-finite weights for documents {bad}")
     stage_ess = ess_sum / sentence_end.sum(-1).clamp(min=1)
-    return ParticleStructures(
-        history["R"], history["E"], history["L"], log_weights, log_joint, log_marginal, resamplings, stage_ess
-    )
+    R, E, L = genealogy.trace()
+    return ParticleStructures(R, E, L, log_weights, log_joint, log_marginal, resamplings, stage_ess)
+
+
+def importance_sampling(model: EntityNLM, proposal: EntityProposal, batch: DocumentBatch, particles: int,
+                        eos: int) -> ImportanceEstimate:
+    """Importance sampling (eq. 11) by the lockstep loop: the draws and weights (bit for bit) of
+    ``estimate_marginal(model.model, proposal.guide, batch, particles)`` for the same random state, in memory
+    flat in T instead of every site's value and log-density for the whole document."""
+    sampled = sample_structures(model, proposal, batch, particles, eos, "never", history=False)
+    return ImportanceEstimate(sampled.log_weights)
 
 
 def stream_to_document(document: Document, annotation: EntityAnnotation) -> Document:

@@ -111,7 +111,8 @@ class EntityHead(nn.Module):
     ) -> dist.Categorical:
         """The choice at token ``position`` (a step, or (P, B) steps) of sentence ``sentence`` (P, B)."""
         embeddings, last_position, last_sentence = entities.scored()
-        scores = (embeddings @ self.bilinear(h).unsqueeze(-1)).squeeze(-1)  # (P, B, C)
+        # (P, B, C); an einsum, not a batched matmul: P x B tiny matrix-vector products ran 3-4x slower
+        scores = torch.einsum("pbcd,bd->pbc", embeddings, self.bilinear(h))
         known = entities.known_slots()
         if self.distance == "paper":
             tokens_since = (_column(position) - last_position).clamp(min=0)
@@ -458,14 +459,17 @@ class EntityNLM(PyroModule):
         """Sample a document from the model: word ids and their R, E, L (entities 1..K by first mention).
 
         It runs the generative story forward (the LSTM one token at a time, since each word feeds the next
-        state) for ``max_tokens`` tokens, and on until the last mention has ended.
+        state) for ``max_tokens`` tokens, and on until the last mention has ended. Time and memory are linear in
+        the tokens: the values stay on the device until the end, and the only host sync per token is the stopping
+        test once ``max_tokens`` are out.
         """
         steps = max_tokens + self.config.max_mention_length
         ones = torch.ones((1, steps), dtype=torch.long, device=self.entity_to_word.weight.device)
         scratch = DocumentBatch((("generated", 0),), ones, ones, ones.bool(), ones * 0, ones, ones, ones)
         encoder, softmax, entity_to_word = self.encoder, self.softmax, self.entity_to_word
-        previous_word, state, sentence = torch.tensor([[bos]], device=ones.device), None, 0
-        words, annotation = [], ([], [], [])
+        previous_word, state = torch.tensor([[bos]], device=ones.device), None
+        sentence = ones.new_zeros(())
+        drawn: list[tuple[torch.Tensor, ...]] = []  # (word, R, E slot, L) of each token, each (1, 1)
         with pyro.plate("particles", 1, dim=-2), pyro.plate("documents", 1, dim=-1):
             output, state = encoder.lstm(encoder.embedding(previous_word), state)
             tracker = EntityTracker(self.heads, self.config, scratch, 1, output)
@@ -476,15 +480,13 @@ class EntityNLM(PyroModule):
                 word = pyro.sample(f"X_{t}", softmax(h_previous + entity_to_word(context)))  # (1, 1)
                 output, state = encoder.lstm(encoder.embedding(word), state)
                 tracker.update(output[:, 0])
-                words.append(int(word))
                 mention = tracker.previous
-                for values, value in zip(annotation, (int(mention.R), int(mention.E) + 1, int(mention.L))):
-                    values.append(value)
-                sentence += int(word) == eos
+                drawn.append((word, mention.R, mention.E, mention.L))
+                sentence = sentence + (word[0, 0] == eos)
                 if t + 1 >= max_tokens and int(mention.L) == 1:
                     break
-        R, E, L = annotation
-        return words, EntityAnnotation(tuple(R), tuple(e if r else 0 for r, e in zip(R, E)), tuple(L))
+        words, R, E, L = (torch.cat(values).flatten().tolist() for values in zip(*drawn))
+        return words, EntityAnnotation(tuple(R), tuple(e + 1 if r else 0 for r, e in zip(R, E)), tuple(L))
 
     def log_likelihood(self, batch: DocumentBatch) -> torch.Tensor:
         """log p(R, E, L, X) of the gold annotation, per document (B,): the training objective (eq. 9)."""

@@ -54,8 +54,8 @@ from inference.checkpoint import (
     pretrained,
 )
 from inference.common import prepared_documents, resolve_device, run_command, set_seed
-from inference.importance import ImportanceEstimate, estimate_marginal, psis_khat
-from inference.smc import ParticleStructures, sample_structures
+from inference.importance import ImportanceEstimate, psis_khat
+from inference.smc import ParticleStructures, importance_sampling, sample_structures
 
 DEFAULT_BASELINES = ("rnnlm.pt",)
 SAMPLERS = ("is", "smc")
@@ -279,11 +279,11 @@ def sample_documents(batch: DocumentBatch, model: EntityNLM, proposal: EntityPro
     if sampler not in SAMPLERS:
         raise ValueError(f"sampler must be one of {SAMPLERS}, got {sampler!r}")
     started = time.perf_counter()
-    if sampler == "is":
-        estimate = estimate_marginal(model.model, proposal.guide, batch, particles)
+    if sampler == "is":  # estimate_marginal's draws and weights, by the lockstep loop (memory flat in T)
+        estimate = importance_sampling(model, proposal, batch, particles, eos)
         log_marginal = estimate.log_marginal.tolist()  # waits for the device, so the clock stops after the work
         return importance_statistics(estimate, log_marginal), time.perf_counter() - started
-    sampled = sample_structures(model, proposal, batch, particles, eos, "sentence")
+    sampled = sample_structures(model, proposal, batch, particles, eos, "sentence", history=False)
     log_marginal = sampled.log_marginal.tolist()
     return smc_statistics(sampled, log_marginal), time.perf_counter() - started
 

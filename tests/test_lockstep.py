@@ -1,0 +1,194 @@
+"""The lockstep sampler (:mod:`inference.smc`) is the Pyro program run fast: for the same random state it draws
+the same annotations and gives the same weights as the Pyro model and guide, bit for bit.
+
+The oracle below is the sampler as it was written before its fast path: ``proposal.step`` and ``model.step`` as
+Pyro programs under :class:`LogDensity` and ``poutine.condition``, and the R/E/L history of every particle
+gathered at every resampling. The fast sampler replaces the messengers by direct calls of the same masked
+distributions and keeps the history by ancestry; both must agree exactly, on tiny hand-made documents and on
+the embedded sample corpus with a small random model (class-factored softmax, noisy new entities, an entity
+table that outgrows its first allocation).
+"""
+
+from __future__ import annotations
+
+import pyro
+import pytest
+import torch
+from pyro import poutine
+
+from coref.corpora import load_corpus
+from coref.document import Document
+from coref.preprocess import EOS as EOS_WORD
+from coref.preprocess import PreprocessConfig, Vocabulary, apply_vocabulary, preprocess_documents
+from generative.batch import DocumentBatch, make_batch
+from generative.density import LogDensity
+from generative.entitynlm import NEW_ENTITY_SITE, EntityNLM, EntityNLMConfig, EntityProposal
+from inference.importance import effective_sample_size, estimate_marginal, log_mean_exp
+from inference.smc import ParticleStructures, importance_sampling, sample_structures, systematic_resampling
+from tests.test_entitynlm import EOS, tiny_batch, tiny_models
+from tests.test_samplers import sentence_numbers
+
+FIELDS = ("R", "E", "L", "log_weights", "log_joint", "log_marginal", "resamplings", "stage_ess")
+# sample_structures(tiny_models(new_entity_scale=0.01), tiny_sentences_batch(), 16, EOS, "sentence", 1.0) with
+# seed 1, computed by the sampler of commit c8a5a54 (Pyro messengers, batched-matmul entity scores)
+RECORDED = {"log_marginal": [-15.705610275268555, -11.039932250976562],
+            "stage_ess": [8.76429271697998, 12.54526138305664], "sums": [218, 312, 165]}
+LONG_TOKENS = 2_500
+
+
+@torch.no_grad()
+def pyro_sample_structures(model: EntityNLM, proposal: EntityProposal, batch: DocumentBatch, particles: int,
+                           eos: int, resample: str, ess_threshold: float = 0.5) -> ParticleStructures:
+    """The oracle: the Pyro program's steps, site densities by LogDensity, weights as products of per-step ratios,
+    and the history gathered at every resampling ("never" draws no resampling offsets, as the sampler now)."""
+    model_states, proposal_states = model.encoder(batch), proposal.encoder(batch)
+    shape = (particles, batch.size)
+    history = {name: torch.zeros((*shape, batch.steps), dtype=torch.long) for name in "REL"}
+    log_weights, log_joint = torch.zeros(shape), torch.zeros(shape)
+    log_marginal, ess_sum = torch.zeros(batch.size), torch.zeros(batch.size)
+    resamplings = torch.zeros(batch.size, dtype=torch.long)
+    sentence_end = (batch.words == eos) & batch.mask
+    last_token = torch.arange(batch.steps) == (batch.lengths - 1)[:, None]
+    may_resample = sentence_end & ~last_token
+    with pyro.plate("particles", particles, dim=-2), pyro.plate("documents", batch.size, dim=-1):
+        model_tracker = model.tracker(batch, particles, model_states)
+        proposal_tracker = proposal.tracker(batch, particles, proposal_states)
+        for t in range(batch.steps):
+            with LogDensity() as proposed:
+                proposal.step(t, proposal_states, proposal_tracker)
+            with LogDensity() as joint, LogDensity(ignore=(NEW_ENTITY_SITE,)) as structure:
+                poutine.condition(model.step, data=proposed.latent_values)(t, batch, model_states, model_tracker)
+            log_weights += joint.total - proposed.total
+            log_joint += structure.total
+            chosen = proposal_tracker.previous
+            history["R"][..., t] = chosen.R
+            history["E"][..., t] = torch.where(chosen.R == 1, chosen.E + 1, 0)
+            history["L"][..., t] = chosen.L
+            if not sentence_end[:, t].any():
+                continue
+            ess = effective_sample_size(log_weights)
+            ess_sum += torch.where(sentence_end[:, t], ess, 0)
+            if resample == "never":
+                continue
+            chosen_to_resample = may_resample[:, t] & (ess < ess_threshold * particles)
+            log_marginal += torch.where(chosen_to_resample, log_mean_exp(log_weights), 0)
+            ancestors = torch.where(chosen_to_resample, systematic_resampling(log_weights),
+                                    torch.arange(particles)[:, None])
+            for tracker in (model_tracker, proposal_tracker):
+                tracker.resample(ancestors)
+            for name, values in history.items():
+                history[name] = values.gather(0, ancestors[..., None].expand_as(values))
+            log_joint = log_joint.gather(0, ancestors)
+            log_weights = torch.where(chosen_to_resample, 0, log_weights)
+            resamplings += chosen_to_resample.long()
+    log_marginal += log_mean_exp(log_weights)
+    stage_ess = ess_sum / sentence_end.sum(-1).clamp(min=1)
+    return ParticleStructures(history["R"], history["E"], history["L"], log_weights, log_joint, log_marginal,
+                              resamplings, stage_ess)
+
+
+def tiny_sentences_batch() -> DocumentBatch:
+    """Two tiny documents of several sentences (and padding)."""
+    documents = ([4, EOS, 5, 0, EOS, 4, 1, 4, EOS], [1, 4, 4, EOS, 5, EOS])
+    return tiny_batch([{"words": words, "sentence": sentence_numbers(words)} for words in documents])
+
+
+def sample_corpus_models(long: bool = False) -> tuple[EntityNLM, EntityProposal, DocumentBatch, int]:
+    """A small random EntityNLM (class-factored softmax, noisy new entities), a batch of the embedded sample
+    corpus's first training documents (``long``: one document of at least LONG_TOKENS tokens, its documents
+    end to end, over and over), and the id of ``</s>``."""
+    prepared, _ = preprocess_documents(load_corpus("sample", "train").documents, PreprocessConfig())
+    vocabulary = Vocabulary.build(prepared, max_size=300)
+    documents = [apply_vocabulary(document, vocabulary)[0] for document in prepared]
+    if long:
+        tokens, sentences = [], []
+        while len(tokens) < LONG_TOKENS:
+            for document in documents:
+                sentences += [(len(tokens) + start, len(tokens) + end) for start, end in document.sentences]
+                tokens += document.tokens
+        documents = [Document("long", tokens, sentences)]
+    torch.manual_seed(0)
+    config = EntityNLMConfig(vocab_size=len(vocabulary), embedding_size=8, hidden_size=8, dropout=0.0,
+                             new_entity_scale=0.3, max_mention_length=4)
+    model, proposal = EntityNLM(config, list(vocabulary.counts)).eval(), EntityProposal(config).eval()
+    with torch.no_grad():  # make the distance weights matter
+        for heads in (model.heads, proposal.heads):
+            heads.entity.distance_weights.normal_()
+    return model, proposal, make_batch(documents[:3], vocabulary), vocabulary.index(EOS_WORD)
+
+
+def run_both(sampler, oracle, seed: int) -> tuple[ParticleStructures, ParticleStructures]:
+    pyro.set_rng_seed(seed)
+    fast = sampler()
+    pyro.set_rng_seed(seed)
+    return fast, oracle()
+
+
+def assert_equal_structures(fast: ParticleStructures, oracle: ParticleStructures, fields=FIELDS) -> None:
+    for name in fields:
+        assert torch.equal(getattr(fast, name), getattr(oracle, name)), name
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("ess_threshold", [1.0, 0.5])
+@pytest.mark.parametrize("new_entity_scale", [0.0, 0.01])
+def test_smc_equals_the_pyro_program_on_tiny_documents(seed, ess_threshold, new_entity_scale):
+    model, proposal = tiny_models(new_entity_scale=new_entity_scale)
+    batch = tiny_sentences_batch()
+    fast, oracle = run_both(lambda: sample_structures(model, proposal, batch, 16, EOS, "sentence", ess_threshold),
+                            lambda: pyro_sample_structures(model, proposal, batch, 16, EOS, "sentence",
+                                                           ess_threshold), seed)
+    assert_equal_structures(fast, oracle)
+    assert fast.resamplings.sum() > 0 or ess_threshold < 1
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_smc_equals_the_pyro_program_on_the_sample_corpus(seed):
+    model, proposal, batch, eos = sample_corpus_models()
+    fast, oracle = run_both(lambda: sample_structures(model, proposal, batch, 12, eos, "sentence", 0.9),
+                            lambda: pyro_sample_structures(model, proposal, batch, 12, eos, "sentence", 0.9), seed)
+    assert_equal_structures(fast, oracle)
+    assert fast.resamplings.min() > 0 and fast.E.max() > 1  # resampled, and several entities
+    pyro.set_rng_seed(seed)
+    without_history = sample_structures(model, proposal, batch, 12, eos, "sentence", 0.9, history=False)
+    assert_equal_structures(without_history, fast, FIELDS[3:])
+    assert without_history.R.shape == (12, batch.size, 0)
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_importance_sampling_by_the_lockstep_loop_is_estimate_marginal(seed):
+    """Routing IS through the lockstep loop changes nothing: the guide's draws come in the same order when the
+    whole guide runs first, and the densities are summed site by site in the same order."""
+    for model, proposal, batch, eos in ((*tiny_models(new_entity_scale=0.01), tiny_sentences_batch(), EOS),
+                                        sample_corpus_models()):
+        pyro.set_rng_seed(seed)
+        lockstep = importance_sampling(model, proposal, batch, 16, eos)
+        pyro.set_rng_seed(seed)
+        traced = estimate_marginal(model.model, proposal.guide, batch, 16)
+        assert torch.equal(lockstep.log_weights, traced.log_weights)
+        # SIR's annotations are those draws; its weights the same up to the order of the sums
+        sir, oracle = run_both(lambda: sample_structures(model, proposal, batch, 16, eos, "never"),
+                               lambda: pyro_sample_structures(model, proposal, batch, 16, eos, "never"), seed)
+        assert_equal_structures(sir, oracle, ("R", "E", "L", "resamplings"))
+        torch.testing.assert_close(sir.log_weights, oracle.log_weights, rtol=1e-6, atol=1e-5)
+        assert torch.equal(sir.log_weights, lockstep.log_weights)
+
+
+def test_estimates_equal_those_of_the_sampler_before_its_fast_path():
+    """Figures recorded with the Pyro-messenger sampler (commit c8a5a54) for this seed: the fast one reproduces
+    them (the entity scores are now one einsum, not a batched matmul, so floats agree to rounding)."""
+    model, proposal = tiny_models(new_entity_scale=0.01)
+    pyro.set_rng_seed(1)
+    sampled = sample_structures(model, proposal, tiny_sentences_batch(), 16, EOS, "sentence", 1.0)
+    torch.testing.assert_close(sampled.log_marginal, torch.tensor(RECORDED["log_marginal"]), rtol=1e-6, atol=0)
+    torch.testing.assert_close(sampled.stage_ess, torch.tensor(RECORDED["stage_ess"]), rtol=1e-5, atol=0)
+    assert [int(sampled.E.sum()), int(sampled.L.sum()), int(sampled.R.sum())] == RECORDED["sums"]
+
+
+def test_a_long_document_without_history():
+    """A synthetic long document (the sample corpus's documents end to end) through SMC without history: finite
+    weights and no history kept."""
+    model, proposal, batch, eos = sample_corpus_models(long=True)
+    sampled = sample_structures(model, proposal, batch, 4, eos, "sentence", history=False)
+    assert batch.steps > LONG_TOKENS and sampled.R.shape == (4, 1, 0) and sampled.log_weights.shape == (4, 1)
+    assert torch.isfinite(sampled.log_marginal).all() and sampled.resamplings.item() > 0

@@ -385,7 +385,8 @@ def format_conll(documents: Iterable[Document]) -> str:
     """Documents as CoNLL-2012 text: ``#begin document (ID); part NNN`` (the part as the document's own file
     wrote it, :attr:`~coref.document.Document.part_text`, where it was read from one: the official scorer
     matches documents by that text), then one TAB-separated line per token, ``ID PART INDEX WORD COREFERENCE``
-    (INDEX counts within the sentence), a blank line after each sentence, ``#end document``. Raises ValueError for two documents with one (id, part), or one it cannot express.
+    (INDEX counts within the sentence), a blank line after each sentence, ``#end document``. Raises ValueError
+    for two documents with one (id, part), or one it cannot express.
     """
     documents = list(documents)
     seen: set[tuple[str, int]] = set()

@@ -177,7 +177,8 @@ class _Sentences:
 
 def sentence_windows(sentences: Sequence[tuple[int, int]], max_tokens: int) -> list[tuple[int, int]]:
     """The sentences, each longer than ``max_tokens`` cut into consecutive windows of at most that many."""
-    return [(begin, min(begin + max_tokens, end)) for start, end in sentences for begin in range(start, end, max_tokens)]
+    return [(begin, min(begin + max_tokens, end))
+            for start, end in sentences for begin in range(start, end, max_tokens)]
 
 
 def span_grid(lengths: torch.Tensor, length: int, max_width: int) -> torch.Tensor:

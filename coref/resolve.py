@@ -16,7 +16,13 @@ annotates singletons (LitBank), dropped otherwise (OntoNotes style), so "not a m
 are the same decision. The models bundled in ``coref/pretrained`` (see :data:`BUNDLED`) need no data directory.
 
 Output: a readable list of the entities on stdout; ``--out`` the CoNLL file (``-``: stdout); ``--json`` the
-clusters with token and character offsets.
+clusters with token and character offsets. With ``--conll`` each document is written under its own header, its
+part as the input wrote it (``part 0`` stays ``part 0``), so the official scorer matches it with the input's key.
+
+A whole book is one document: time and memory grow linearly with its length (the ranker scores a bounded list of
+antecedent candidates, :mod:`coref.resolver`; the detector reads an overlong sentence in windows,
+:mod:`coref.mentions`). A 120K-word text took about 20 s and 0.8 GB on 2 cores; on a terminal a progress bar
+follows the ranking of a long text.
 """
 
 from __future__ import annotations

@@ -5,7 +5,16 @@ Martschat & Strube (2015), as digested in reference-notes §2.1. Every mention `
 an arc ``i -> j`` scores the sum of the weights of its hashed categorical features, and the root arc has no
 features and scores 0. Decoding is cort's greedy one: every mention takes its best antecedent
 (:func:`coref.kbest.greedy_tree`), and the clusters are the transitive closure, singletons dropped.
-:meth:`MentionRanker.arc_scores` is the full score table EntityNLM's k-best lists are built from.
+
+Prediction ranks bounded candidates, as coarse-to-fine rankers do (:func:`candidate_antecedents`): the
+:data:`ANTECEDENT_WINDOW` (500) mentions just before each mention and, before that window, those of the
+:data:`FAR_MATCHES` (5) most recent mentions with its lowercased head word or its lowercased string (dictionary
+look-ups). Features are built and scored a chunk of anaphors at a time (:meth:`MentionRanker.best_antecedents`),
+so time and memory grow linearly with the text: a 120K-word book resolves in well under a minute and 1 GB. No
+LitBank or OntoGUM document has more than 501 mentions, so there every earlier mention is a candidate and the
+predictions are exactly the greedy decoding of the full table. :meth:`MentionRanker.arc_scores` is that full
+(quadratic) table, which EntityNLM's k-best lists are built from on corpus-length documents; training reads the
+full table too.
 
 Documents are the corpus after the paper's preprocessing with case and numbers kept (:func:`resolver_documents`),
 so the resolver sees exactly EntityNLM's mentions and token positions. Mention heads and word classes come from

@@ -164,3 +164,10 @@ def test_a_resolver_must_lowercase_exactly_when_its_detector_does(lowercase_pipe
     assert resolver.main(["predict", "--model", str(model), "--detector", detector, "--corpus", "sample",
                           "--split", "dev", "--out", str(tmp_path / "dev.conll"), "--json", str(scores)]) == 0
     assert json.loads(scores.read_text())["as_annotated"]["conll_f1"] > 0
+
+
+def test_an_empty_file_is_one_line_naming_the_file(tmp_path, capsys):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("  \n", encoding="utf-8")
+    assert main(["--file", str(empty)]) == 2
+    assert capsys.readouterr().err.strip() == f"error: {empty}:1: cannot tokenize an empty or whitespace-only text"

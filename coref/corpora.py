@@ -52,6 +52,7 @@ from coref.conll import Problem, read_conll, read_utf8
 from coref.document import Document
 from coref.inscript import InscriptError, LabelCounts, read_story
 from coref.preprocess import PreprocessReport, preprocess_documents
+from coref.text import tokenize
 
 DATA_ENV = "ENTITYLM_DATA"
 RAW_GITHUB = "https://raw.githubusercontent.com"
@@ -356,22 +357,36 @@ def joined_text(name: str, split: str, data_dir: DataDir = None, words: int | No
     """A long plain text made of a corpus split's documents end to end: a book-length input for
     :mod:`coref.resolve` (tests, benchmarks of long documents).
 
-    Detokenised simply: the tokens of a sentence joined by spaces (:func:`coref.text.tokenize` splits them
-    again), one line per sentence, a blank line between documents. With ``words``, exactly that many tokens:
-    the documents are repeated from the first as often as needed and the last one is cut (mid-sentence).
+    Detokenised simply: the tokens of a sentence joined by spaces, one line per sentence, a blank line between
+    documents. With ``words``, the text is exactly that many tokens as :func:`coref.text.tokenize` reads it (the
+    tokens the pipeline sees; it splits a few corpus tokens, e.g. at hyphens), the documents repeated from the
+    first as often as needed and the last one cut, mid-sentence if need be.
     """
     documents = load_corpus(name, split, data_dir).documents
     if not documents:
         raise CorpusError(f"{name} {split}: no documents to join")
-    total = sum(len(document.tokens) for document in documents)
-    budget = total if words is None else words
-    if budget < 1:
+    if words is None:
+        return _joined(documents, sum(len(document.tokens) for document in documents))
+    if words < 1:
         raise ValueError(f"words must be at least 1, got {words}")
+    budget = words  # corpus tokens; the tokeniser reads at least as many, unless some are only whitespace
+    while True:
+        text = _joined(documents, budget)
+        offsets = tokenize(text).offsets
+        if len(offsets) >= words:
+            return text[: offsets[words - 1][1]] + "\n"
+        budget += words - len(offsets)
+
+
+def _joined(documents: Sequence[Document], budget: int) -> str:
+    """The first ``budget`` corpus tokens of ``documents`` repeated end to end, as :func:`joined_text` writes
+    them."""
+    total = sum(len(document.tokens) for document in documents)
     paragraphs = []
-    for document in (documents[k % len(documents)] for k in range(-(-budget // total) * len(documents))):
-        lines = [" ".join(document.tokens[start : min(end, budget)]) for start, end in document.sentences
-                 if start < budget]
-        paragraphs.append("\n".join(lines))
+    for k in range(-(-budget // total) * len(documents)):
+        document = documents[k % len(documents)]
+        paragraphs.append("\n".join(" ".join(document.tokens[start : min(end, budget)])
+                                    for start, end in document.sentences if start < budget))
         budget -= len(document.tokens)
         if budget <= 0:
             break

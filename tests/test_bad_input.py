@@ -153,6 +153,7 @@ ROWS = [
     row("coref.resolve", "--text ''", "cannot tokenize an empty or whitespace-only text"),
     row("coref.resolve", "--file {missing}", "{missing}"),
     row("coref.resolve", "--file {binary}", "{binary}"),
+    row("coref.resolve", "--file {empty}", "{empty}:1:"),
     row("coref.resolve", "--conll {cut}", "{cut}:3:"),
     row("coref.resolve", f"--text {TEXT} --detector {{bundled}}", "{bundled}: not a mention detector"),
     row("coref.resolve", f"--text {TEXT} --resolver {{binary}}", "{binary}: not a resolver model"),

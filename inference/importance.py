@@ -8,6 +8,11 @@ over a ``particles`` plate; the model is replayed on them, and
 an unbiased estimate of p(x) (so log p_hat is biased low, less so as N grows). Beside it we report the
 per-document ELBO (the mean log weight, a lower bound), the effective sample size (sum w)^2 / sum w^2 and the
 Pareto k-hat of the weights from ArviZ's PSIS (k > 0.7: the estimate is unreliable).
+
+The functions here take any model and guide and keep the whole run's site densities (proposal refinement
+differentiates the guide's). For EntityNLM, :func:`inference.smc.importance_sampling` gives the same draws and
+weights, bit for bit, from the model and proposal run in lockstep, in memory flat in the document's length:
+what ``python -m inference.marginal_ppl --sampler is`` uses.
 """
 
 from __future__ import annotations

@@ -19,7 +19,9 @@ The LSTM reads words only, so it runs once per document (a fused ``nn.LSTM``) an
 states; per particle only the entity table, the last-seen positions and the current entity evolve. The
 proposal (paper §5.1, "Proposal distribution") has the same R/E/L heads and its own LSTM, and reads the state
 AFTER x_t: it sees the word it annotates. Everything is batched over a ``particles`` plate (dim -2) and a
-``documents`` plate (dim -1).
+``documents`` plate (dim -1). Every site goes through one sample statement (:func:`pyro_site`, the definition);
+the lockstep sampler of :mod:`inference.smc` swaps in one that calls the same distributions without Pyro's
+messengers, and is tested to draw and weigh exactly as the program does.
 
 The paper's equations are the default; ``EntityNLMConfig`` names the reference code's variants where they are
 cheap (reference-notes §1.11): exponential sentence distance, and the swapped-delta / W_T entity update.
@@ -294,7 +296,7 @@ class Annotation:
         return cls(batch.R, (batch.E - 1).clamp(min=0), batch.L - 1)
 
 
-Site = Callable[[str, int, dist.TorchDistribution, torch.Tensor, "torch.Tensor | None"], torch.Tensor]
+Site = Callable[[str, int, dist.TorchDistribution, torch.Tensor, torch.Tensor | None], torch.Tensor]
 """A sample statement ``site(kind, t, distribution, mask, obs) -> value``: the site ``f"{kind}_{t}"``."""
 
 

@@ -109,22 +109,46 @@ class EntityHead(nn.Module):
         self.distance_weights = nn.Parameter(torch.zeros(2 if distance == "paper" else 1))
 
     def forward(
-        self, h: torch.Tensor, entities: EntityTable, position: int | torch.Tensor, sentence: torch.Tensor
+        self, h: torch.Tensor, entities: EntityTable, position: int | torch.Tensor, sentence: torch.Tensor,
+        rows: torch.Tensor | None = None,
     ) -> dist.Categorical:
-        """The choice at token ``position`` (a step, or (P, B) steps) of sentence ``sentence`` (P, B)."""
+        """The choice at token ``position`` (a step, or (P, B) steps) of sentence ``sentence`` (P, B).
+
+        ``rows`` (P, B), when given, are the (particle, document) pairs whose E is drawn at this step (a mention
+        starts there): only their entity tables are scored, and every other row gets placeholder logits 0, a draw
+        the caller discards and a density it masks out. The categorical keeps its full (P, B, C) shape, so a
+        sampler consumes the same random numbers; a book's step then reads the tables of the few particles that
+        start a mention, not all of them.
+        """
         embeddings, last_position, last_sentence = entities.scored()
-        # (P, B, C); an einsum, not a batched matmul: P x B tiny matrix-vector products ran 3-4x slower
-        scores = torch.einsum("pbcd,bd->pbc", embeddings, self.bilinear(h))
-        known = entities.known_slots()
+        projected = self.bilinear(h)
+        if rows is None:
+            # (P, B, C); an einsum, not a batched matmul: P x B tiny matrix-vector products ran 3-4x slower
+            scores = torch.einsum("pbcd,bd->pbc", embeddings, projected)
+            return dist.Categorical(logits=self._logits(scores, entities.slots() - entities.count[..., None],
+                                                        _column(position), sentence, last_position, last_sentence))
+        index = rows.nonzero(as_tuple=True)
+        scores = torch.einsum("kcd,kd->kc", embeddings[index], projected[index[-1]])
+        at = position if isinstance(position, int) else position[index][..., None]
+        logits = scores.new_zeros(last_position.shape)
+        logits[index] = self._logits(scores, entities.slots() - entities.count[index][..., None], at,
+                                     sentence[index], last_position[index], last_sentence[index])
+        return dist.Categorical(logits=logits)
+
+    def _logits(self, scores: torch.Tensor, past_count: torch.Tensor, position: int | torch.Tensor,
+                sentence: torch.Tensor, last_position: torch.Tensor, last_sentence: torch.Tensor) -> torch.Tensor:
+        """Eq. 4's logits from the bilinear ``scores``: the distance term for known entities, unavailable slots
+        made impossible. ``past_count`` is each slot's index minus the number of known entities: negative for
+        a known entity, 0 for the new-entity candidate, positive for an unavailable slot."""
+        known, available = past_count < 0, past_count <= 0
         if self.distance == "paper":
-            tokens_since = (_column(position) - last_position).clamp(min=0)
+            tokens_since = (position - last_position).clamp(min=0)
             sentences_since = (sentence[..., None] - last_sentence).clamp(min=0)
             features = torch.stack([tokens_since.log1p(), sentences_since.log1p()], dim=-1)
             scores = scores + known * (features @ self.distance_weights)
         else:  # the reference code: exp(lambda * (last sentence - current sentence)), the new slot's last is 0
             scores = scores + torch.exp(self.distance_weights * (last_sentence - sentence[..., None]))
-        available = known | entities.new_slot()
-        return dist.Categorical(logits=torch.where(available, scores, torch.full_like(scores, IMPOSSIBLE)))
+        return torch.where(available, scores, torch.full_like(scores, IMPOSSIBLE))
 
 
 class LengthHead(nn.Module):
@@ -204,12 +228,6 @@ class EntityTable:
     def slots(self) -> torch.Tensor:
         return torch.arange(self.width, device=self.count.device)
 
-    def known_slots(self) -> torch.Tensor:
-        return self.slots() < self.count[..., None]
-
-    def new_slot(self) -> torch.Tensor:
-        return self.slots() == self.count[..., None]
-
     def reserve(self, step: int) -> None:
         """Widen to GROWTH_INTERVAL more entities than the most any row has, checking (one host sync) every
         GROWTH_INTERVAL steps: no row can then run out of slots before the next check."""
@@ -228,32 +246,35 @@ class EntityTable:
         return self.embeddings.gather(-2, self._row_index(slot)).squeeze(-2)
 
     def write(self, where: torch.Tensor, slot: torch.Tensor, embedding: torch.Tensor) -> None:
-        """Put ``embedding`` (P, B, D) into ``slot`` (P, B) where ``where`` (P, B) holds (elsewhere the slot's
-        own row is written back)."""
-        index = self._row_index(slot)
-        rows = torch.where(where[..., None], embedding, self.embeddings.gather(-2, index).squeeze(-2))
-        self.embeddings = _scatter(self.embeddings, -2, index, rows.unsqueeze(-2))
+        """Put ``embedding`` (P, B, D) into ``slot`` (P, B) where ``where`` (P, B) holds."""
+        self.embeddings = _put(self.embeddings, where, slot, embedding)
 
     def mention(self, where: torch.Tensor, slot: torch.Tensor, embedding: torch.Tensor, position: int | torch.Tensor,
                 sentence: torch.Tensor) -> None:
         """An entity mentioned at ``position`` (a step, or (P, B) steps): its updated embedding and where it was
         last seen."""
         self.write(where, slot, embedding)
-        index = slot.clamp(min=0)[..., None]
         for name, value in (("last_position", _column(position)), ("last_sentence", sentence[..., None])):
             table = getattr(self, name)
-            rows = torch.where(where[..., None], torch.as_tensor(value).to(table), table.gather(-1, index))
-            setattr(self, name, _scatter(table, -1, index, rows))
+            setattr(self, name, _put(table, where, slot, torch.as_tensor(value).to(table).expand(*where.shape, 1)[..., 0]))
 
     def _row_index(self, slot: torch.Tensor) -> torch.Tensor:
         return slot.clamp(min=0)[..., None, None].expand(*slot.shape, 1, self.embeddings.shape[-1])
 
 
-def _scatter(table: torch.Tensor, dim: int, index: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    """``table`` with ``rows`` at ``index``: in place, or a new tensor where autograd may need the old one."""
-    if torch.is_grad_enabled():
-        return table.scatter(dim, index, rows)
-    return table.scatter_(dim, index, rows)
+def _put(table: torch.Tensor, where: torch.Tensor, slot: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """``table`` (P, B, C, ...) with ``rows`` (P, B, ...) in slot ``slot`` (P, B) where ``where`` (P, B) holds.
+
+    In place, touching only the rows written (a step writes a few of P x B), unless autograd is recording: then a
+    new table by one scatter, as autograd may need the old one.
+    """
+    if not torch.is_grad_enabled():
+        written = where.nonzero(as_tuple=True)
+        table[(*written, slot[written])] = rows[written]
+        return table
+    index = slot.clamp(min=0).view(*slot.shape, 1, *([1] * (rows.dim() - 2))).expand(*slot.shape, 1, *rows.shape[2:])
+    kept = torch.where(where.view(*where.shape, *([1] * (rows.dim() - 2))), rows, table.gather(2, index).squeeze(2))
+    return table.scatter(2, index, kept.unsqueeze(2))
 
 
 @dataclass
@@ -328,6 +349,9 @@ class EntityTracker:
     ) -> None:
         self.heads = heads
         self.site = site
+        # score eq. 4 only for the rows whose E is drawn (EntityHead's ``rows``): a sampler's choice, whose
+        # numbers equal the program's up to float rounding; the program itself scores every row
+        self.score_drawn_entities_only = False
         self.temperature = temperature  # divides the R, E, L logits: > 1 widens a proposal
         self.config = config
         self.batch = batch
@@ -355,7 +379,8 @@ class EntityTracker:
         drawn_R = self.site("R", t, R_dist, starts, _at(gold, "R", t))
         R = torch.where(starts, drawn_R, previous.R)
         mention_starts = starts & (R == 1)
-        E_dist = self._tempered(heads.entity(h_predict, entities, t, sentence))
+        scored_rows = mention_starts if self.score_drawn_entities_only else None
+        E_dist = self._tempered(heads.entity(h_predict, entities, t, sentence, scored_rows))
         drawn_E = self.site("E", t, E_dist, mention_starts, _at(gold, "E", t))
         E = torch.where(mention_starts, drawn_E, torch.where(R == 1, previous.E, -torch.ones_like(drawn_E)))
         entity = entities.gather(E)  # e_{E_t, t-1}, or the candidate for a new entity
@@ -381,9 +406,10 @@ class EntityTracker:
 
     def resample(self, ancestors: torch.Tensor) -> None:
         """Particle p of document b continues the state of particle ``ancestors[p, b]`` (SMC resampling)."""
-        def select(values: torch.Tensor) -> torch.Tensor:
-            index = ancestors.view(*ancestors.shape, *([1] * (values.dim() - 2)))
-            return values.gather(0, index.expand_as(values))
+        documents = torch.arange(ancestors.shape[1], device=ancestors.device)
+
+        def select(values: torch.Tensor) -> torch.Tensor:  # indexing copies whole rows; a gather would read an
+            return values[ancestors, documents]  # index as large as the entity table
 
         entities, previous = self.entities, self.previous
         for name in ("embeddings", "last_position", "last_sentence", "count"):

@@ -221,6 +221,8 @@ def sample_structures(
     scored = ModelSites(proposed)
     model_tracker = model.tracker(batch, particles, model_states, site=scored)
     proposal_tracker = proposal.tracker(batch, particles, proposal_states, site=proposed)
+    for tracker in (model_tracker, proposal_tracker):
+        tracker.score_drawn_entities_only = True
     with pyro.validation_enabled(False):  # argument and support checks cost several small ops per site
         for t in range(batch.steps):
             if resample == "sentence":  # SMC's weights: products of per-step ratios, reset at resamplings

@@ -252,7 +252,8 @@ def run_samplers(batches: list[DocumentBatch], model: EntityNLM, proposal: Entit
         keys, statistics, seconds = [], [], 0.0
         for batch in progress_bar(batches, desc=f"{SAMPLER_NAMES[sampler]}, {particles} particles", unit="batch",
                                   enabled=progress):
-            batch_statistics, batch_seconds = sample_documents(batch, model, proposal, particles, sampler, eos)
+            batch_statistics, batch_seconds = sample_documents(batch, model, proposal, particles, sampler, eos,
+                                                               progress)
             keys += document_keys(batch)
             statistics += batch_statistics
             seconds += batch_seconds
@@ -273,17 +274,18 @@ def khat_entry(khat: float) -> dict:
 
 
 def sample_documents(batch: DocumentBatch, model: EntityNLM, proposal: EntityProposal, particles: int,
-                     sampler: str, eos: int) -> tuple[list[dict], float]:
+                     sampler: str, eos: int, progress: bool = False) -> tuple[list[dict], float]:
     """log p_hat(x) of each document of ``batch`` by one sampler with its diagnostics, and the seconds the
-    sampling took (the diagnostics, which cost both samplers alike, are not counted)."""
+    sampling took (the diagnostics, which cost both samplers alike, are not counted); ``progress`` shows the
+    token steps of a long batch on a terminal."""
     if sampler not in SAMPLERS:
         raise ValueError(f"sampler must be one of {SAMPLERS}, got {sampler!r}")
     started = time.perf_counter()
     if sampler == "is":  # estimate_marginal's draws and weights, by the lockstep loop (memory flat in T)
-        estimate = importance_sampling(model, proposal, batch, particles, eos)
+        estimate = importance_sampling(model, proposal, batch, particles, eos, progress)
         log_marginal = estimate.log_marginal.tolist()  # waits for the device, so the clock stops after the work
         return importance_statistics(estimate, log_marginal), time.perf_counter() - started
-    sampled = sample_structures(model, proposal, batch, particles, eos, "sentence", history=False)
+    sampled = sample_structures(model, proposal, batch, particles, eos, "sentence", history=False, progress=progress)
     log_marginal = sampled.log_marginal.tolist()
     return smc_statistics(sampled, log_marginal), time.perf_counter() - started
 

@@ -119,7 +119,7 @@ def posteriors(
         for batch in batches:
             batch = batch.to(device)
             sampled = sample_structures(model, proposal, batch, particles, vocabulary.index(EOS), METHODS[method],
-                                        ess_threshold)
+                                        ess_threshold, progress=progress)
             for index, key in enumerate(batch.keys):
                 by_key[key] = (sampled, index, int(batch.lengths[index]))
             bar.update(batch.size)

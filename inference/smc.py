@@ -40,12 +40,14 @@ import pyro
 import pyro.distributions as dist
 import torch
 
+from coref.cli import progress as progress_bar
 from coref.document import Document, EntityAnnotation, Mention
 from generative.batch import DocumentBatch, stream_positions
 from generative.entitynlm import NEW_ENTITY_SITE, EntityNLM, EntityProposal, MentionState
 from inference.importance import ImportanceEstimate, effective_sample_size, log_mean_exp
 
 RESAMPLING = ("never", "sentence")
+PROGRESS_STEPS = 5_000  # a batch this long (a chapter, a book) shows its token steps on a terminal
 
 
 @dataclass(frozen=True)
@@ -193,6 +195,7 @@ def sample_structures(
     resample: str = "sentence",
     ess_threshold: float = 0.5,
     history: bool = True,
+    progress: bool = False,
 ) -> ParticleStructures:
     """Weighted annotations of every document of ``batch`` by SIR (``resample="never"``) or SMC (``"sentence"``).
 
@@ -224,7 +227,9 @@ def sample_structures(
     for tracker in (model_tracker, proposal_tracker):
         tracker.score_drawn_entities_only = True
     with pyro.validation_enabled(False):  # argument and support checks cost several small ops per site
-        for t in range(batch.steps):
+        steps = progress_bar(range(batch.steps), desc=f"{particles} particles", unit="token", leave=False,
+                             enabled=progress and batch.steps >= PROGRESS_STEPS)
+        for t in steps:
             if resample == "sentence":  # SMC's weights: products of per-step ratios, reset at resamplings
                 proposed.start()
                 scored.start()
@@ -265,11 +270,11 @@ def sample_structures(
 
 
 def importance_sampling(model: EntityNLM, proposal: EntityProposal, batch: DocumentBatch, particles: int,
-                        eos: int) -> ImportanceEstimate:
+                        eos: int, progress: bool = False) -> ImportanceEstimate:
     """Importance sampling (eq. 11) by the lockstep loop: the draws and weights (bit for bit) of
     ``estimate_marginal(model.model, proposal.guide, batch, particles)`` for the same random state, in memory
     flat in T instead of every site's value and log-density for the whole document."""
-    sampled = sample_structures(model, proposal, batch, particles, eos, "never", history=False)
+    sampled = sample_structures(model, proposal, batch, particles, eos, "never", history=False, progress=progress)
     return ImportanceEstimate(sampled.log_weights)
 
 

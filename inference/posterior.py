@@ -2,13 +2,14 @@
 (SIR) or sequential Monte Carlo (SMC, resampling at sentence ends); see inference/smc.py.
 
   python -m inference.posterior --text "Anna met Tom. She gave him a book." --out posterior/
+  python -m inference.posterior --file chapter.txt --out posterior/      # a chapter, a book (UTF-8 text)
   python -m inference.posterior --conll story.conll --samples 50 --out posterior/
   python -m inference.posterior --evaluate --corpus litbank --split test --data-dir DATA --method both
 
 Mentions are never given: R, E and L are all latent. The text is read the way the model reads it (the
 checkpoint's preprocessing), and the structures are mapped back onto the original tokens.
 
-With --text or --conll, the folder --out receives:
+With --text, --file or --conll, the folder --out receives:
   samples.conll     --samples structures drawn from the posterior, one CoNLL document ID#sampleK each
   map.conll         per document, the sampled structure of highest joint probability p(X, R, E, L)
   marginals.json    per document, the spans whose mention probability is at least --min-probability,
@@ -51,7 +52,7 @@ from matplotlib.figure import Figure
 
 from coref.cli import Parser, integer, output_file
 from coref.cli import progress as progress_bar
-from coref.conll import format_conll, read_conll
+from coref.conll import format_conll, read_conll, read_utf8
 from coref.document import Document, Mention, bracketed
 from coref.metrics import evaluate
 from coref.preprocess import EOS, Vocabulary, drop_singletons, kept_tokens, preprocess_document
@@ -66,12 +67,12 @@ TOKEN = re.compile(r"\w+(?:['’.-]\w+)*|[^\w\s]")
 SENTENCE_END = {".", "!", "?"}
 
 
-def tokenize(text: str, id: str = "text", token: re.Pattern = TOKEN) -> Document:
+def tokenize(text: str, id: str = "text", token: re.Pattern = TOKEN, what: str = "--text") -> Document:
     """A plain text as a Document: words and punctuation marks as tokens (``token``'s matches), sentences ending
-    at . ! or ?"""
+    at . ! or ? (``what`` names the text in the error for one without words)"""
     tokens = token.findall(text)
     if not tokens:
-        raise ValueError("--text: the text has no words")
+        raise ValueError(f"{what}: the text has no words")
     ends = [i + 1 for i, token in enumerate(tokens) if token in SENTENCE_END]
     if not ends or ends[-1] != len(tokens):
         ends.append(len(tokens))
@@ -485,6 +486,8 @@ def build_parser() -> Parser:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--text", help="a text to analyse (tokenised here: words and punctuation marks; "
                                        "sentences end at . ! ?)")
+    source.add_argument("--file", help="a UTF-8 text file to analyse, tokenised as --text (a chapter, a book: "
+                                       "time and memory grow linearly with its length)")
     source.add_argument("--conll", metavar="FILE",
                         help="a CoNLL-2012-style file of documents to analyse (their mentions are not used)")
     source.add_argument("--evaluate", action="store_true",
@@ -515,7 +518,7 @@ def build_parser() -> Parser:
                         help="the antecedent lists keep at most this many antecedents per span, the most probable; "
                              "the rest is one remainder")
     parser.add_argument("--out", metavar="FOLDER", default="posterior",
-                        help="output folder for --text/--conll, replaced as a whole when the run succeeds; refused "
+                        help="output folder for --text/--file/--conll, replaced as a whole when the run succeeds; refused "
                              "if it holds files other than the ones listed above")
     parser.add_argument("--corpus", default="sample", help="--evaluate: corpus name")
     parser.add_argument("--split", default="test", help="--evaluate: split")
@@ -536,7 +539,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     problems = [
         (args.method == "both" and not args.evaluate, "--method both compares the samplers and needs --evaluate"),
-        (args.json is not None and not args.evaluate, "--json is for --evaluate; --text/--conll write to --out"),
+        (args.json is not None and not args.evaluate, "--json is for --evaluate; --text/--file/--conll write to --out"),
         (not 0 <= args.min_probability <= 1, f"--min-probability must be in [0, 1], got {args.min_probability}"),
         (not 0 <= args.ess_threshold <= 1, f"--ess-threshold must be in [0, 1], got {args.ess_threshold}"),
     ]
@@ -564,7 +567,10 @@ def load_model(args: argparse.Namespace, device: torch.device) -> tuple[Checkpoi
 
 
 def input_documents(args: argparse.Namespace) -> list[Document]:
-    """The documents of ``--text`` or ``--conll``, without mentions (malformed ones are no concern here)."""
+    """The documents of ``--text``, ``--file`` or ``--conll``, without mentions (malformed ones are no concern
+    here)."""
+    if args.file is not None:
+        return [tokenize(read_utf8(args.file), Path(args.file).stem, what=args.file)]
     if args.text is not None:
         try:
             args.text.encode("utf-8")
@@ -613,7 +619,7 @@ def original_posteriors(model: EntityNLM, proposal: EntityProposal, originals: S
 
 
 def analyse(args: argparse.Namespace) -> dict:
-    """--text / --conll: samples, MAP structures, marginals, antecedent lists and heatmaps, into ``args.out``."""
+    """--text / --file / --conll: samples, MAP structures, marginals, antecedent lists and heatmaps, into ``args.out``."""
     device = resolve_device(args.device)
     set_seed(args.seed)
     originals = input_documents(args)

@@ -335,6 +335,8 @@ ROWS = [
     # ---- posterior structures -------------------------------------------------------------------------------
     row("inference.posterior", "--conll {binary} --out {out}", "{binary}:1:"),
     row("inference.posterior", "--conll {unfinished} --out {out}", "{unfinished}:1:"),
+    row("inference.posterior", "--file {binary} --out {out}", "{binary}"),
+    row("inference.posterior", "--file {missing} --out {out}", "{missing}"),
     row("inference.posterior", f"--text {TEXT} --checkpoint {{truncated}} --out {{out}}",
         "{truncated}: not an entitylm checkpoint"),
     row("inference.posterior", f"--text {TEXT} --out {{unwritable}}", "{unwritable}"),

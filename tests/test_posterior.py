@@ -388,6 +388,20 @@ def test_progress_bars_on_a_terminal_say_what_they_count(tmp_path, capsys, monke
     assert ("document/s" in bars or "s/document" in bars) and "it/s" not in bars and "s/it" not in bars
 
 
+def test_a_text_file_is_read_as_the_same_text(tmp_path, capsys):
+    path = tmp_path / "story.txt"
+    path.write_text(TEXT + "\n", encoding="utf-8")
+    for source, out in ((["--file", str(path)], "file"), (["--text", TEXT], "text")):
+        assert run(capsys, *source, "--particles", "5", "--out", str(tmp_path / out))[0] == 0
+    (from_file,), _ = read_conll(tmp_path / "file" / "map.conll")
+    (from_text,), _ = read_conll(tmp_path / "text" / "map.conll")
+    assert from_file.id == "story" and from_file.tokens == from_text.tokens
+    assert from_file.mentions == from_text.mentions  # the same seed, the same text
+    (tmp_path / "empty.txt").write_text("  \n", encoding="utf-8")
+    status, _, stderr = run(capsys, "--file", str(tmp_path / "empty.txt"), "--out", str(tmp_path / "none"))
+    assert status == 2 and stderr.strip().endswith(f"{tmp_path / 'empty.txt'}: the text has no words")
+
+
 def test_smc_resamples_below_the_ess_threshold(tmp_path, capsys):
     resamplings = {}
     for threshold in ("0", "1"):

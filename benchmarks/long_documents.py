@@ -1,0 +1,294 @@
+"""Time and peak memory against a document's length: the library's main jobs on one long text.
+
+For each length (tokens of our tokeniser; default 2K, 8K, 32K and 128K) and each operation, a fresh process
+makes the text and runs the operation once, so its peak resident set size is that operation's alone:
+
+- ``resolve``: coreference of raw text by the bundled pipeline (:func:`coref.resolve.resolve`);
+- ``log_likelihood``: EntityNLM's marginal log-likelihood by SMC (:meth:`inference.api.LanguageModel.log_likelihood`,
+  ``--particles`` particles, 100 by default as the issue asks);
+- ``posterior``: EntityNLM's posterior over the coreference structure (:meth:`~inference.api.LanguageModel.posterior`
+  with its defaults, 500 particles, SMC), and its sparse antecedent marginals.
+
+The long text is the user's ``--file`` (its first N tokens, repeated from its start when it is shorter), or a
+corpus split's documents joined end to end (:func:`coref.corpora.joined_text`; LitBank's test split by default,
+the embedded sample corpus with ``--corpus sample``). Nothing is downloaded.
+
+Beside EntityNLM's times stands the arithmetic floor of a step: the floating-point operations every particle
+does at every token (:func:`step_flops`: the word's context, the class-factored softmax of the observed word,
+the length head's entity part, the update's gate) at ``--gflops`` per core, so "x bound" says how far a step is
+from its arithmetic. A log-log plot of time and memory against length shows the growth: a slope of 1 is linear.
+
+    python benchmarks/long_documents.py --data-dir DATA [--lengths 2000 8000 32000 128000]
+        [--operations resolve log_likelihood posterior] [--max-tokens posterior=32000] [--file NOVEL.txt]
+
+Prints a table and writes ``long_documents.json`` (every row with the exact command that made it) to ``--out``
+and the plot to ``--plot``. Timings on shared machines vary by 20-40%: the machine's load is recorded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from coref.atomic import write_text_atomic
+from coref.cli import Parser, integer, output_file, output_folder, real, run_main
+from generative.entitynlm import EntityNLM
+from generative.softmax import ClassFactoredSoftmax
+
+OPERATIONS = ("resolve", "log_likelihood", "posterior")
+DEFAULT_LENGTHS = (2_000, 8_000, 32_000, 128_000)
+
+
+# ---- the long text --------------------------------------------------------------------------------------------
+
+
+def long_text(tokens: int, file: str | None, corpus: str, split: str, data_dir: str | None) -> str:
+    """A text of exactly ``tokens`` tokens of :func:`coref.text.tokenize`: the first ones of ``file`` (repeated
+    from its start as often as needed), or of a corpus split's documents joined end to end."""
+    from coref.conll import read_utf8
+    from coref.corpora import joined_text
+    from coref.text import tokenize
+
+    if file is None:
+        return joined_text(corpus, split, data_dir, tokens)
+    source = read_utf8(file)
+    tokenized = tokenize(source)
+    copies = -(-tokens // len(tokenized.tokens))
+    text = "\n\n".join([source.strip()] * copies)
+    offsets = tokenize(text).offsets if copies > 1 else tokenized.offsets
+    return text[: offsets[tokens - 1][1]] + "\n"
+
+
+# ---- one measurement, in its own process ------------------------------------------------------------------------
+
+
+def measure(operation: str, text: str, particles: int, seed: int) -> dict:
+    """Run ``operation`` once on ``text`` in this process: its seconds and what it found."""
+    started = time.perf_counter()
+    if operation == "resolve":
+        from coref.resolve import resolve
+
+        document = resolve(text)
+        found = {"mentions": len(document.mentions), "entities": len({m.entity for m in document.mentions})}
+    else:
+        import inference.api as elm
+
+        model = elm.load("entitynlm")
+        started = time.perf_counter()  # the checkpoint's loading is not the operation
+        if operation == "log_likelihood":
+            result = model.log_likelihood(text, particles=particles, seed=seed)
+            found = {"steps": result.tokens, "log_likelihood": result.log_p, "perplexity": result.perplexity,
+                     "ess": result.ess}
+        else:
+            posterior = model.posterior(text, seed=seed)
+            antecedents = posterior.antecedents()
+            found = {"steps": None, "particles": posterior.particles, "log_likelihood": posterior.log_marginal,
+                     "ess": posterior.ess, "spans": len(posterior.pairwise.spans),
+                     "likely_mentions": len(antecedents), "map_mentions": len(posterior.map.mentions)}
+        found.update(step_bound(model, particles if operation == "log_likelihood" else posterior.particles, text))
+    seconds = time.perf_counter() - started
+    return {"seconds": seconds, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, **found}
+
+
+def step_flops(model: EntityNLM, particles: int) -> int:
+    """Floating-point operations (2 per multiply-add) of one sampler step that every particle does whatever it
+    chose: the word's context W_e e (eq. 6), the class softmax and the observed word's class (padded to the
+    largest), the length head's entity part of model and proposal (eq. 5) and the update's gate (eq. 8). Products
+    of the LSTM state alone are shared by the particles and left out; so is eq. 4's entity scoring, done only for
+    the particles that start a mention at the step (its cost grows with their entities). A floor, not the work."""
+    hidden, lengths = model.config.hidden_size, model.config.max_mention_length
+    softmax = model.softmax
+    if isinstance(softmax, ClassFactoredSoftmax):
+        outputs = softmax.word_classes.num_classes + softmax.word_classes.members.shape[1]
+    else:
+        outputs = softmax.vocab_size
+    per_particle = 2 * hidden * hidden + 2 * hidden * outputs + 2 * (2 * hidden * lengths) + 2 * (2 * hidden)
+    return particles * per_particle
+
+
+def step_bound(model, particles: int, text: str) -> dict:
+    """The token steps EntityNLM reads in ``text`` and the MFLOP of one step with ``particles`` particles."""
+    (prepared,) = model.read(text)[1]
+    steps = len(prepared.tokens) + len(prepared.sentences)  # the words and one </s> per sentence
+    return {"steps": steps, "step_mflop": step_flops(model.modules(model.proposal)[0], particles) / 1e6}
+
+
+def worker(args: argparse.Namespace) -> int:
+    """``--worker OPERATION``: one measurement, printed as one JSON line (read by the parent)."""
+    import torch
+
+    torch.set_num_threads(args.threads)
+    text = long_text(args.lengths[0], args.file, args.corpus, args.split, args.data_dir)
+    print(json.dumps(measure(args.worker, text, args.particles, args.seed)))
+    return 0
+
+
+def worker_command(args: argparse.Namespace, operation: str, tokens: int) -> list[str]:
+    """The command line of one measurement (it is also what the results file records for the row)."""
+    command = [sys.executable, __file__, "--worker", operation, "--lengths", str(tokens),
+               "--particles", str(args.particles), "--threads", str(args.threads), "--seed", str(args.seed)]
+    if args.file:
+        command += ["--file", args.file]
+    else:
+        command += ["--corpus", args.corpus, "--split", args.split]
+        command += ["--data-dir", args.data_dir] if args.data_dir else []
+    return command
+
+
+# ---- the table and the plot ------------------------------------------------------------------------------------
+
+
+def slopes(rows: list[dict], operation: str) -> dict:
+    """The log-log slopes of time and peak memory against length for ``operation`` (1: linear growth), fitted
+    over its lengths; memory net of a 2K-token run's (the process's fixed cost: interpreter, torch, the models)."""
+    done = sorted((row for row in rows if row["operation"] == operation), key=lambda row: row["tokens"])
+    if len(done) < 2:
+        return {}
+    tokens = np.log([row["tokens"] for row in done])
+    base = min(row["peak_rss_mb"] for row in done) * 0.999
+    memory = [row["peak_rss_mb"] - base for row in done[1:]]
+    result = {"time": float(np.polyfit(tokens, np.log([row["seconds"] for row in done]), 1)[0])}
+    if len(memory) >= 2:
+        result["memory_above_smallest"] = float(np.polyfit(tokens[1:], np.log(memory), 1)[0])
+    return result
+
+
+def format_table(rows: list[dict], gflops: float) -> str:
+    lines = [f"{'operation':<15} {'tokens':>7} {'steps':>7} {'seconds':>8} {'ms/step':>8} {'bound ms':>9} "
+             f"{'x bound':>8} {'peak MB':>8}  found"]
+    for row in rows:
+        steps = row.get("steps")
+        per_step = 1000 * row["seconds"] / steps if steps else None
+        bound = row["step_mflop"] / gflops if "step_mflop" in row else None  # MFLOP / (GFLOP/s) = ms
+        found = ", ".join(f"{key} {row[key]:.4g}" if isinstance(row[key], float) else f"{key} {row[key]}"
+                          for key in ("mentions", "entities", "perplexity", "ess", "spans", "likely_mentions")
+                          if key in row)
+        lines.append(
+            f"{row['operation']:<15} {row['tokens']:>7} {steps or '':>7} {row['seconds']:>8.1f} "
+            f"{'' if per_step is None else f'{per_step:.2f}':>8} {'' if bound is None else f'{bound:.2f}':>9} "
+            f"{'' if bound is None else f'{per_step / bound:.1f}':>8} {row['peak_rss_mb']:>8.0f}  {found}")
+    return "\n".join(lines)
+
+
+def plot(rows: list[dict], path: str) -> None:
+    """Log-log time and peak memory against tokens, one line per operation, with a slope-1 guide."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(10, 4))
+    time_axes, memory_axes = figure.subplots(1, 2)
+    for operation in OPERATIONS:
+        done = sorted((row for row in rows if row["operation"] == operation), key=lambda row: row["tokens"])
+        if not done:
+            continue
+        tokens = [row["tokens"] for row in done]
+        fitted = slopes(rows, operation)
+        label = f"{operation} (slope {fitted['time']:.2f})" if fitted else operation
+        time_axes.loglog(tokens, [row["seconds"] for row in done], "o-", label=label)
+        memory_axes.loglog(tokens, [row["peak_rss_mb"] for row in done], "o-", label=operation)
+    if rows:
+        low, high = min(row["tokens"] for row in rows), max(row["tokens"] for row in rows)
+        anchor = min(row["seconds"] for row in rows if row["tokens"] == low)
+        time_axes.loglog([low, high], [anchor, anchor * high / low], "k:", label="linear (slope 1)")
+    time_axes.set(xlabel="tokens", ylabel="seconds", title="time")
+    memory_axes.set(xlabel="tokens", ylabel="peak resident memory (MB)", title="peak memory (whole process)")
+    for axes in (time_axes, memory_axes):
+        axes.grid(True, which="both", alpha=0.3)
+        axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+
+
+# ---- the command ------------------------------------------------------------------------------------------------
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="python benchmarks/long_documents.py", description=__doc__)
+    parser.add_argument("--data-dir", help="folder holding the corpora (default: $ENTITYLM_DATA; sample needs none)")
+    parser.add_argument("--file", help="a long UTF-8 text (a novel) to cut the lengths from, instead of a corpus")
+    parser.add_argument("--corpus", default="litbank", help="the corpus whose documents are joined end to end")
+    parser.add_argument("--split", default="test", help="its split")
+    parser.add_argument("--lengths", type=integer(1), nargs="+", default=list(DEFAULT_LENGTHS),
+                        help="text lengths in tokens")
+    parser.add_argument("--operations", nargs="+", choices=OPERATIONS, default=list(OPERATIONS),
+                        help="what to measure")
+    parser.add_argument("--max-tokens", nargs="*", default=[], metavar="OPERATION=TOKENS",
+                        help="skip an operation's lengths above TOKENS (e.g. posterior=32000)")
+    parser.add_argument("--particles", type=integer(1), default=100, help="particles of log_likelihood")
+    parser.add_argument("--threads", type=integer(1), default=2, help="torch threads of each measurement")
+    parser.add_argument("--gflops", type=real(0, include_low=False), default=40.0,
+                        help="the arithmetic rate (GFLOP/s) the step bound assumes: one core's float32 rate")
+    parser.add_argument("--seed", type=int, default=0, help="random seed of the samplers")
+    parser.add_argument("--out", type=output_folder, default="benchmarks/results",
+                        help="folder of long_documents.json")
+    parser.add_argument("--plot", type=output_file, default="docs/img/long_documents.png",
+                        help="the log-log plot (PNG)")
+    parser.add_argument("--worker", choices=OPERATIONS, help=argparse.SUPPRESS)  # one measurement (internal)
+    return parser
+
+
+def caps(pairs: list[str]) -> dict[str, int]:
+    """``OPERATION=TOKENS`` pairs as a dict, or ValueError naming the bad one."""
+    result = {}
+    for pair in pairs:
+        operation, _, tokens = pair.partition("=")
+        if operation not in OPERATIONS or not tokens.isdigit():
+            raise ValueError(f"--max-tokens {pair!r}: expected OPERATION=TOKENS with OPERATION in {OPERATIONS}")
+        result[operation] = int(tokens)
+    return result
+
+
+def run(args: argparse.Namespace) -> int:
+    """Measure every (operation, length) in a fresh process, print the table, write the JSON and the plot."""
+    limits = caps(args.max_tokens)
+    rows = []
+    for operation in args.operations:
+        for tokens in sorted(args.lengths):
+            if tokens > limits.get(operation, tokens):
+                continue
+            command = worker_command(args, operation, tokens)
+            load = os.getloadavg()[0]
+            child = subprocess.run(command, capture_output=True, text=True)
+            if child.returncode != 0:
+                raise RuntimeError(f"{operation} on {tokens} tokens failed: "
+                                   f"{(child.stderr.strip().splitlines() or ['no message'])[-1]}")
+            row = {"operation": operation, "tokens": tokens, **json.loads(child.stdout.strip().splitlines()[-1]),
+                   "load_before": load, "command": shlex.join(command)}
+            rows.append(row)
+            print(format_table([row], args.gflops).splitlines()[-1], flush=True)
+    table = format_table(rows, args.gflops)
+    print("\n" + table)
+    fitted = {operation: slopes(rows, operation) for operation in args.operations}
+    for operation, slope in fitted.items():
+        if slope:
+            print(f"{operation}: log-log slope of time {slope['time']:.2f}"
+                  + (f", of memory above the smallest run {slope['memory_above_smallest']:.2f}"
+                     if "memory_above_smallest" in slope else ""))
+    Path(args.plot).parent.mkdir(parents=True, exist_ok=True)
+    plot(rows, args.plot)
+    result = {"machine": platform.platform(), "cores": os.cpu_count(), "threads": args.threads,
+              "gflops_assumed": args.gflops, "command": shlex.join([sys.executable, *sys.argv]),
+              "rows": rows, "slopes": fitted, "table": table}
+    write_text_atomic(Path(args.out) / "long_documents.json", json.dumps(result, indent=2) + "\n")
+    print(f"wrote {Path(args.out) / 'long_documents.json'} and {args.plot}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.worker:
+        return worker(args)
+    return run_main(lambda: run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

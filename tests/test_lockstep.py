@@ -93,20 +93,24 @@ def tiny_sentences_batch() -> DocumentBatch:
     return tiny_batch([{"words": words, "sentence": sentence_numbers(words)} for words in documents])
 
 
-def sample_corpus_models(long: bool = False) -> tuple[EntityNLM, EntityProposal, DocumentBatch, int]:
-    """A small random EntityNLM (class-factored softmax, noisy new entities), a batch of the embedded sample
-    corpus's first training documents (``long``: one document of at least LONG_TOKENS tokens, its documents
-    end to end, over and over), and the id of ``</s>``."""
+def sample_corpus(tokens: int = 0) -> tuple[list[Document], Vocabulary]:
+    """The embedded sample corpus's training documents, preprocessed, and their vocabulary; with ``tokens``, one
+    document of at least that many tokens instead: the documents end to end, over and over."""
     prepared, _ = preprocess_documents(load_corpus("sample", "train").documents, PreprocessConfig())
     vocabulary = Vocabulary.build(prepared, max_size=300)
     documents = [apply_vocabulary(document, vocabulary)[0] for document in prepared]
-    if long:
-        tokens, sentences = [], []
-        while len(tokens) < LONG_TOKENS:
+    if tokens:
+        words, sentences = [], []
+        while len(words) < tokens:
             for document in documents:
-                sentences += [(len(tokens) + start, len(tokens) + end) for start, end in document.sentences]
-                tokens += document.tokens
-        documents = [Document("long", tokens, sentences)]
+                sentences += [(len(words) + start, len(words) + end) for start, end in document.sentences]
+                words += document.tokens
+        documents = [Document("long", words, sentences)]
+    return documents, vocabulary
+
+
+def small_models(vocabulary: Vocabulary) -> tuple[EntityNLM, EntityProposal]:
+    """A small random EntityNLM (class-factored softmax, noisy new entities) and its proposal."""
     torch.manual_seed(0)
     config = EntityNLMConfig(vocab_size=len(vocabulary), embedding_size=8, hidden_size=8, dropout=0.0,
                              new_entity_scale=0.3, max_mention_length=4)
@@ -114,7 +118,14 @@ def sample_corpus_models(long: bool = False) -> tuple[EntityNLM, EntityProposal,
     with torch.no_grad():  # make the distance weights matter
         for heads in (model.heads, proposal.heads):
             heads.entity.distance_weights.normal_()
-    return model, proposal, make_batch(documents[:3], vocabulary), vocabulary.index(EOS_WORD)
+    return model, proposal
+
+
+def sample_corpus_models(long: bool = False) -> tuple[EntityNLM, EntityProposal, DocumentBatch, int]:
+    """:func:`small_models`, a batch of the sample corpus's first training documents (``long``: one document of
+    at least LONG_TOKENS tokens), and the id of ``</s>``."""
+    documents, vocabulary = sample_corpus(LONG_TOKENS if long else 0)
+    return (*small_models(vocabulary), make_batch(documents[:3], vocabulary), vocabulary.index(EOS_WORD))
 
 
 def run_both(sampler, oracle, seed: int) -> tuple[ParticleStructures, ParticleStructures]:

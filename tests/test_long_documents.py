@@ -1,0 +1,55 @@
+"""Book-length input through EntityNLM's jobs: one document of 50,000 tokens (the embedded sample corpus's
+documents end to end), a small model, two particles. What these check is that nothing breaks or grows out of
+bounds on a book: the sampler without history (the log-likelihood), the sampler with its genealogy traced back
+(the posterior), the structures and the sparse marginals. Each run takes about a minute on a CPU core; time and
+memory are measured by ``benchmarks/long_documents.py``, not here (raw-text coreference of a long text:
+tests/test_long_resolve.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from coref.preprocess import EOS
+from generative.batch import make_batch
+from inference.posterior import Posterior, antecedent_rankings, coreference_marginals, posteriors
+from inference.smc import ParticleStructures, sample_structures
+from tests.test_lockstep import sample_corpus, small_models
+
+BOOK_TOKENS = 50_000
+ALWAYS = 1.0  # resample at every sentence end whose ESS is below N: two particles resample often
+
+
+@pytest.fixture(scope="module")
+def book() -> tuple[int, ParticleStructures, Posterior]:
+    """The book's length, its log-likelihood run and its posterior, from the same random state."""
+    documents, vocabulary = sample_corpus(BOOK_TOKENS)
+    model, proposal = small_models(vocabulary)
+    torch.manual_seed(0)
+    likelihood = sample_structures(model, proposal, make_batch(documents, vocabulary), 2, vocabulary.index(EOS),
+                                   "sentence", ALWAYS, history=False)
+    torch.manual_seed(0)
+    (posterior,) = posteriors(model, proposal, documents, vocabulary, 2, "smc", progress=False, ess_threshold=ALWAYS)
+    return len(documents[0].tokens), likelihood, posterior
+
+
+def test_the_log_likelihood_of_a_book_keeps_no_history(book):
+    tokens, likelihood, posterior = book
+    assert tokens >= BOOK_TOKENS and likelihood.R.shape == (2, 1, 0)
+    assert torch.isfinite(likelihood.log_marginal).all() and likelihood.resamplings.item() > 1_000
+    assert likelihood.log_marginal.item() == posterior.log_marginal  # keeping the history changes no number
+
+
+def test_the_posterior_of_a_book_is_traced_back_and_summarised_sparsely(book):
+    tokens, _, posterior = book
+    assert posterior.weights.sum() == pytest.approx(1.0) and posterior.resamplings > 1_000
+    mentions = [structure.mentions for structure in posterior.structures]
+    assert all(len(found) > 1_000 for found in mentions)  # annotations of the whole book, not of its start
+    assert max(mention.end for found in mentions for mention in found) > 0.9 * tokens
+    marginals = coreference_marginals(posterior.structures, posterior.weights)
+    assert len(marginals.entities.span) == sum(len(found) for found in mentions)  # a row per mention, no more
+    assert np.isclose(marginals.mention.max(), 1.0)
+    rankings = antecedent_rankings(posterior.structures, posterior.weights, top=3)
+    assert len(rankings) == len(marginals.spans) and all(len(r.antecedents) <= 3 for r in rankings)

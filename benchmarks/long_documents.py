@@ -22,7 +22,7 @@ from its arithmetic. A log-log plot of time and memory against length shows the 
         [--operations resolve log_likelihood posterior] [--max-tokens posterior=32000] [--file NOVEL.txt]
 
 Prints a table and writes ``long_documents.json`` (every row with the exact command that made it) to ``--out``
-and the plot to ``--plot``. Timings on shared machines vary by 20-40%: the machine's load is recorded.
+and the plot to ``--plot``; ``--update`` measures some rows again and keeps the others. Timings on shared machines vary by 20-40%: the machine's load is recorded.
 """
 
 from __future__ import annotations
@@ -232,6 +232,8 @@ def build_parser() -> Parser:
                         help="folder of long_documents.json")
     parser.add_argument("--plot", type=output_file, default="docs/img/long_documents.png",
                         help="the log-log plot (PNG)")
+    parser.add_argument("--update", action="store_true",
+                        help="keep the rows of an earlier long_documents.json that this run does not measure again")
     parser.add_argument("--worker", choices=OPERATIONS, help=argparse.SUPPRESS)  # one measurement (internal)
     return parser
 
@@ -247,8 +249,8 @@ def caps(pairs: list[str]) -> dict[str, int]:
     return result
 
 
-def run(args: argparse.Namespace) -> int:
-    """Measure every (operation, length) in a fresh process, print the table, write the JSON and the plot."""
+def measured_rows(args: argparse.Namespace) -> list[dict]:
+    """Every (operation, length) asked for, each in a fresh process, as it finishes (printed as a table row)."""
     limits = caps(args.max_tokens)
     rows = []
     for operation in args.operations:
@@ -265,9 +267,24 @@ def run(args: argparse.Namespace) -> int:
                    "load_before": load, "command": shlex.join(command)}
             rows.append(row)
             print(format_table([row], args.gflops).splitlines()[-1], flush=True)
+    return rows
+
+
+def run(args: argparse.Namespace) -> int:
+    """Measure, print the table, and write the JSON and the plot; with ``--update``, the rows of an earlier
+    ``long_documents.json`` that were not measured again are kept (each row records its own command)."""
+    path = Path(args.out) / "long_documents.json"
+    command = shlex.join([sys.executable, *sys.argv])
+    rows, commands = measured_rows(args), [command]
+    if args.update and path.is_file():
+        earlier = json.loads(path.read_text(encoding="utf-8"))
+        again = {(row["operation"], row["tokens"]) for row in rows}
+        kept = [row for row in earlier["rows"] if (row["operation"], row["tokens"]) not in again]
+        rows = sorted(kept + rows, key=lambda row: (OPERATIONS.index(row["operation"]), row["tokens"]))
+        commands = earlier["commands"] + commands
     table = format_table(rows, args.gflops)
     print("\n" + table)
-    fitted = {operation: slopes(rows, operation) for operation in args.operations}
+    fitted = {operation: slopes(rows, operation) for operation in OPERATIONS}
     for operation, slope in fitted.items():
         if slope:
             print(f"{operation}: log-log slope of time {slope['time']:.2f}"
@@ -275,11 +292,10 @@ def run(args: argparse.Namespace) -> int:
                      if "memory_above_smallest" in slope else ""))
     Path(args.plot).parent.mkdir(parents=True, exist_ok=True)
     plot(rows, args.plot)
-    result = {"machine": platform.platform(), "cores": os.cpu_count(), "threads": args.threads,
-              "gflops_assumed": args.gflops, "command": shlex.join([sys.executable, *sys.argv]),
-              "rows": rows, "slopes": fitted, "table": table}
-    write_text_atomic(Path(args.out) / "long_documents.json", json.dumps(result, indent=2) + "\n")
-    print(f"wrote {Path(args.out) / 'long_documents.json'} and {args.plot}")
+    result = {"machine": platform.platform(), "cores": os.cpu_count(), "gflops_assumed": args.gflops,
+              "commands": commands, "rows": rows, "slopes": fitted, "table": table}
+    write_text_atomic(path, json.dumps(result, indent=2) + "\n")
+    print(f"wrote {path} and {args.plot}")
     return 0
 
 

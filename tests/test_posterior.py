@@ -485,7 +485,7 @@ BAD_INPUTS = {
     "probability above 1": (["--text", "Hi.", "--min-probability", "1.5"], "--min-probability must be in [0, 1]"),
     "threshold above 1": (["--text", "Hi.", "--ess-threshold", "2"], "--ess-threshold must be in [0, 1]"),
     "json without evaluate": (["--text", "Hi.", "--json", "{tmp}/r.json"], "--json is for --evaluate"),
-    "no source": ([], "one of the arguments --text --conll --evaluate is required"),
+    "no source": ([], "one of the arguments --text --file --conll --evaluate is required"),
     "unknown corpus": (["--evaluate", "--corpus", "nope"], "unknown corpus 'nope'"),
     "missing checkpoint": (["--text", "Hi.", "--checkpoint", "{tmp}/missing.pt"], "missing.pt: no such checkpoint"),
     "truncated checkpoint": (["--text", "Hi.", "--checkpoint", "{tmp}/truncated.pt"],

@@ -22,7 +22,8 @@ from its arithmetic. A log-log plot of time and memory against length shows the 
         [--operations resolve log_likelihood posterior] [--max-tokens posterior=32000] [--file NOVEL.txt]
 
 Prints a table and writes ``long_documents.json`` (every row with the exact command that made it) to ``--out``
-and the plot to ``--plot``; ``--update`` measures some rows again and keeps the others. Timings on shared machines vary by 20-40%: the machine's load is recorded.
+and the plot to ``--plot``; ``--update`` measures some rows again and keeps the others. Timings on shared
+machines vary by 20-40%: the machine's load is recorded.
 """
 
 from __future__ import annotations

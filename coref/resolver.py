@@ -510,8 +510,7 @@ def arc_features(document: Document, syntax: Syntax | None = None) -> np.ndarray
     Rows run anaphor by anaphor, antecedents in document order (``np.tril_indices(n, -1)``), so the arcs of
     mention ``j`` are rows ``(j-1)(j-2)/2`` to ``j(j-1)/2 - 1``.
     """
-    mentions = describe_mentions(document, syntax)
-    return pair_features(mentions, *np.tril_indices(len(mentions), -1))
+    return _all_arcs(describe_mentions(document, syntax))
 
 
 def _read_mentions(document: Document, syntax: Syntax | None, lowercase: bool) -> _Mentions:
@@ -523,10 +522,14 @@ def _read_mentions(document: Document, syntax: Syntax | None, lowercase: bool) -
     return describe_mentions(document, syntax)
 
 
+def _all_arcs(mentions: _Mentions) -> np.ndarray:
+    """:func:`pair_features` of every real arc, in :func:`arc_features`'s row order."""
+    return pair_features(mentions, *np.tril_indices(len(mentions), -1))
+
+
 def _read_features(document: Document, syntax: Syntax | None, lowercase: bool) -> np.ndarray:
     """:func:`arc_features` of the document as a model reads it (see :func:`_read_mentions`)."""
-    mentions = _read_mentions(document, syntax, lowercase)
-    return pair_features(mentions, *np.tril_indices(len(mentions), -1))
+    return _all_arcs(_read_mentions(document, syntax, lowercase))
 
 
 def _arcs_of(features: np.ndarray, j: int) -> np.ndarray:

@@ -256,7 +256,8 @@ class EntityTable:
         self.write(where, slot, embedding)
         for name, value in (("last_position", _column(position)), ("last_sentence", sentence[..., None])):
             table = getattr(self, name)
-            setattr(self, name, _put(table, where, slot, torch.as_tensor(value).to(table).expand(*where.shape, 1)[..., 0]))
+            rows = torch.as_tensor(value).to(table).expand(*where.shape, 1)[..., 0]
+            setattr(self, name, _put(table, where, slot, rows))
 
     def _row_index(self, slot: torch.Tensor) -> torch.Tensor:
         return slot.clamp(min=0)[..., None, None].expand(*slot.shape, 1, self.embeddings.shape[-1])

@@ -175,20 +175,24 @@ class SpanEntities:
     def entity_columns(self, indices: np.ndarray) -> np.ndarray:
         """(P, len(indices)) the entity each particle gives each of the spans ``indices`` (distinct), -1 where it
         makes the span no mention: a dense table of a bounded set of columns."""
-        column = np.full(len(self.spans), -1)
-        column[indices] = np.arange(len(indices))
-        hit = column[self.span] >= 0
+        hit, column = self._columns(indices)
         table = np.full((self.particles, len(indices)), -1, dtype=np.int64)
-        table[self.particle[hit], column[self.span[hit]]] = self.entity[hit]
+        table[self.particle[hit], column] = self.entity[hit]
         return table
 
     def restricted(self, indices: np.ndarray) -> SpanEntities:
         """The table of the spans ``indices`` (increasing) alone, renumbered 0..len(indices) - 1."""
+        hit, column = self._columns(indices)
+        return SpanEntities([self.spans[a] for a in indices], [self.texts[a] for a in indices], self.particles,
+                            self.particle[hit], column, self.entity[hit])
+
+    def _columns(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Which mention rows are of the spans ``indices`` (distinct), and for those the position of their span
+        in ``indices``."""
         column = np.full(len(self.spans), -1)
         column[indices] = np.arange(len(indices))
         hit = column[self.span] >= 0
-        return SpanEntities([self.spans[a] for a in indices], [self.texts[a] for a in indices], self.particles,
-                            self.particle[hit], column[self.span[hit]], self.entity[hit])
+        return hit, column[self.span[hit]]
 
 
 def span_entities(structures: Sequence[Document]) -> SpanEntities:
@@ -518,7 +522,8 @@ def build_parser() -> Parser:
                         help="the antecedent lists keep at most this many antecedents per span, the most probable; "
                              "the rest is one remainder")
     parser.add_argument("--out", metavar="FOLDER", default="posterior",
-                        help="output folder for --text/--file/--conll, replaced as a whole when the run succeeds; refused "
+                        help="output folder for --text/--file/--conll, replaced as a whole when the run succeeds; "
+                             "refused "
                              "if it holds files other than the ones listed above")
     parser.add_argument("--corpus", default="sample", help="--evaluate: corpus name")
     parser.add_argument("--split", default="test", help="--evaluate: split")
@@ -619,7 +624,8 @@ def original_posteriors(model: EntityNLM, proposal: EntityProposal, originals: S
 
 
 def analyse(args: argparse.Namespace) -> dict:
-    """--text / --file / --conll: samples, MAP structures, marginals, antecedent lists and heatmaps, into ``args.out``."""
+    """--text / --file / --conll: samples, MAP structures, marginals, antecedent lists and heatmaps, into
+    ``args.out``."""
     device = resolve_device(args.device)
     set_seed(args.seed)
     originals = input_documents(args)

@@ -256,7 +256,8 @@ def sample_structures(
             if bool(chosen_to_resample.any()):  # one host sync per sentence end
                 for tracker in (model_tracker, proposal_tracker):
                     tracker.resample(ancestors)
-                genealogy.resampled(t, ancestors)
+                if history:
+                    genealogy.resampled(t, ancestors)
                 log_joint = log_joint.gather(0, ancestors)
                 log_weights = torch.where(chosen_to_resample, torch.zeros_like(log_weights), log_weights)
                 resamplings += chosen_to_resample.long()

@@ -341,6 +341,7 @@ ROWS = [
         "{truncated}: not an entitylm checkpoint"),
     row("inference.posterior", f"--text {TEXT} --out {{unwritable}}", "{unwritable}"),
     row("inference.posterior", f"--text {TEXT} --particles 0 --out {{out}}", "--particles"),
+    row("inference.posterior", f"--text {TEXT} --top-antecedents 0 --out {{out}}", "--top-antecedents"),
     row("entitylm-posterior", "--conll {empty} --out {out}", "{empty}:1:"),
     # ---- reranking and entity prediction --------------------------------------------------------------------
     row("inference.rerank", "--resolver {binary} --corpus sample", "{binary}: not a resolver model"),

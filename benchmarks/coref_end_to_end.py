@@ -2,7 +2,7 @@
 
     python benchmarks/coref_end_to_end.py --data-dir DATA --runs runs
 
-Scores, with the official scorer's semantics (:mod:`coref.metrics`), per corpus and split:
+Scores, with the official scorer's semantics (:mod:`coref.metrics.coreference`), per corpus and split:
 
 - **gold mentions**: the base resolver (``RUNS/resolver/CORPUS.npz``) on EntityNLM's preprocessed gold mentions;
 - **predicted mentions**: the detector ``RUNS/mentions/CORPUS.pt`` and the ranker trained on its mentions
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from coref import resolver  # noqa: E402
-from coref.atomic import write_text_atomic  # noqa: E402
+from coref.io.atomic import write_text_atomic  # noqa: E402
 from coref.cli import Parser, output_folder, run_main  # noqa: E402
 
 CORPORA = ("litbank", "ontogum")
@@ -51,7 +51,7 @@ def scores(arguments: list[str], folder: Path, name: str) -> dict:
     out = folder / f"{name}.json"
     status = resolver.main(["predict", *arguments, "--out", str(folder / f"{name}.conll"), "--json", str(out)])
     if status != 0:
-        raise RuntimeError(f"coref.resolver predict {' '.join(arguments)} failed with status {status}")
+        raise RuntimeError(f"coref.resolution.ranker predict {' '.join(arguments)} failed with status {status}")
     return json.loads(out.read_text())
 
 

@@ -32,10 +32,10 @@ from scipy.stats import binomtest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repository's packages
 
 from benchmarks.runs import ROOT, Step, run_steps  # noqa: E402
-from coref.atomic import write_text_atomic  # noqa: E402
-from coref.babi import TASKS  # noqa: E402
+from coref.io.atomic import write_text_atomic  # noqa: E402
+from coref.corpora.babi import TASKS  # noqa: E402
 from coref.cli import Parser, integer, output_folder, run_main  # noqa: E402
-from inference.reading import READERS  # noqa: E402
+from inference.training.coref_gru import READERS  # noqa: E402
 
 FAILED_BELOW = 0.95  # a task whose max accuracy is below this has failed (the paper's and bAbI's convention)
 LAMBADA_MODELS = ("ga_gru", "ga_cgru")  # Table 3's comparison
@@ -56,11 +56,11 @@ def build_parser() -> Parser:
                         help="the results' file name, without .json or .md (e.g. coref_gru_nouns for a grid run "
                              "with --train-args '--chains nouns')")
     parser.add_argument("--collect-only", action="store_true", help="run nothing: gather the finished runs")
-    parser.add_argument("--train-args", default="", help="further options of inference.train for every bAbI run")
+    parser.add_argument("--train-args", default="", help="further options of inference.training.train for every bAbI run")
     parser.add_argument("--lambada-seeds", nargs="*", type=int, default=[],
                         help="one LAMBADA run of GA w/ GRU and of GA w/ C-GRU per seed (default: none)")
     parser.add_argument("--lambada-out", type=output_folder, default="runs/lambada", help="folder of the LAMBADA runs")
-    parser.add_argument("--lambada-args", default="", help="further options of inference.train for LAMBADA runs")
+    parser.add_argument("--lambada-args", default="", help="further options of inference.training.train for LAMBADA runs")
     return parser
 
 
@@ -71,14 +71,14 @@ def run_folder(out: Path, model: str, task: int, seed: int) -> Path:
 def steps(args: argparse.Namespace, model: str, task: int, seed: int) -> list[Step]:
     folder = run_folder(Path(args.out), model, task, seed)
     data = ["--data-dir", args.data_dir] if args.data_dir else []
-    return [(folder / "train.json", ["inference.train", "--model", model, "--task", f"babi:{task}", *data,
+    return [(folder / "train.json", ["inference.training.train", "--model", model, "--task", f"babi:{task}", *data,
                                      "--seed", str(seed), "--out", str(folder), *args.train_args.split()])]
 
 
 def lambada_steps(args: argparse.Namespace, model: str, seed: int) -> list[Step]:
     folder = Path(args.lambada_out) / model / f"seed{seed}"
     data = ["--data-dir", args.data_dir] if args.data_dir else []
-    return [(folder / "train.json", ["inference.train", "--model", model, "--task", "lambada", *data,
+    return [(folder / "train.json", ["inference.training.train", "--model", model, "--task", "lambada", *data,
                                      "--seed", str(seed), "--out", str(folder), *args.lambada_args.split()])]
 
 

@@ -5,8 +5,8 @@ dntm_CORPUS_*.png.
 
     python benchmarks/dntm.py --corpus ontogum --data-dir DATA --seeds 0 1 2 --jobs 2 --out runs/dntm
 
-Every run goes through the shared commands (``inference.train``, ``inference.perplexity``,
-``inference.entity_cloze``), one subprocess each, ``--jobs`` at a time; a step whose output exists is not run
+Every run goes through the shared commands (``inference.training.train``, ``inference.evaluation.perplexity``,
+``inference.evaluation.entity_cloze``), one subprocess each, ``--jobs`` at a time; a step whose output exists is not run
 again, so the script resumes where it stopped. A variant's figure is the mean over its seeds with the standard
 error (standard deviation / sqrt(seeds)), as the paper reports.
 """
@@ -25,11 +25,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repository's packages
 
 from benchmarks.runs import ROOT, Step, mean_and_error, run_steps  # noqa: E402
-from coref.atomic import atomic_path, write_text_atomic  # noqa: E402
+from coref.io.atomic import atomic_path, write_text_atomic  # noqa: E402
 from coref.cli import Parser, integer, output_folder, run_main  # noqa: E402
 from generative.dntm import MERGES, PLACEMENTS  # noqa: E402
-from inference.checkpoint import Checkpoint  # noqa: E402
-from inference.perplexity import GROUPS  # noqa: E402
+from inference.training.checkpoint import Checkpoint  # noqa: E402
+from inference.evaluation.perplexity import GROUPS  # noqa: E402
 
 VARIANTS = ("baseline", *(f"{placement}/{merge}" for placement in PLACEMENTS if placement != "none"
                           for merge in MERGES))
@@ -59,7 +59,7 @@ def build_parser() -> Parser:
     parser.add_argument("--collect-only", action="store_true",
                         help="run nothing: gather the runs that exist into the table, JSON and figures")
     parser.add_argument("--train-args", default="--epochs 5 --patience 2 --hidden-size 128 --embedding-size 128 "
-                        "--context-size 128", help="further options of inference.train, the same for every run")
+                        "--context-size 128", help="further options of inference.training.train, the same for every run")
     return parser
 
 
@@ -78,11 +78,11 @@ def steps(args: argparse.Namespace, variant: str, seed: int) -> list[Step]:
     data = ["--corpus", args.corpus] + (["--data-dir", args.data_dir] if args.data_dir else [])
     model = folder / "model.pt"  # written by training, read by the evaluations
     return [
-        (folder / "train.json", ["inference.train", "--model", "dntm", *variant_options(variant), *data,
+        (folder / "train.json", ["inference.training.train", "--model", "dntm", *variant_options(variant), *data,
                                  "--seed", str(seed), "--out", str(folder), *args.train_args.split()]),
-        (folder / "perplexity.json", ["inference.perplexity", "--checkpoint", str(model), *data,
+        (folder / "perplexity.json", ["inference.evaluation.perplexity", "--checkpoint", str(model), *data,
                                       "--json", str(folder / "perplexity.json")]),
-        (folder / "cloze.json", ["inference.entity_cloze", "--checkpoint", str(model), *data,
+        (folder / "cloze.json", ["inference.evaluation.entity_cloze", "--checkpoint", str(model), *data,
                                  "--json", str(folder / "cloze.json")]),
     ]
 

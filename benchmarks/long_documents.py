@@ -3,14 +3,14 @@
 For each length (tokens of our tokeniser; default 2K, 8K, 32K and 128K) and each operation, a fresh process
 makes the text and runs the operation once, so its peak resident set size is that operation's alone:
 
-- ``resolve``: coreference of raw text by the bundled pipeline (:func:`coref.resolve.resolve`);
+- ``resolve``: coreference of raw text by the bundled pipeline (:func:`coref.resolution.pipeline.resolve`);
 - ``log_likelihood``: EntityNLM's marginal log-likelihood by SMC (:meth:`inference.api.LanguageModel.log_likelihood`,
   ``--particles`` particles, 100 by default as the issue asks);
 - ``posterior``: EntityNLM's posterior over the coreference structure (:meth:`~inference.api.LanguageModel.posterior`
   with its defaults, 500 particles, SMC), and its sparse antecedent marginals.
 
 The long text is the user's ``--file`` (its first N tokens, repeated from its start when it is shorter), or a
-corpus split's documents joined end to end (:func:`coref.corpora.joined_text`; LitBank's test split by default,
+corpus split's documents joined end to end (:func:`coref.corpora.registry.joined_text`; LitBank's test split by default,
 the embedded sample corpus with ``--corpus sample``). Nothing is downloaded.
 
 Beside EntityNLM's times stands the arithmetic floor of a step: the floating-point operations every particle
@@ -41,10 +41,10 @@ from pathlib import Path
 
 import numpy as np
 
-from coref.atomic import write_text_atomic
+from coref.io.atomic import write_text_atomic
 from coref.cli import Parser, integer, output_file, output_folder, real, run_main
-from generative.entitynlm import EntityNLM
-from generative.softmax import ClassFactoredSoftmax
+from generative.entitynlm.model import EntityNLM
+from generative.layers.softmax import ClassFactoredSoftmax
 
 OPERATIONS = ("resolve", "log_likelihood", "posterior")
 DEFAULT_LENGTHS = (2_000, 8_000, 32_000, 128_000)
@@ -54,11 +54,11 @@ DEFAULT_LENGTHS = (2_000, 8_000, 32_000, 128_000)
 
 
 def long_text(tokens: int, file: str | None, corpus: str, split: str, data_dir: str | None) -> str:
-    """A text of exactly ``tokens`` tokens of :func:`coref.text.tokenize`: the first ones of ``file`` (repeated
+    """A text of exactly ``tokens`` tokens of :func:`coref.io.text.tokenize`: the first ones of ``file`` (repeated
     from its start as often as needed), or of a corpus split's documents joined end to end."""
-    from coref.conll import read_utf8
-    from coref.corpora import joined_text
-    from coref.text import tokenize
+    from coref.io.conll import read_utf8
+    from coref.corpora.registry import joined_text
+    from coref.io.text import tokenize
 
     if file is None:
         return joined_text(corpus, split, data_dir, tokens)
@@ -77,7 +77,7 @@ def measure(operation: str, text: str, particles: int, seed: int) -> dict:
     """Run ``operation`` once on ``text`` in this process: its seconds and what it found."""
     started = time.perf_counter()
     if operation == "resolve":
-        from coref.resolve import resolve
+        from coref.resolution.pipeline import resolve
 
         document = resolve(text)
         found = {"mentions": len(document.mentions), "entities": len({m.entity for m in document.mentions})}

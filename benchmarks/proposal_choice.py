@@ -23,11 +23,11 @@ import statistics
 import sys
 from pathlib import Path
 
-from coref.atomic import write_text_atomic
+from coref.io.atomic import write_text_atomic
 from coref.cli import Parser, integer, output_file, output_folder, real, run_main
-from generative.entitynlm import PROPOSAL_CONTEXTS
-from inference import marginal_ppl
-from inference.checkpoint import Checkpoint
+from generative.entitynlm.model import PROPOSAL_CONTEXTS
+from inference.evaluation import marginal_ppl
+from inference.training.checkpoint import Checkpoint
 from inference.common import USER_ERRORS
 
 CORPORA = ("litbank", "ontogum")
@@ -44,7 +44,7 @@ def candidates(args: argparse.Namespace) -> dict[str, tuple[str, str, float]]:
 
 
 def result(name: str, corpus: str, candidate: tuple[str, str, float], args: argparse.Namespace) -> dict:
-    """One (candidate, corpus) run of inference.marginal_ppl on dev, or its JSON kept in ``--out`` from before."""
+    """One (candidate, corpus) run of inference.evaluation.marginal_ppl on dev, or its JSON kept in ``--out`` from before."""
     path = Path(args.out) / f"{corpus}_dev_{name.replace(' ', '_').replace('=', '')}.json"
     checkpoint, proposal, temperature = candidate
     stored = marginal_ppl.stored_result(path, {"checkpoint": str(Path(checkpoint)), "corpus": corpus, "split": "dev",
@@ -66,7 +66,7 @@ def build_parser() -> Parser:
     parser.add_argument("--entitynlm", required=True, help="EntityNLM checkpoint whose proposals are compared")
     parser.add_argument("--proposals", nargs="+", choices=PROPOSAL_CONTEXTS, default=list(PROPOSAL_CONTEXTS),
                         help="the checkpoint's proposals to compare")
-    parser.add_argument("--refined", help="a checkpoint whose proposal inference.refine refined (default: none)")
+    parser.add_argument("--refined", help="a checkpoint whose proposal inference.algorithms.refine refined (default: none)")
     parser.add_argument("--refined-proposal", choices=PROPOSAL_CONTEXTS, default="bidirectional",
                         help="which proposal of --refined was refined")
     parser.add_argument("--temperatures", type=real(0, include_low=False), nargs="+", default=[1.0],

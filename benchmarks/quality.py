@@ -22,10 +22,10 @@ import statistics
 import sys
 from pathlib import Path
 
-from coref.atomic import write_text_atomic
+from coref.io.atomic import write_text_atomic
 from coref.cli import Parser, integer, output_folder, run_main
-from generative.entitynlm import PROPOSAL_CONTEXTS
-from inference import marginal_ppl
+from generative.entitynlm.model import PROPOSAL_CONTEXTS
+from inference.evaluation import marginal_ppl
 from inference.common import USER_ERRORS
 
 CORPORA = ("litbank", "ontogum")

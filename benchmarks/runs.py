@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from coref.atomic import write_text_atomic
+from coref.io.atomic import write_text_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,14 +25,14 @@ def run_steps(steps: Sequence[Step], label: str) -> None:
     for output, command in steps:
         if output.exists():
             continue
-        if command[0] == "inference.train" and (output.parent / "last.pt").exists():
+        if command[0] == "inference.training.train" and (output.parent / "last.pt").exists():
             command = [*command, "--resume"]
         done = subprocess.run([sys.executable, "-m", *command], cwd=ROOT, capture_output=True, text=True,
                               env={**os.environ, "OMP_NUM_THREADS": "1"})
         if done.returncode != 0:
             last = (done.stderr.strip().splitlines() or ["no message"])[-1]
             raise RuntimeError(f"{command[0]} of {label} failed: {last}")
-        if command[0] == "inference.train":
+        if command[0] == "inference.training.train":
             write_text_atomic(output, done.stdout)
         print(f"done: {label}: {command[0]}", file=sys.stderr)
 

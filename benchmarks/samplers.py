@@ -1,8 +1,8 @@
 """Which estimator of log p(x) has the lower variance at equal compute: importance sampling or SMC?
 
 Each document of a corpus split is estimated by importance sampling (the paper's eq. 11) and by SMC (resampling
-at sentence ends when the ESS falls below half; :mod:`inference.smc`) with the same proposal and the same N
-particles, R times each (seeds ``--seed`` to ``--seed + R - 1``), through ``inference.marginal_ppl``'s own
+at sentence ends when the ESS falls below half; :mod:`inference.algorithms.smc`) with the same proposal and the same N
+particles, R times each (seeds ``--seed`` to ``--seed + R - 1``), through ``inference.evaluation.marginal_ppl``'s own
 code. Per sampler it reports:
 
 - the across-seed standard deviation of each document's log p_hat(x), averaged over documents (the headline);
@@ -35,12 +35,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from coref.atomic import write_text_atomic
+from coref.io.atomic import write_text_atomic
 from coref.cli import Parser, integer, output_folder, real, run_main
-from coref.preprocess import EOS
-from generative.entitynlm import PROPOSAL_CONTEXTS
-from inference import marginal_ppl
-from inference.checkpoint import entitynlm_checkpoint
+from coref.corpora.preprocess import EOS
+from generative.entitynlm.model import PROPOSAL_CONTEXTS
+from inference.evaluation import marginal_ppl
+from inference.training.checkpoint import entitynlm_checkpoint
 from inference.common import USER_ERRORS, resolve_device, set_seed
 
 SAMPLERS = marginal_ppl.SAMPLERS

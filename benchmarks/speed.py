@@ -30,15 +30,15 @@ import pyro
 import torch
 from pyro.infer import Importance
 
-from coref.atomic import write_text_atomic
+from coref.io.atomic import write_text_atomic
 from coref.cli import Parser, integer, output_folder, run_main
 from coref.document import sentence_chunks
-from generative.batch import batches_by_length, make_batch
-from generative.entitynlm import PROPOSAL_CONTEXTS, Annotation, EntityNLMConfig, EntityProposal
-from generative.rnnlm import RNNLM, RNNLMConfig
-from inference.checkpoint import Checkpoint, entitynlm_modules, pretrained
+from generative.layers.batch import batches_by_length, make_batch
+from generative.entitynlm.model import PROPOSAL_CONTEXTS, Annotation, EntityNLMConfig, EntityProposal
+from generative.baselines.rnnlm import RNNLM, RNNLMConfig
+from inference.training.checkpoint import Checkpoint, entitynlm_modules, pretrained
 from inference.common import USER_ERRORS, prepared_documents, resolve_device, set_seed
-from inference.importance import estimate_marginal
+from inference.algorithms.importance import estimate_marginal
 
 
 def timed(function) -> float:

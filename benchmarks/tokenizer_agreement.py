@@ -1,4 +1,4 @@
-"""How closely :func:`coref.text.tokenize` reproduces the corpora's gold tokens and sentences from raw text.
+"""How closely :func:`coref.io.text.tokenize` reproduces the corpora's gold tokens and sentences from raw text.
 
 Joining gold tokens with spaces would hand the tokenizer its answer, so each document's raw text is rebuilt by
 detokenising: punctuation, clitics (``'s``, ``n't``) and closing quotes and brackets attach to the token before,
@@ -25,11 +25,11 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from coref.atomic import write_text_atomic
+from coref.io.atomic import write_text_atomic
 from coref.cli import Parser, integer, output_folder, run_main
-from coref.corpora import load_corpus, resolve_data_dir
+from coref.corpora.registry import load_corpus, resolve_data_dir
 from coref.document import Document
-from coref.text import tokenize
+from coref.io.text import tokenize
 
 CORPORA = ("litbank", "ontogum")
 Spans = list[tuple[int, int]]
@@ -151,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
         [: args.documents]
         for corpus in CORPORA
     }
-    tokenizers = {"coref.text": ours}
+    tokenizers = {"coref.io.text": ours}
     syntok = syntok_tokenizer()
     if syntok is not None:
         tokenizers["syntok"] = syntok

@@ -25,7 +25,7 @@ from typing import NoReturn, TypeVar
 
 from tqdm import tqdm
 
-from coref.atomic import remove_partial_files
+from coref.io.atomic import remove_partial_files
 
 BAD_INPUT = 2  # argparse's status for a usage error; every command uses it for any bad input
 INTERRUPTED = 130  # the shell's status for a command stopped by SIGINT (128 + 2)
@@ -154,7 +154,7 @@ def describe(error: BaseException) -> str:
 def run_main(body: Callable[[], int], errors: tuple[type[Exception], ...] = USER_ERRORS) -> int:
     """Run a command's body and return its exit status: bad input (``errors``) prints ``error: MESSAGE`` on one
     line and returns 2, Ctrl-C prints ``interrupted`` and returns 130. Files are written atomically
-    (:mod:`coref.atomic`), so either way none is left half-written."""
+    (:mod:`coref.io.atomic`), so either way none is left half-written."""
     try:
         return body()
     except errors as error:

@@ -14,7 +14,7 @@ That encoding can only express non-overlapping mentions of bounded length; :func
 anything else with a list of the offending mentions, and :func:`decode_entities` is its exact inverse, so
 ``decode_entities(encode_entities(doc))`` has the same clusters as ``doc`` whenever the encoding exists.
 Bringing a real document into that shape (outermost mentions, no singletons, ...) is the job of
-:mod:`coref.preprocess`, which reports everything it changes.
+:mod:`coref.corpora.preprocess`, which reports everything it changes.
 """
 
 from __future__ import annotations
@@ -168,7 +168,7 @@ def sentence_chunks(document: Document, max_tokens: int) -> list[Document]:
     Cuts fall only at sentence starts that no mention spans; a piece grows past ``max_tokens`` when it must (a
     long sentence, a mention across sentences). Piece k is a Document with id ``ID#k`` holding its own mentions
     (spans shifted), so an entity first mentioned in an earlier piece is new in this one: training on pieces
-    truncates the context, which is why it is an option (``inference.train --train-chunk``), not the default.
+    truncates the context, which is why it is an option (``inference.training.train --train-chunk``), not the default.
     """
     spanned = {b for m in document.mentions for b in range(m.start + 1, m.end)}
     pieces: list[tuple[int, int]] = []

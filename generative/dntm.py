@@ -34,7 +34,7 @@ and output embeddings with the pretrained ones, entity tokens with ``<unk>``'s v
 (:meth:`DynamicNeuralTextModel.initialise_word_embeddings`).
 
 As a Pyro program the model has one observed site ``X`` (the words of each document, an event of T tokens with
-the padding masked out) in the ``documents`` plate, like :class:`generative.rnnlm.RNNLM`.
+the padding masked out) in the ``documents`` plate, like :class:`generative.baselines.rnnlm.RNNLM`.
 """
 
 from __future__ import annotations
@@ -52,8 +52,8 @@ from pyro.nn import PyroModule, pyro_method
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from generative.batch import DocumentBatch
-from generative.config import LanguageModelConfig
+from generative.layers.batch import DocumentBatch
+from generative.layers.config import LanguageModelConfig
 
 PLACEMENTS = ("none", "input", "output", "both")  # where the dynamic entity embeddings go (eq. 9, 10)
 MERGES = ("gru_relu", "gru", "max", "latest")  # how d_{e,i} follows from d'_{e,i} and d_{e,i-1}

@@ -240,7 +240,7 @@ def pad_prompts(prompts: Sequence[Sequence[int]], prompt_entities: Sequence[Sequ
 
 def make_batch(examples: Sequence[MnemeExample | Mapping[str, Any]], pad_id: int = 0) -> MnemeBatch:
     """A :class:`MnemeBatch` of ``examples`` (:class:`MnemeExample` or dicts with its field names), e.g. from
-    ``coref.stories``: ``prompt_tokens(story)`` mapped to ids gives ``prompt``/``prompt_entity``, the story's
+    ``coref.corpora.stories``: ``prompt_tokens(story)`` mapped to ids gives ``prompt``/``prompt_entity``, the story's
     tokens, ``entity_labels`` (per-token entity sets) and ``mention_mask`` the rest."""
     examples = [e if isinstance(e, MnemeExample) else MnemeExample(**e) for e in examples]
     if not examples:

@@ -1,7 +1,7 @@
 """Every neural language model of entitylm behind one small interface, and the registry the commands use.
 
 A language model here is a torch module built from a config dataclass and the training vocabulary's word counts
-(:meth:`ModelKind.build`), with two methods over a :class:`~generative.batch.DocumentBatch`:
+(:meth:`ModelKind.build`), with two methods over a :class:`~generative.layers.batch.DocumentBatch`:
 
 - ``log_likelihood(batch) -> (B,)``: what training maximises, per document (EntityNLM: the joint of the words
   and their gold annotation, paper eq. 9; the others: log p(words));
@@ -11,8 +11,8 @@ A language model here is a torch module built from a config dataclass and the tr
 
 ``python -m inference.train --model NAME`` trains any of them and ``python -m inference.perplexity`` evaluates the
 exact ones, with the same batching, checkpoints, seeds and ``--device``. The Kneser-Ney n-gram is no torch module;
-it is fitted by counting (``inference.train --model ngram``) and evaluated through the same per-token interface
-(:meth:`generative.ngram.KneserNeyLM.log_prob`). A new model joins by adding one :class:`ModelKind` here.
+it is fitted by counting (``inference.training.train --model ngram``) and evaluated through the same per-token interface
+(:meth:`generative.baselines.ngram.KneserNeyLM.log_prob`). A new model joins by adding one :class:`ModelKind` here.
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
-from generative.batch import DocumentBatch
+from generative.layers.batch import DocumentBatch
 from generative.dntm import DNTMConfig, DynamicNeuralTextModel
-from generative.entitynlm import EntityNLM, EntityNLMConfig
-from generative.rnnlm import RNNLM, RNNLMConfig
+from generative.entitynlm.model import EntityNLM, EntityNLMConfig
+from generative.baselines.rnnlm import RNNLM, RNNLMConfig
 
-# What a model reads: "entity" is EntityNLM's preprocessing of annotated text (coref.preprocess, the paper's);
-# "anonymised" is Kobayashi et al.'s Anonymized Language Modelling data (coref.anonymise), each coreference chain's
+# What a model reads: "entity" is EntityNLM's preprocessing of annotated text (coref.corpora.preprocess, the paper's);
+# "anonymised" is Kobayashi et al.'s Anonymized Language Modelling data (coref.corpora.anonymise), each coreference chain's
 # mentions replaced by one token <unkK>.
 DATA_KINDS = ("entity", "anonymised")
 

@@ -14,11 +14,11 @@ import pyro
 import torch
 
 from coref import cli
-from coref.anonymise import ANONYMISED_PREPROCESS, anonymised_corpus, anonymised_vocabulary, dropped_lines
-from coref.atomic import write_text_atomic
-from coref.corpora import dropped_report, load_corpus
+from coref.corpora.anonymise import ANONYMISED_PREPROCESS, anonymised_corpus, anonymised_vocabulary, dropped_lines
+from coref.io.atomic import write_text_atomic
+from coref.corpora.registry import dropped_report, load_corpus
 from coref.document import Document
-from coref.preprocess import PreprocessConfig, Vocabulary, apply_vocabulary, preprocess_documents
+from coref.corpora.preprocess import PreprocessConfig, Vocabulary, apply_vocabulary, preprocess_documents
 
 # What bad input raises: the commands report these in one line (exit status 2), never as a traceback. Every
 # input error of entitylm is a ValueError (CorpusError, ConllError, CheckpointError, ...); non-finite
@@ -54,7 +54,7 @@ def prepared_documents(
     quiet: bool = False,
 ) -> list[Document]:
     """A corpus split after the paper's preprocessing (and the vocabulary, when given). Unless ``quiet``, what
-    the reader and preprocessing dropped is reported on stderr (:func:`coref.corpora.dropped_report`)."""
+    the reader and preprocessing dropped is reported on stderr (:func:`coref.corpora.registry.dropped_report`)."""
     loaded = load_corpus(corpus, split, data_dir)
     documents, report = preprocess_documents(loaded.documents, config, vocabulary)
     if not quiet:
@@ -72,7 +72,7 @@ def language_model_documents(data: str, corpus: str, split: str, data_dir: str |
                              vocabulary: Vocabulary | None = None, quiet: bool = False) -> list[Document]:
     """A corpus split as a model of data kind ``data`` reads it (words outside ``vocabulary``, when given, become
     ``<unk>``); what was dropped is reported on stderr unless ``quiet``. ``config`` is the entity data's
-    preprocessing; the anonymised data always uses :data:`coref.anonymise.ANONYMISED_PREPROCESS`."""
+    preprocessing; the anonymised data always uses :data:`coref.corpora.anonymise.ANONYMISED_PREPROCESS`."""
     if data == "entity":
         return prepared_documents(corpus, split, data_dir, config, vocabulary, quiet)
     loaded = anonymised_corpus(corpus, split, data_dir)

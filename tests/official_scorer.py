@@ -1,6 +1,6 @@
 """The official CoNLL coreference scorer (Perl, ``../shared/tools``) as a test oracle: run it, read its figures.
 
-Never part of the package: tests compare :mod:`coref.metrics` with it on the same files. Each metric runs in
+Never part of the package: tests compare :mod:`coref.metrics.coreference` with it on the same files. Each metric runs in
 its own ``perl scorer.pl METRIC KEY RESPONSE none`` process, because the scorer's count of repeated response
 mentions (it refuses more than 10) is never reset between metrics within one process.
 """

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from coref.anonymise import (
+from coref.corpora.anonymise import (
     ANONYMISED_PREPROCESS,
     ENTITY_TOKENS,
     MAX_CHAINS,
@@ -22,10 +22,10 @@ from coref.anonymise import (
     source_spans,
     table1,
 )
-from coref.conll import write_conll
-from coref.corpora import CorpusError
+from coref.io.conll import write_conll
+from coref.corpora.registry import CorpusError
 from coref.document import Document, Mention, encoding_problems
-from coref.preprocess import NUM, SPECIALS, UNK, Vocabulary, apply_vocabulary, preprocess_document
+from coref.corpora.preprocess import NUM, SPECIALS, UNK, Vocabulary, apply_vocabulary, preprocess_document
 
 
 def document(text: str, mentions=(), sentences=None, id: str = "doc") -> Document:
@@ -143,7 +143,7 @@ def test_anonymise_round_trips_and_leaves_one_identifier_token_per_mention(doc):
 
 
 def test_batching_gives_entity_k_and_word_id_first_plus_k_minus_1_at_each_identifier():
-    from generative.batch import token_stream  # torch: imported only here
+    from generative.layers.batch import token_stream  # torch: imported only here
 
     doc = anonymise(document("John saw Mary . Mary saw him .", [(0, 1, 7), (2, 3, 3), (4, 5, 3), (6, 7, 7)]))
     vocabulary = anonymised_vocabulary([doc])

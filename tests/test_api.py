@@ -11,27 +11,31 @@ import torch
 from matplotlib.figure import Figure
 
 import inference.api as elm
-from coref.anonymise import anonymised_corpus, table1
-from coref.babi import load_babi
-from coref.conll import parse_conll, write_conll
-from coref.corpora import load_corpus
+from coref.corpora.anonymise import anonymised_corpus, table1
+from coref.corpora.babi import load_babi
+from coref.io.conll import parse_conll, write_conll
+from coref.corpora.registry import load_corpus
 from coref.document import Document, Mention
-from coref.entity_metrics import StoryMetrics
-from coref.kbest import greedy_tree
-from coref.metrics import evaluate
-from coref.preprocess import drop_singletons, preprocess_document
-from coref.resolver import MentionRanker, resolver_documents
-from coref.stories import load_stories, story_stats
-from coref.text import tokenize as tokenize_text
-from generative.batch import make_batch
+from coref.metrics.stories import StoryMetrics
+from coref.resolution.kbest import greedy_tree
+from coref.metrics.coreference import evaluate
+from coref.corpora.preprocess import drop_singletons, preprocess_document
+from coref.resolution.ranker import MentionRanker, resolver_documents
+from coref.corpora.stories import load_stories, story_stats
+from coref.io.text import tokenize as tokenize_text
+from generative.layers.batch import make_batch
 from generative.coref_gru import make_reading_batch
 from generative.mneme import make_batch as make_story_batch
-from inference import entity_cloze, generate, marginal_ppl, perplexity, story_lm
-from inference.checkpoint import Checkpoint, entitynlm_modules, pretrained
+from inference.evaluation import entity_cloze
+from inference.algorithms import generate
+from inference.evaluation import marginal_ppl
+from inference.evaluation import perplexity
+from inference.training import mneme as story_lm
+from inference.training.checkpoint import Checkpoint, entitynlm_modules, pretrained
 from inference.common import set_seed
-from inference.importance import estimate_marginal
-from inference.posterior import tokenize
-from inference.rerank import candidate_log_joint, gold_mention_split, noise_free
+from inference.algorithms.importance import estimate_marginal
+from inference.algorithms.posterior import tokenize
+from inference.evaluation.rerank import candidate_log_joint, gold_mention_split, noise_free
 from tests.test_babi import TASK11, write_task
 
 TEXT = "Anna met her brother. She thanked him."
@@ -74,7 +78,7 @@ def test_an_unknown_name_or_a_bad_file_is_a_clear_error(tmp_path):
 def test_log_likelihood_is_the_importance_sampling_estimate_of_the_same_batch(entitynlm):
     result = entitynlm.log_likelihood(TEXT, particles=20, sampler="is", seed=3)
     checkpoint = Checkpoint.load(pretrained("entitynlm.pt"))
-    model, proposal = entitynlm_modules(checkpoint)  # the checkpoint's proposal, as inference.marginal_ppl
+    model, proposal = entitynlm_modules(checkpoint)  # the checkpoint's proposal, as inference.evaluation.marginal_ppl
     prepared, _ = preprocess_document(tokenize(TEXT), checkpoint.preprocess, checkpoint.vocabulary)
     batch = make_batch([prepared], checkpoint.vocabulary)
     set_seed(3)
@@ -330,7 +334,7 @@ def test_story_log_likelihood_is_the_sum_of_token_log_probs(story_models):
     (lambda m: m.generate(ENTITIES, tokens=0), "tokens must be an integer of at least 1"),
     (lambda m: m.generate(ENTITIES, top_p=0), "top_p must be in"),
     (lambda m: m.log_likelihood(load_stories("sample", "test")[0], entities=["Mia"]), "has its own entities"),
-    (lambda m: m.log_likelihood(42), "a story is a str or a coref.stories.PromptedStory"),
+    (lambda m: m.log_likelihood(42), "a story is a str or a coref.corpora.stories.PromptedStory"),
     (lambda m: m.log_likelihood("  "), "empty"),
     (lambda m: m.log_likelihood("Mia ran.", cache_size=-1), "cache_size must be an integer"),
     (lambda m: elm.train("d_mneme", "sample", m.path.parent / "new", bogus_option=1),

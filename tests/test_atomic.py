@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from coref.atomic import atomic_path, write_text_atomic
+from coref.io.atomic import atomic_path, write_text_atomic
 from coref.cli import INTERRUPTED, run_main
 
 

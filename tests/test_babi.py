@@ -1,4 +1,4 @@
-"""bAbI (coref/babi.py): parsing, one example per question, the dev split, the name/pronoun chains, FILE:LINE errors,
+"""bAbI (coref/corpora/babi.py): parsing, one example per question, the dev split, the name/pronoun chains, FILE:LINE errors,
 and the real 1K English tasks."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from coref.babi import (
+from coref.corpora.babi import (
     BABI_NAMES,
     PRONOUNS,
     TASKS,
@@ -20,7 +20,7 @@ from coref.babi import (
     load_babi,
     parse_babi,
 )
-from coref.corpora import CorpusError
+from coref.corpora.registry import CorpusError
 
 TASK11 = """\
 1 Mary went back to the bathroom.

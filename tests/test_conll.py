@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from coref.conll import ConllError, Problem, format_conll, parse_conll, read_conll, write_conll
+from coref.io.conll import ConllError, Problem, format_conll, parse_conll, read_conll, write_conll
 from coref.document import Document, Mention
-from coref.preprocess import PreprocessConfig, preprocess_documents
+from coref.corpora.preprocess import PreprocessConfig, preprocess_documents
 
 # ------------------------------------------------------------------------------------------ the dialects
 
@@ -228,7 +228,7 @@ BROKEN_MENTIONS = [
 
 def test_crossing_mentions_are_kept_as_annotated():
     # Entity 1 spans tokens 0-1, entity 2 tokens 1-2: they cross. The official scorer reads both, and so do we;
-    # the model's preprocessing drops one (coref.preprocess.drop_crossing).
+    # the model's preprocessing drops one (coref.corpora.preprocess.drop_crossing).
     [document], problems = parse_conll(one_document("(1", "(2|1)", "2)"), "x.conll", strict=True)
     assert document.mentions == (Mention(0, 2, 1), Mention(1, 3, 2)) and problems == []
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from coref import corpora
-from coref.conll import format_conll, read_conll
-from coref.corpora import (
+from coref.corpora import registry as corpora
+from coref.io.conll import format_conll, read_conll
+from coref.corpora.registry import (
     DATA_ENV,
     LITBANK,
     ONTOGUM,
@@ -30,11 +30,11 @@ from coref.corpora import (
     resolve_data_dir,
 )
 from coref.document import encoding_problems
-from coref.preprocess import PreprocessConfig, preprocess_document, preprocess_documents
+from coref.corpora.preprocess import PreprocessConfig, preprocess_document, preprocess_documents
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# documents, sentences, tokens, mentions, entities of the sample corpus (coref/data/SAMPLE.md)
+# documents, sentences, tokens, mentions, entities of the sample corpus (coref/corpora/data/SAMPLE.md)
 SAMPLE_COUNTS = {
     "train": (6, 39, 474, 131, 56),
     "dev": (2, 12, 148, 41, 18),
@@ -116,7 +116,7 @@ def test_data_dir_comes_from_the_argument_before_the_environment(tmp_path, monke
 
 def test_missing_data_dir_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.delenv(DATA_ENV, raising=False)
-    with pytest.raises(CorpusError, match=f"--data-dir DIR or set {DATA_ENV}.*coref.corpora download litbank"):
+    with pytest.raises(CorpusError, match=f"--data-dir DIR or set {DATA_ENV}.*coref.corpora.registry download litbank"):
         resolve_data_dir()
     with pytest.raises(CorpusError, match=re.escape(f"{tmp_path / 'nowhere'} (from --data-dir) is not an existing")):
         resolve_data_dir(tmp_path / "nowhere")

@@ -1,4 +1,4 @@
-"""The token-level diagnostics (inference.diagnostics): its decompositions add up, and the command runs.
+"""The token-level diagnostics (inference.evaluation.diagnostics): its decompositions add up, and the command runs.
 
 The bundled EntityNLM and RNNLM on the embedded sample corpus (2 documents, no data folder needed). Where a
 figure must equal another exactly, the model's new-entity noise (eq. 7) is switched off, so that rescoring a
@@ -16,12 +16,12 @@ import pyro
 import pytest
 import torch
 
-from coref.preprocess import EOS
-from generative.batch import make_batch
-from inference import diagnostics
-from inference.checkpoint import Checkpoint, entitynlm_checkpoint, entitynlm_modules, language_model, pretrained
+from coref.corpora.preprocess import EOS
+from generative.layers.batch import make_batch
+from inference.evaluation import diagnostics
+from inference.training.checkpoint import Checkpoint, entitynlm_checkpoint, entitynlm_modules, language_model, pretrained
 from inference.common import prepared_documents
-from inference.smc import sample_structures
+from inference.algorithms.smc import sample_structures
 
 
 @pytest.fixture(scope="module")

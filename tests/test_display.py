@@ -1,4 +1,4 @@
-"""coref.display: a Document as HTML with every mention highlighted, read back with the standard HTML parser."""
+"""coref.io.html: a Document as HTML with every mention highlighted, read back with the standard HTML parser."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
-from coref.display import PALETTE, document_html
+from coref.io.html import PALETTE, document_html
 from coref.document import Document, Mention
 
 

@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from coref.document import Document, Mention
-from coref.preprocess import SPECIALS, Vocabulary
-from generative.batch import DocumentBatch, make_batch
+from coref.corpora.preprocess import SPECIALS, Vocabulary
+from generative.layers.batch import DocumentBatch, make_batch
 from generative.dntm import (
     MERGES,
     PLACEMENTS,
@@ -550,9 +550,9 @@ def test_config_round_trips_and_checks_its_values() -> None:
 
 
 def test_cloze_scores_are_the_filled_sentences_log_probability_after_the_prefix() -> None:
-    from coref.anonymise import ANONYMISED_PREPROCESS
-    from inference.checkpoint import Checkpoint, module_weights
-    from inference.entity_cloze import clozes, sentence_scores
+    from coref.corpora.anonymise import ANONYMISED_PREPROCESS
+    from inference.training.checkpoint import Checkpoint, module_weights
+    from inference.evaluation.entity_cloze import clozes, sentence_scores
 
     model = tiny_model("both")
     checkpoint = Checkpoint("dntm", dataclasses.asdict(model.config), VOCABULARY, ANONYMISED_PREPROCESS,

@@ -1,4 +1,4 @@
-"""Entity metrics of stories (coref.entity_metrics) on hand-made stories whose values are worked out by hand.
+"""Entity metrics of stories (coref.metrics.stories) on hand-made stories whose values are worked out by hand.
 
 The main story has 20 tokens in 4 sentences, so with L = 10 sections each section is 2 tokens (s(t) = ⌊t / 2⌋):
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from coref.document import Document, Mention
-from coref.entity_metrics import (
+from coref.metrics.stories import (
     attribute_consistency,
     coherence,
     corpus_metrics,

@@ -8,12 +8,13 @@ import json
 import pytest
 import torch
 
-from coref.corpora import load_corpus
+from coref.corpora.registry import load_corpus
 from coref.document import Document, Mention
-from coref.preprocess import PreprocessConfig, Vocabulary, preprocess_documents
-from generative.entitynlm import EntityNLM, EntityNLMConfig
-from inference import entity_prediction, train
-from inference.entity_prediction import (
+from coref.corpora.preprocess import PreprocessConfig, Vocabulary, preprocess_documents
+from generative.entitynlm.model import EntityNLM, EntityNLMConfig
+from inference.evaluation import entity_prediction
+from inference.training import train
+from inference.evaluation.entity_prediction import (
     NEW,
     EntityScores,
     ShallowClassifier,

@@ -1,4 +1,4 @@
-"""GAP: loading with FILE:LINE errors, decisions from resolved documents, the official metric (coref.gap)."""
+"""GAP: loading with FILE:LINE errors, decisions from resolved documents, the official metric (coref.corpora.gap)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from coref.corpora import CorpusError
+from coref.corpora.registry import CorpusError
 from coref.document import Document, Mention
-from coref.gap import (
+from coref.corpora.gap import (
     COLUMNS,
     GapError,
     GapExample,
@@ -19,7 +19,7 @@ from coref.gap import (
     load_gap,
     pronoun_gender,
 )
-from coref.text import TokenizedText, tokenize
+from coref.io.text import TokenizedText, tokenize
 
 TEXT = "Mary met Anna before she left."
 ROW = ["ex-1", TEXT, "she", "21", "Mary", "0", "FALSE", "Anna", "9", "TRUE", "http://en.wikipedia.org/wiki/X"]

@@ -1,4 +1,4 @@
-"""The fast known-annotation log-likelihood (generative.gold) equals the Pyro program's, values and gradients.
+"""The fast known-annotation log-likelihood (generative.entitynlm.gold) equals the Pyro program's, values and gradients.
 
 The Pyro program is EntityNLM's definition; training, reranking and the diagnostics use the fast path, so it
 must be the same function of the parameters: checked on real LitBank and OntoGUM documents, batched with
@@ -12,12 +12,12 @@ import pytest
 import torch
 from pyro import poutine
 
-from coref.corpora import load_corpus
+from coref.corpora.registry import load_corpus
 from coref.document import sentence_chunks
-from coref.preprocess import PreprocessConfig, Vocabulary, apply_vocabulary, preprocess_documents
-from generative.batch import make_batch
-from generative.density import LogDensity
-from generative.entitynlm import NEW_ENTITY_SITE, Annotation, EntityNLM, EntityNLMConfig, EntityProposal
+from coref.corpora.preprocess import PreprocessConfig, Vocabulary, apply_vocabulary, preprocess_documents
+from generative.layers.batch import make_batch
+from generative.layers.density import LogDensity
+from generative.entitynlm.model import NEW_ENTITY_SITE, Annotation, EntityNLM, EntityNLMConfig, EntityProposal
 
 RELATIVE = 1e-4
 

@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from inference import marginal_ppl, refine, train
-from inference.checkpoint import Checkpoint, CheckpointError
+from inference.evaluation import marginal_ppl
+from inference.algorithms import refine
+from inference.training import train
+from inference.training.checkpoint import Checkpoint, CheckpointError
 
 TINY = ["--embedding-size", "16", "--hidden-size", "16", "--batch-tokens", "1000", "--seed", "0"]
 

@@ -1,4 +1,4 @@
-"""The InScript loader: labels and chains to mentions and entities (coref/inscript.py), its split table, its errors."""
+"""The InScript loader: labels and chains to mentions and entities (coref/corpora/inscript.py), its split table, its errors."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from coref.corpora import CorpusError, corpus_stats, load_corpus, load_inscript, main
+from coref.corpora.registry import CorpusError, corpus_stats, load_corpus, load_inscript, main
 from coref.document import encoding_problems
-from coref.inscript import LabelCounts
-from coref.preprocess import PreprocessConfig, preprocess_documents
+from coref.corpora.inscript import LabelCounts
+from coref.corpora.preprocess import PreprocessConfig, preprocess_documents
 
 SENTENCES = [
     ["I", "took", "the", "bath", "tub", "."],

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from networkx.algorithms.tree.branchings import ArborescenceIterator
 
 from coref.document import Document, Mention
-from coref.kbest import (
+from coref.resolution.kbest import (
     ROOT,
     clusters,
     document_with_clusters,

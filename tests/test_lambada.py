@@ -1,4 +1,4 @@
-"""LAMBADA as reading comprehension (coref/lambada.py) and the WikiHop sample (coref/wikihop.py).
+"""LAMBADA as reading comprehension (coref/corpora/lambada.py) and the WikiHop sample (coref/corpora/wikihop.py).
 
 Measured on the real files: the answer occurs in the context in 4,039 of the 4,869 dev passages (82.95%) and
 4,256 of the 5,153 test passages (82.59%); Chu et al. (2017) and the Coref-GRU paper say "only 80%".
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from coref.corpora import CorpusError
+from coref.corpora.registry import CorpusError
 from coref.document import Document, Mention
-from coref.lambada import (
+from coref.corpora.lambada import (
     LambadaError,
     is_candidate,
     lambada_clusters,
@@ -23,7 +23,7 @@ from coref.lambada import (
     parse_lambada,
     sentence_spans,
 )
-from coref.wikihop import load_wikihop_sample
+from coref.corpora.wikihop import load_wikihop_sample
 
 PASSAGE = ("mary met john at the park . she gave him the ball , and the dog barked ! "
            "`` what now ? '' asked john -lrb- quietly -rrb- -- looking at mary")

@@ -8,13 +8,13 @@ import math
 import numpy as np
 import pytest
 
-from coref.anonymise import ENTITY_TOKENS
+from coref.corpora.anonymise import ENTITY_TOKENS
 from coref.document import Document, Mention
-from generative.batch import TokenStream
+from generative.layers.batch import TokenStream
 from generative.registry import LANGUAGE_MODELS, model_kind
-from inference import perplexity
-from inference.checkpoint import Checkpoint, language_model, pretrained
-from inference.entity_cloze import clozes, mean_quantile
+from inference.evaluation import perplexity
+from inference.training.checkpoint import Checkpoint, language_model, pretrained
+from inference.evaluation.entity_cloze import clozes, mean_quantile
 
 
 def stream(R, E, L) -> TokenStream:

@@ -1,4 +1,4 @@
-"""The lockstep sampler (:mod:`inference.smc`) is the Pyro program run fast: for the same random state it draws
+"""The lockstep sampler (:mod:`inference.algorithms.smc`) is the Pyro program run fast: for the same random state it draws
 the same annotations and gives the same weights as the Pyro model and guide, bit for bit.
 
 The oracle below is the sampler as it was written before its fast path: ``proposal.step`` and ``model.step`` as
@@ -16,15 +16,15 @@ import pytest
 import torch
 from pyro import poutine
 
-from coref.corpora import load_corpus
+from coref.corpora.registry import load_corpus
 from coref.document import Document
-from coref.preprocess import EOS as EOS_WORD
-from coref.preprocess import PreprocessConfig, Vocabulary, apply_vocabulary, preprocess_documents
-from generative.batch import DocumentBatch, make_batch
-from generative.density import LogDensity
-from generative.entitynlm import NEW_ENTITY_SITE, EntityNLM, EntityNLMConfig, EntityProposal
-from inference.importance import effective_sample_size, estimate_marginal, log_mean_exp
-from inference.smc import ParticleStructures, importance_sampling, sample_structures, systematic_resampling
+from coref.corpora.preprocess import EOS as EOS_WORD
+from coref.corpora.preprocess import PreprocessConfig, Vocabulary, apply_vocabulary, preprocess_documents
+from generative.layers.batch import DocumentBatch, make_batch
+from generative.layers.density import LogDensity
+from generative.entitynlm.model import NEW_ENTITY_SITE, EntityNLM, EntityNLMConfig, EntityProposal
+from inference.algorithms.importance import effective_sample_size, estimate_marginal, log_mean_exp
+from inference.algorithms.smc import ParticleStructures, importance_sampling, sample_structures, systematic_resampling
 from tests.test_entitynlm import EOS, tiny_batch, tiny_models
 from tests.test_samplers import sentence_numbers
 

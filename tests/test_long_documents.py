@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 import torch
 
-from coref.preprocess import EOS
-from generative.batch import make_batch
-from inference.posterior import Posterior, antecedent_rankings, coreference_marginals, posteriors
-from inference.smc import ParticleStructures, sample_structures
+from coref.corpora.preprocess import EOS
+from generative.layers.batch import make_batch
+from inference.algorithms.posterior import Posterior, antecedent_rankings, coreference_marginals, posteriors
+from inference.algorithms.smc import ParticleStructures, sample_structures
 from tests.test_lockstep import sample_corpus, small_models
 
 BOOK_TOKENS = 50_000

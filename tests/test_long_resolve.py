@@ -9,14 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coref import resolver
-from coref.conll import read_conll, write_conll
-from coref.corpora import joined_text, load_corpus
-from coref.kbest import ROOT, document_with_clusters, greedy_tree
-from coref.mentions import MAX_SENTENCE_TOKENS, sentence_windows
-from coref.metrics import evaluate
-from coref.resolve import BUNDLED, main, resolve
-from coref.resolver import (
+from coref.resolution import ranker as resolver
+from coref.io.conll import read_conll, write_conll
+from coref.corpora.registry import joined_text, load_corpus
+from coref.resolution.kbest import ROOT, document_with_clusters, greedy_tree
+from coref.resolution.mentions import MAX_SENTENCE_TOKENS, sentence_windows
+from coref.metrics.coreference import evaluate
+from coref.resolution.pipeline import BUNDLED, main, resolve
+from coref.resolution.ranker import (
     ANTECEDENT_WINDOW,
     FAR_MATCHES,
     MentionRanker,
@@ -24,7 +24,7 @@ from coref.resolver import (
     describe_mentions,
     resolver_documents,
 )
-from coref.text import tokenize
+from coref.io.text import tokenize
 from tests.official_scorer import official_score, require_official_scorer
 
 

@@ -1,4 +1,4 @@
-"""The mention detector (coref.mentions): its span grid, training on a toy corpus, batching, files, scores and
+"""The mention detector (coref.resolution.mentions): its span grid, training on a toy corpus, batching, files, scores and
 the lowercase mode.
 
 Everything runs on tiny hand-made documents on the CPU in seconds; only the max-width coverage check reads the
@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import torch
 
-from coref.corpora import load_corpus
+from coref.corpora.registry import load_corpus
 from coref.document import Document, Mention
-from coref.mentions import (
+from coref.resolution.mentions import (
     ALL_CAPS,
     CAPITALISED,
     SHAPES,
@@ -30,8 +30,8 @@ from coref.mentions import (
     width_coverage,
     word_shape,
 )
-from coref.resolve import BUNDLED
-from coref.resolver import lowercased
+from coref.resolution.pipeline import BUNDLED
+from coref.resolution.ranker import lowercased
 
 NAMES = ["Anna", "Tom", "Mary", "John", "Lucy", "Peter", "Emma", "Paul"]
 PRONOUNS = ["she", "he", "they", "it"]
@@ -76,7 +76,7 @@ def toy() -> tuple[list[Document], list[Document]]:
 
 @pytest.fixture(scope="module")
 def trained(toy) -> MentionDetector:
-    from coref.mentions import train_detector
+    from coref.resolution.mentions import train_detector
 
     train, dev = toy
     return train_detector(train, dev, TINY, epochs=15, seed=1, progress=False, batch_tokens=200,

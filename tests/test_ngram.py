@@ -10,10 +10,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from coref.corpora import load_corpus
-from coref.preprocess import BOS, Vocabulary, preprocess_documents
-from generative.batch import token_stream
-from generative.ngram import KneserNeyConfig, KneserNeyLM, modified_discounts
+from coref.corpora.registry import load_corpus
+from coref.corpora.preprocess import BOS, Vocabulary, preprocess_documents
+from generative.layers.batch import token_stream
+from generative.baselines.ngram import KneserNeyConfig, KneserNeyLM, modified_discounts
 
 BOS_ID = 0
 FALLBACK = (0.5, 1.0, 1.5)

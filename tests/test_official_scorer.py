@@ -1,4 +1,4 @@
-"""coref.score against the official Perl scorer: its own test suite, and perturbed responses to real keys.
+"""coref.metrics.score against the official Perl scorer: its own test suite, and perturbed responses to real keys.
 
 1. Every case of the scorer's test suite (``test/CorefMetricTestConfig.pm`` with ``test/DataFiles/``, master for
    MUC, B3, CEAFm, CEAFe, BLANC and the LEA branch for LEA) gives the expected recall, precision and F1 to 1e-4.
@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coref.conll import read_conll, write_conll
+from coref.io.conll import read_conll, write_conll
 from coref.document import Document, Mention
-from coref.metrics import CorefEvaluation, EvaluationError, Score, evaluate
+from coref.metrics.coreference import CorefEvaluation, EvaluationError, Score, evaluate
 from tests.official_scorer import LEA_BRANCH, MASTER, Counts, official_scores, require_official_scorer
 
 TOLERANCE = 1e-4

@@ -1,5 +1,5 @@
 """Posterior samples of coreference structures: SIR and SMC against the exact posterior of a tiny model, the
-decoding of sampled annotations, pairwise marginals, and the ``inference.posterior`` command."""
+decoding of sampled annotations, pairwise marginals, and the ``inference.algorithms.posterior`` command."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ import pyro
 import pytest
 import torch
 
-from coref.conll import read_conll
+from coref.io.conll import read_conll
 from coref.document import Document, EntityAnnotation, Mention
-from inference import posterior
-from inference.checkpoint import Checkpoint, pretrained
-from inference.smc import sample_structures, stream_to_document, systematic_resampling
+from inference.algorithms import posterior
+from inference.training.checkpoint import Checkpoint, pretrained
+from inference.algorithms.smc import sample_structures, stream_to_document, systematic_resampling
 from tests.test_entitynlm import EOS, annotations, tiny_batch, tiny_models
 
 # two sentences ("</s>" is word 3), so SMC has a resampling point inside the document; 208 annotations

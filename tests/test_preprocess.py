@@ -9,9 +9,9 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from coref.conll import read_conll
+from coref.io.conll import read_conll
 from coref.document import Document, Mention, decode_entities, encode_entities, encoding_problems
-from coref.preprocess import (
+from coref.corpora.preprocess import (
     NUM,
     SPECIALS,
     UNK,

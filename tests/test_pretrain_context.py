@@ -1,5 +1,5 @@
 """Pretraining the DNTM's context encoder (``python -m inference.pretrain_context``) and loading it into a DNTM
-(``inference.train --context-encoder``), end to end on the embedded sample corpus with tiny sizes."""
+(``inference.training.train --context-encoder``), end to end on the embedded sample corpus with tiny sizes."""
 
 from __future__ import annotations
 
@@ -10,14 +10,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from coref.anonymise import ENTITY_TOKENS, anonymised_corpus, anonymised_vocabulary, first_entity_id
+from coref.corpora.anonymise import ENTITY_TOKENS, anonymised_corpus, anonymised_vocabulary, first_entity_id
 from coref.cli import HelpFormatter
-from coref.preprocess import Vocabulary, apply_vocabulary
-from generative.batch import make_batch
+from coref.corpora.preprocess import Vocabulary, apply_vocabulary
+from generative.layers.batch import make_batch
 from generative.dntm import ContextEncoder, DNTMConfig, DynamicNeuralTextModel, sentence_batch
-from inference import pretrain_context, train
-from inference.checkpoint import Checkpoint, CheckpointError
-from inference.pretrain_context import (
+from inference.training import context_encoder as pretrain_context
+from inference.training import train
+from inference.training.checkpoint import Checkpoint, CheckpointError
+from inference.training.context_encoder import (
     encode_sentences,
     load_context_encoder,
     pad,
@@ -50,7 +51,7 @@ def one_line_error(capsys) -> str:
 
 
 def last_line_error(capsys) -> str:
-    """inference.train reports what the reader dropped before it fails: its error is the last line."""
+    """inference.training.train reports what the reader dropped before it fails: its error is the last line."""
     error = capsys.readouterr().err
     assert "Traceback" not in error and error.endswith("\n"), error
     last = error.splitlines()[-1]
@@ -248,7 +249,7 @@ def test_a_file_that_is_no_context_encoder_is_refused_in_one_line(tmp_path, pret
     assert "\n" not in str(error.value)
 
 
-# ---- inference.train --context-encoder ----------------------------------------------------------------------------
+# ---- inference.training.train --context-encoder ----------------------------------------------------------------------------
 
 
 def test_training_a_dntm_on_the_pretrained_encoder_keeps_it_frozen(pretrained, tmp_path, capsys):

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from inference import marginal_ppl
-from inference.checkpoint import Checkpoint, entitynlm_modules, language_model, pretrained
+from inference.evaluation import marginal_ppl
+from inference.training.checkpoint import Checkpoint, entitynlm_modules, language_model, pretrained
 
 # The main job's output on the embedded sample, as the EntityNLM page shows it (after <!-- main-job-output -->).
 MAIN_JOB_PAGE = Path(__file__).resolve().parents[1] / "docs" / "entitynlm.md"

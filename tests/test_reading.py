@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from inference import reading, train
+from inference.training import coref_gru as reading
+from inference.training import train
 from tests.test_babi import TASK11, TASK13, TASK16, write_task
 
 TINY = ["--embedding-size", "8", "--hidden-size", "8", "--device", "cpu"]

@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from coref.document import Document, Mention
-from coref.kbest import Partition, exact_kbest, greedy_tree, heuristic_kbest
-from coref.metrics import score_document
-from coref.rerank import (
+from coref.resolution.kbest import Partition, exact_kbest, greedy_tree, heuristic_kbest
+from coref.metrics.coreference import score_document
+from coref.resolution.rerank import (
     DEFAULT_GRID,
     RESOLVER_ONLY,
     approximate_randomization,
@@ -31,10 +31,10 @@ from coref.rerank import (
     response_document,
     system_rows,
 )
-from coref.resolver import MentionRanker, resolver_documents
-from generative.batch import make_batch
-from inference import rerank as cli
-from inference.checkpoint import Checkpoint, pretrained
+from coref.resolution.ranker import MentionRanker, resolver_documents
+from generative.layers.batch import make_batch
+from inference.evaluation import rerank as cli
+from inference.training.checkpoint import Checkpoint, pretrained
 from inference.common import prepared_documents
 from tests.test_kbest import random_table, table
 
@@ -336,10 +336,10 @@ def test_a_bad_resolver_file_is_a_one_line_error(tmp_path, capsys):
 
 
 def test_reranking_detected_mentions_scores_against_entitynlm_mentions_of_the_gold(bundled, tmp_path, capsys):
-    from coref.corpora import load_corpus
-    from coref.mentions import MentionDetectorConfig, train_detector
-    from coref.preprocess import entitynlm_mentions
-    from coref.resolver import with_predicted_mentions
+    from coref.corpora.registry import load_corpus
+    from coref.resolution.mentions import MentionDetectorConfig, train_detector
+    from coref.corpora.preprocess import entitynlm_mentions
+    from coref.resolution.ranker import with_predicted_mentions
 
     train = load_corpus("sample", "train", None).documents
     detector = train_detector(train, load_corpus("sample", "dev", None).documents,

@@ -7,14 +7,14 @@ import json
 
 import pytest
 
-from coref import resolve as resolve_module
-from coref import resolver
-from coref.corpora import load_corpus
+from coref.resolution import pipeline as resolve_module
+from coref.resolution import ranker as resolver
+from coref.corpora.registry import load_corpus
 from coref.document import Document, Mention
-from coref.mentions import MentionDetectorConfig, train_detector
-from coref.resolve import BUNDLED, CorefPipeline, clusters, main, resolve
-from coref.resolver import MentionRanker, lowercased, with_predicted_mentions
-from coref.text import tokenize
+from coref.resolution.mentions import MentionDetectorConfig, train_detector
+from coref.resolution.pipeline import BUNDLED, CorefPipeline, clusters, main, resolve
+from coref.resolution.ranker import MentionRanker, lowercased, with_predicted_mentions
+from coref.io.text import tokenize
 
 STORY = ("Maria opened a small bakery on Elm Street. Every morning, she baked bread before dawn. "
          "Her brother Tomas delivered the bread to the cafes. He drove an old van.")
@@ -123,7 +123,7 @@ def test_training_and_scoring_on_predicted_mentions_through_the_command(sample_p
 
 
 def test_the_gap_command_scores_the_pipeline(sample_pipeline, tmp_path, capsys):
-    from coref import gap
+    from coref.corpora import gap
     from tests.test_gap import ROW, write_gap
 
     _, detector, ranker = sample_pipeline

@@ -13,14 +13,14 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from coref.conll import read_conll
-from coref.corpora import load_corpus
+from coref.io.conll import read_conll
+from coref.corpora.registry import load_corpus
 from coref.document import Document, Mention
-from coref.kbest import ROOT, document_with_clusters, greedy_tree
-from coref.metrics import evaluate
-from coref.preprocess import NUM, PreprocessConfig, is_number, kept_tokens, preprocess_document, preprocess_documents
-from coref.resolve import BUNDLED
-from coref.resolver import (
+from coref.resolution.kbest import ROOT, document_with_clusters, greedy_tree
+from coref.metrics.coreference import evaluate
+from coref.corpora.preprocess import NUM, PreprocessConfig, is_number, kept_tokens, preprocess_document, preprocess_documents
+from coref.resolution.pipeline import BUNDLED
+from coref.resolution.ranker import (
     FEMININE,
     MASCULINE,
     PLURAL,
@@ -102,7 +102,7 @@ def test_features_cover_every_arc_and_hash_the_same_in_every_process():
     assert features.shape[0] == n * (n - 1) // 2
     assert features.min() >= 0 and features.max() < 1 << 22
     program = (
-        "import numpy, coref.resolver as r; "
+        "import numpy, coref.resolution.ranker as r; "
         "print(numpy.sum(r.arc_features(r.resolver_documents('sample', 'dev', None)[0]) % 9973))"
     )
     for seed in ("1", "2"):
@@ -336,7 +336,7 @@ def test_ontogum_parses_align_and_give_heads_inside_mentions(ontogum_dir):
 
 
 def test_predicted_mentions_take_the_gold_entity_of_their_span_and_spurious_ones_their_own():
-    from coref.resolver import with_predicted_mentions
+    from coref.resolution.ranker import with_predicted_mentions
 
     gold = story("[Mr. Brown]1 met [Mrs. Green]2 . [He]1 told [her]2 about [the dogs]3 .")
     # found: Mr. Brown, He, her; spurious: "Brown" and "told"; missed: Mrs. Green, the dogs
@@ -348,7 +348,7 @@ def test_predicted_mentions_take_the_gold_entity_of_their_span_and_spurious_ones
 
 
 def test_entitynlm_mentions_keep_the_outermost_non_singletons_and_the_tokens():
-    from coref.preprocess import entitynlm_mentions
+    from coref.corpora.preprocess import entitynlm_mentions
 
     document = Document("d", "the wife of John saw John and Mary .".split(), None,
                         [Mention(0, 4, 1), Mention(3, 4, 2), Mention(5, 6, 2), Mention(7, 8, 3)])

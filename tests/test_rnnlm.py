@@ -6,10 +6,10 @@ import pyro
 import pytest
 import torch
 
-from coref.corpora import load_corpus
-from coref.preprocess import Vocabulary, preprocess_documents
-from generative.batch import DocumentBatch, make_batch
-from generative.rnnlm import RNNLM, RNNLMConfig
+from coref.corpora.registry import load_corpus
+from coref.corpora.preprocess import Vocabulary, preprocess_documents
+from generative.layers.batch import DocumentBatch, make_batch
+from generative.baselines.rnnlm import RNNLM, RNNLMConfig
 from tests.training import adam_losses
 
 torch.set_flush_denormal(True)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pyro
 import torch
 
-from generative.batch import DocumentBatch
-from inference.importance import estimate_marginal, log_mean_exp
-from inference.smc import sample_structures
+from generative.layers.batch import DocumentBatch
+from inference.algorithms.importance import estimate_marginal, log_mean_exp
+from inference.algorithms.smc import sample_structures
 from tests.test_entitynlm import EOS, exact_log_marginal, tiny_batch, tiny_models
 
 # "</s>" is word 3; the last sentence end is no resampling point, so these have one and two

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import chisquare
 
-from generative.softmax import ClassFactoredCategorical, ClassFactoredSoftmax, WordClasses, make_softmax
+from generative.layers.softmax import ClassFactoredCategorical, ClassFactoredSoftmax, WordClasses, make_softmax
 
 torch.set_flush_denormal(True)
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from coref.corpora import CorpusError
+from coref.corpora.registry import CorpusError
 from coref.document import Document, Mention
-from coref.stories import (
+from coref.corpora.stories import (
     SEP,
     PromptedStory,
     PromptRules,

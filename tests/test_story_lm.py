@@ -10,9 +10,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from coref.stories import load_stories
+from coref.corpora.stories import load_stories
 from generative.mneme import MnemeConfig, MnemeExample, MnemeLM, make_batch
-from inference import entity_usage, generate, mneme_eval, story_lm, train
+from inference.evaluation import entity_usage
+from inference.algorithms import generate
+from inference.evaluation import mneme as mneme_eval
+from inference.training import mneme as story_lm
+from inference.training import train
 
 TINY = ["--corpus", "sample", "--d-model", "16", "--layers", "1", "--heads", "2", "--d-ff", "32", "--chunk", "8",
         "--segment", "16", "--cache", "32", "--vocab-size", "150", "--batch-tokens", "300", "--warmup", "0",

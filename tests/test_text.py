@@ -1,4 +1,4 @@
-"""Raw text to tokens, offsets and sentences in the corpora's Treebank style (coref.text)."""
+"""Raw text to tokens, offsets and sentences in the corpora's Treebank style (coref.io.text)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from coref.text import TokenizedText, document_from_text, tokenize
+from coref.io.text import TokenizedText, document_from_text, tokenize
 
 
 def words(text: str) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from generative.batch import DocumentBatch
+from generative.layers.batch import DocumentBatch
 from generative.registry import LanguageModel
 
 

@@ -22,26 +22,26 @@
 
     gold = elm.documents("sample", "dev")[0]                        # a corpus split's annotated Documents
     resolver = elm.train_resolver(corpus="sample", split="train")   # python -m coref.resolver train
-    model.rerank(gold, resolver, k=10)        # k-best structures by EntityNLM's log p(R,E,L,X) (inference.rerank)
+    model.rerank(gold, resolver, k=10)        # k-best structures by EntityNLM's log p(R,E,L,X) (inference.evaluation.rerank)
     elm.stories("sample", "test"), elm.anonymised("sample", "train"), elm.babi(11, "test", "DATA")  # other data
 
 Nothing here computes anything the commands do not: a text is tokenised as ``python -m inference.posterior
---text`` does (:func:`inference.posterior.tokenize`) and read with the checkpoint's preprocessing; likelihoods
+--text`` does (:func:`inference.algorithms.posterior.tokenize`) and read with the checkpoint's preprocessing; likelihoods
 are what ``python -m inference.marginal_ppl`` measures per document (its :func:`run_samplers`; ``python -m
-inference.perplexity``'s for the exact models), posteriors what ``python -m inference.posterior`` samples
+inference.evaluation.perplexity``'s for the exact models), posteriors what ``python -m inference.posterior`` samples
 (:func:`original_posteriors`), scores those of ``python -m coref.score``, clozes those of ``python -m
-inference.entity_cloze``, a reader's accuracy that of ``python -m inference.train``'s test report. The MNEMELM
+inference.evaluation.entity_cloze``, a reader's accuracy that of ``python -m inference.train``'s test report. The MNEMELM
 story LMs (:class:`StoryLanguageModel`) are trained by ``python -m inference.train`` itself (:func:`train`),
 sample as ``python -m inference.generate`` does, and score and annotate stories as ``python -m
-inference.mneme_eval`` does. Reranking (:meth:`LanguageModel.rerank`) is ``python -m inference.rerank``'s
-(:func:`~inference.rerank.rerank_document`) on one document, and the corpora are read by the library's own
+inference.evaluation.mneme`` does. Reranking (:meth:`LanguageModel.rerank`) is ``python -m inference.rerank``'s
+(:func:`~inference.evaluation.rerank.rerank_document`) on one document, and the corpora are read by the library's own
 readers (:mod:`~inference.api.corpora`). Every sampling call takes a ``seed``: the same seed gives the same
 numbers, and the caller's random state is left as it was. Bad input raises ValueError with a message that names it.
 
 The package's modules: :mod:`~inference.api.base` (random state, texts, tables), :mod:`~inference.api.loading`
 (:func:`load`, :func:`train`), :mod:`~inference.api.language_model` (EntityNLM, RNNLM),
 :mod:`~inference.api.dntm` (the DNTM), :mod:`~inference.api.reader` (the Coref-GRU readers),
-:mod:`~inference.api.story` (MNEMELM), :mod:`~inference.api.coreference` (resolver and scorer),
+:mod:`~inference.api.mneme` (MNEMELM), :mod:`~inference.api.coreference` (resolver and scorer),
 :mod:`~inference.api.reranking` (k-best reranking) and :mod:`~inference.api.corpora` (the corpora); everything
 public is here too.
 """
@@ -86,8 +86,8 @@ from inference.api.language_model import (
 from inference.api.loading import BUNDLED, TRAINABLE, Model, load, train
 from inference.api.reader import Answer, Question, Reader, RelationAttention, Story, WordPreferences
 from inference.api.reranking import Reranking, train_resolver
-from inference.api.story import GeneratedStory, MemoryAttention, StoryLanguageModel, StoryLikelihood, story_annotator
-from inference.story_lm import MODELS as STORY_MODELS
+from inference.api.mneme import GeneratedStory, MemoryAttention, StoryLanguageModel, StoryLikelihood, story_annotator
+from inference.training.mneme import MODELS as STORY_MODELS
 
 __all__ = [
     "BABI_PRONOUNS", "BUNDLED", "LIKELIHOOD_COLUMNS", "POSTERIOR_METHODS", "SAMPLERS", "STORY_MODELS", "TRAINABLE",

@@ -12,8 +12,8 @@ from typing import TextIO
 
 from coref.document import Document
 from inference.common import set_seed
-from inference.marginal_ppl import random_state, restore_random_state
-from inference.posterior import tokenize
+from inference.evaluation.marginal_ppl import random_state, restore_random_state
+from inference.algorithms.posterior import tokenize
 
 SAMPLERS = ("is", "smc")  # importance sampling (resampling once at the end, for posteriors), SMC
 Texts = str | Document | Sequence[str | Document]
@@ -72,7 +72,7 @@ def seeded(seed: int) -> Iterator[None]:
 
 
 def as_documents(text: Texts, tokenizer: Callable[[str, str], Document] = tokenize) -> list[Document]:
-    """Texts as Documents: a string tokenised as ``inference.posterior --text`` does (words and punctuation
+    """Texts as Documents: a string tokenised as ``inference.algorithms.posterior --text`` does (words and punctuation
     marks; sentences end at . ! ?), named ``text`` (``text 0``, ``text 1``, ... in a list); a Document as it is.
     ``tokenizer(text, name)``: another way to read a string (the DNTM's keeps ``<unkK>`` whole)."""
     many = not isinstance(text, (str, Document))

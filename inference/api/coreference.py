@@ -6,14 +6,14 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from coref.conll import format_conll, read_conll
-from coref.display import document_html
+from coref.io.conll import format_conll, read_conll
+from coref.io.html import document_html
 from coref.document import Document
-from coref.metrics import CorefEvaluation, Score, evaluate
-from coref.resolve import CorefPipeline, bundled_pipeline, clusters, format_clusters
-from coref.score import TABLE_ROWS, format_table, scoring_warnings
-from coref.text import TokenizedText
-from coref.text import tokenize as tokenize_text
+from coref.metrics.coreference import CorefEvaluation, Score, evaluate
+from coref.resolution.pipeline import CorefPipeline, bundled_pipeline, clusters, format_clusters
+from coref.metrics.score import TABLE_ROWS, format_table, scoring_warnings
+from coref.io.text import TokenizedText
+from coref.io.text import tokenize as tokenize_text
 from inference.api.base import _html_table
 
 # ---- coreference resolution and scoring -------------------------------------------------------------------------
@@ -21,7 +21,7 @@ from inference.api.base import _html_table
 
 @dataclass(frozen=True)
 class Coreference:
-    """The coreference of a text by the mention detector and mention ranker of :mod:`coref.resolve`."""
+    """The coreference of a text by the mention detector and mention ranker of :mod:`coref.resolution.pipeline`."""
 
     document: Document
     tokenized: TokenizedText
@@ -43,7 +43,7 @@ class Coreference:
 def coreference(text: str, detector: str | os.PathLike | None = None,
                 resolver: str | os.PathLike | None = None) -> Coreference:
     """The coreference of a raw text by a mention detector and the mention ranker trained on its mentions (the
-    bundled ones by default; see ``python -m coref.resolve``). Tokenised with :func:`coref.text.tokenize`."""
+    bundled ones by default; see ``python -m coref.resolve``). Tokenised with :func:`coref.io.text.tokenize`."""
     if not isinstance(text, str):
         raise ValueError(f"coreference takes a str, not a {type(text).__name__}")
     tokenized = tokenize_text(text)
@@ -58,7 +58,7 @@ def _annotations(value: Annotations, side: str) -> list[Document]:
     if isinstance(value, Document):
         return [value]
     if isinstance(value, (str, os.PathLike)):
-        return read_conll(value, strict=True)[0]  # a CoNLL file, read as coref.score reads it
+        return read_conll(value, strict=True)[0]  # a CoNLL file, read as coref.metrics.score reads it
     documents = list(value)
     if not all(isinstance(document, Document) for document in documents):
         raise ValueError(f"the {side} must be a Document, a CoNLL file's path, or a list of Documents")
@@ -67,7 +67,7 @@ def _annotations(value: Annotations, side: str) -> list[Document]:
 
 @dataclass(frozen=True)
 class Scores:
-    """A response's scores against a key (:class:`coref.metrics.CorefEvaluation`): ``scores["muc"].f1`` etc.,
+    """A response's scores against a key (:class:`coref.metrics.coreference.CorefEvaluation`): ``scores["muc"].f1`` etc.,
     fractions in [0, 1]; ``conll_f1`` the mean F1 of MUC, B3 and CEAFe; ``warnings`` what the official scorer's
     rules did that changes figures (repeated spans, unmatched documents)."""
 

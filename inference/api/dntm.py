@@ -2,13 +2,13 @@
 likelihoods of anonymised text, perplexity per token group, the entity vectors d_{e,i} sentence by sentence, and
 the entity cloze.
 
-A DNTM reads anonymised text, where each coreference chain is one token ``<unkK>`` (:mod:`coref.anonymise`).
+A DNTM reads anonymised text, where each coreference chain is one token ``<unkK>`` (:mod:`coref.corpora.anonymise`).
 Its calls take a string with the entities written ``<unkK>`` (``"<unk1> met <unk2> . <unk1> thanked <unk2> ."``),
 an anonymised Document (``anonymised_corpus(...).documents``, :meth:`DynamicTextModel.documents`), or an annotated
-Document, which is preprocessed and anonymised as ``coref.anonymise.anonymised_corpus`` does. The numbers are
-those of the commands: ``python -m inference.perplexity`` (:func:`~inference.perplexity.document_log_probs`,
-:func:`~inference.perplexity.group_table`) and ``python -m inference.entity_cloze``
-(:func:`~inference.entity_cloze.sample_clozes`, :func:`~inference.entity_cloze.sentence_scores`).
+Document, which is preprocessed and anonymised as ``coref.corpora.anonymise.anonymised_corpus`` does. The numbers are
+those of the commands: ``python -m inference.perplexity`` (:func:`~inference.evaluation.perplexity.document_log_probs`,
+:func:`~inference.evaluation.perplexity.group_table`) and ``python -m inference.entity_cloze``
+(:func:`~inference.evaluation.entity_cloze.sample_clozes`, :func:`~inference.evaluation.entity_cloze.sentence_scores`).
 """
 
 from __future__ import annotations
@@ -20,17 +20,17 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from coref.anonymise import ANONYMISED_PREPROCESS, ENTITY_TOKENS, anonymise
+from coref.corpora.anonymise import ANONYMISED_PREPROCESS, ENTITY_TOKENS, anonymise
 from coref.document import Document, Mention
-from coref.preprocess import apply_vocabulary, preprocess_document
-from generative.batch import make_batch, token_stream
+from coref.corpora.preprocess import apply_vocabulary, preprocess_document
+from generative.layers.batch import make_batch, token_stream
 from generative.dntm import DNTMConfig
 from inference.api.base import Texts, _html_table, as_documents
 from inference.api.language_model import LanguageModel
 from inference.common import language_model_documents
-from inference.entity_cloze import Cloze, mean_quantile, sample_clozes, sentence_scores
-from inference.perplexity import GROUPS, document_log_probs, group_table
-from inference.posterior import TOKEN, tokenize
+from inference.evaluation.entity_cloze import Cloze, mean_quantile, sample_clozes, sentence_scores
+from inference.evaluation.perplexity import GROUPS, document_log_probs, group_table
+from inference.algorithms.posterior import TOKEN, tokenize
 
 ENTITY = re.compile(r"<unk(\d+)>")
 ANONYMISED_TOKEN = re.compile(r"<unk\d+>|" + TOKEN.pattern)  # a text's tokens, an entity's <unkK> one of them
@@ -38,7 +38,7 @@ BATCH_TOKENS = 32_000  # padded tokens per batch, the commands' default
 
 
 def anonymised_text(text: str, id: str = "text") -> Document:
-    """A text whose entities are written ``<unkK>`` as an anonymised Document: tokenised as ``inference.posterior
+    """A text whose entities are written ``<unkK>`` as an anonymised Document: tokenised as ``inference.algorithms.posterior
     --text`` does, each ``<unkK>`` one token and a one-token mention of entity K. The entities must be numbered
     1, 2, ... in order of first appearance, as the anonymised data numbers its chains; else ValueError."""
     document = tokenize(text, id, ANONYMISED_TOKEN)
@@ -78,7 +78,7 @@ class TokenGroups:
         return self.table[group]["perplexity"]
 
     def rows(self) -> list[tuple[str, str, str]]:
-        """(group, perplexity, tokens) of every group of :data:`inference.perplexity.GROUPS`."""
+        """(group, perplexity, tokens) of every group of :data:`inference.evaluation.perplexity.GROUPS`."""
         return [(group, "-" if self[group] is None else f"{self[group]:.2f}", str(self.table[group]["tokens"]))
                 for group in GROUPS]
 
@@ -150,7 +150,7 @@ class EntityStates:
 
 @dataclass(frozen=True)
 class ClozeScore:
-    """One entity cloze (:class:`inference.entity_cloze.Cloze`: a sentence whose first mention of an entity seen
+    """One entity cloze (:class:`inference.evaluation.entity_cloze.Cloze`: a sentence whose first mention of an entity seen
     before is the slot) and ``scores[k]``: log p(the sentence with the slot filled by ``<unkK>`` | the document
     before it), for every candidate k (the entities mentioned before the sentence)."""
 
@@ -239,7 +239,7 @@ class DynamicTextModel(LanguageModel):
     def read(self, text: Texts) -> tuple[list[Document], list[Document]]:
         """The texts as Documents (a string through :func:`anonymised_text`) and as the DNTM reads them:
         anonymised (an annotated Document preprocessed with ``ANONYMISED_PREPROCESS`` and anonymised first, as
-        ``coref.anonymise.anonymised_corpus`` does; an anonymised one as it is), then the vocabulary applied."""
+        ``coref.corpora.anonymise.anonymised_corpus`` does; an anonymised one as it is), then the vocabulary applied."""
         originals = as_documents(text, anonymised_text)
         prepared = []
         for document in originals:

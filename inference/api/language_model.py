@@ -11,16 +11,16 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from coref.conll import format_conll
-from coref.display import document_html
+from coref.io.conll import format_conll
+from coref.io.html import document_html
 from coref.document import Document, EntityAnnotation, bracketed, decode_entities
-from coref.preprocess import BOS, EOS, preprocess_document
-from generative.entitynlm import EntityNLM, EntityNLMConfig, EntityProposal
+from coref.corpora.preprocess import BOS, EOS, preprocess_document
+from generative.entitynlm.model import EntityNLM, EntityNLMConfig, EntityProposal
 from inference.api.base import Texts, _check_sampling, _html_table, _number, as_documents, seeded
 from inference.api.reranking import Reranking, Resolver, check_rerank_options, resolver_of
-from inference.checkpoint import Checkpoint, entitynlm_modules, language_model
-from inference.marginal_ppl import particle_batches, run_samplers
-from inference.posterior import (
+from inference.training.checkpoint import Checkpoint, entitynlm_modules, language_model
+from inference.evaluation.marginal_ppl import particle_batches, run_samplers
+from inference.algorithms.posterior import (
     AntecedentRanking,
     CoreferenceMarginals,
     Posterior,
@@ -30,9 +30,9 @@ from inference.posterior import (
     original_posteriors,
     posterior_proposal,
 )
-from inference.rerank import gold_mention_documents, noise_free, rerank_document
+from inference.evaluation.rerank import gold_mention_documents, noise_free, rerank_document
 
-POSTERIOR_METHODS = {"is": "sir", "smc": "smc"}  # a sampler's name in inference.posterior
+POSTERIOR_METHODS = {"is": "sir", "smc": "smc"}  # a sampler's name in inference.algorithms.posterior
 
 
 # ---- likelihoods ------------------------------------------------------------------------------------------------
@@ -43,7 +43,7 @@ LIKELIHOOD_COLUMNS = ("document", "tokens", "log p (nats)", "perplexity", "ESS",
 @dataclass(frozen=True)
 class Likelihood:
     """One document's log-likelihood: ``log_p`` (nats; for EntityNLM the estimate log p_hat(x), exact for the
-    RNNLM) over ``tokens`` predicted tokens (words and sentence ends, as the perplexities of inference.marginal_ppl
+    RNNLM) over ``tokens`` predicted tokens (words and sentence ends, as the perplexities of inference.evaluation.marginal_ppl
     count them). For EntityNLM also the ESS and PSIS k-hat of the weights (None: ArviZ could not fit one, see
     ``statistics["psis_khat_note"]``) and every statistic the command reports (``statistics``)."""
 
@@ -125,7 +125,7 @@ class PosteriorCoreference:
 
     ``samples``: each particle's structure as a Document on the text's own tokens, ``weights`` their normalised
     weights; ``map``: the sampled structure of highest joint probability p(X, R, E, L) (the posterior's mode
-    among the samples, as ``inference.posterior`` writes to map.conll); ``pairwise``: for every span some
+    among the samples, as ``inference.algorithms.posterior`` writes to map.conll); ``pairwise``: for every span some
     particle makes a mention, P(it is a mention), and P(two spans are mentions of one entity) for the pairs asked
     (``pairwise.same_entity``, or ``pairwise.matrix`` over a bounded set of spans: held sparsely, a book's fits);
     ``log_marginal``: the sampler's estimate of log p(x), ``ess`` its effective sample size."""
@@ -144,7 +144,7 @@ class PosteriorCoreference:
 
     @classmethod
     def of(cls, posterior: Posterior, sampler: str, proposal: str) -> PosteriorCoreference:
-        """The posterior of :func:`inference.posterior.original_posteriors` (structures on the original tokens)."""
+        """The posterior of :func:`inference.algorithms.posterior.original_posteriors` (structures on the original tokens)."""
         return cls(posterior.document, posterior.structures, posterior.weights, posterior.log_joint,
                    posterior.log_marginal, posterior.ess, posterior.resamplings, sampler, proposal,
                    posterior.map_structure, coreference_marginals(posterior.structures, posterior.weights))
@@ -181,7 +181,7 @@ class PosteriorCoreference:
         return titles
 
     def to_conll(self) -> str:
-        """The MAP structure as a CoNLL-2012 document (what ``coref.conll.parse_conll`` reads back)."""
+        """The MAP structure as a CoNLL-2012 document (what ``coref.io.conll.parse_conll`` reads back)."""
         return format_conll([self.map])
 
     def plot(self, max_spans: int = 40) -> Figure:
@@ -249,7 +249,7 @@ class LanguageModel:
         self._scorer: EntityNLM | None = None  # EntityNLM with its new-entity embedding at its mean (rerank)
         self.proposal: str | None = None  # the proposal log_likelihood uses
         if self.kind == "entitynlm":
-            self.proposal = EntityNLMConfig(**checkpoint.config).proposal  # what inference.marginal_ppl uses
+            self.proposal = EntityNLMConfig(**checkpoint.config).proposal  # what inference.evaluation.marginal_ppl uses
             self.module = self.modules(self.proposal)[0]
         else:
             self.module = language_model(checkpoint, device)
@@ -279,7 +279,7 @@ class LanguageModel:
 
     def read(self, text: Texts) -> tuple[list[Document], list[Document]]:
         """The texts as Documents (:func:`as_documents`) and as the model reads them: the checkpoint's
-        preprocessing and vocabulary (words outside it become ``<unk>``), as ``inference.marginal_ppl`` prepares
+        preprocessing and vocabulary (words outside it become ``<unk>``), as ``inference.evaluation.marginal_ppl`` prepares
         a corpus."""
         originals = as_documents(text)
         vocabulary = self.checkpoint.vocabulary
@@ -291,7 +291,7 @@ class LanguageModel:
         perplexity). EntityNLM estimates it from ``particles`` annotations drawn from its proposal, by ``sampler``
         "smc" (sequential Monte Carlo resampling at sentence ends: less variance, the command's default) or
         "is" (importance sampling, the paper's eq. 11); the RNNLM computes it exactly. A Document is read the
-        way the corpora are (``inference.marginal_ppl``: its mentions, if any, decide which punctuation is kept,
+        way the corpora are (``inference.evaluation.marginal_ppl``: its mentions, if any, decide which punctuation is kept,
         and are otherwise not used); documents are batched as that command does (``batch_tokens`` particles x
         tokens), so a corpus's documents get the command's numbers for the same random state."""
         _check_sampling(particles, sampler)
@@ -357,7 +357,7 @@ class LanguageModel:
                generator: str = "heuristic") -> Reranking:
         """Rerank a resolver's k-best coreference structures of a Document's gold mentions by EntityNLM's
         log p(R, E, L, X) (paper §5.2, eq. 12), as ``python -m inference.rerank`` reranks every document of a
-        corpus (:func:`inference.rerank.rerank_document`, without its cache, parses or randomization tests).
+        corpus (:func:`inference.evaluation.rerank.rerank_document`, without its cache, parses or randomization tests).
         ``document``: a Document with mentions and clusters, as :func:`~inference.api.documents` reads a corpus;
         it is preprocessed the way the command reads it (outermost mentions, no singletons), and each candidate
         is scored against its clusters (CoNLL F1). ``resolver``: a mention ranker (:func:`train_resolver`), the

@@ -8,17 +8,17 @@ from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 from coref.cli import INTERRUPTED
-from inference import train as train_command
+from inference.training import train as train_command
 from inference.api.base import _Capture, _flags, kept_random_state
 from inference.api.dntm import DynamicTextModel
 from inference.api.language_model import LanguageModel
 from inference.api.reader import Reader
-from inference.api.story import StoryLanguageModel
-from inference.checkpoint import Checkpoint, pretrained
+from inference.api.mneme import StoryLanguageModel
+from inference.training.checkpoint import Checkpoint, pretrained
 from inference.common import resolve_device
-from inference.reading import READERS, is_reader_file, load_reader
-from inference.story_lm import MODELS as STORY_MODELS
-from inference.story_lm import is_story_lm_file, load_story_lm
+from inference.training.coref_gru import READERS, is_reader_file, load_reader
+from inference.training.mneme import MODELS as STORY_MODELS
+from inference.training.mneme import is_story_lm_file, load_story_lm
 
 BUNDLED = {"entitynlm": "entitynlm.pt", "rnnlm": "rnnlm.pt"}  # load() names -> inference/pretrained files
 TRAINABLE = (*BUNDLED, "dntm", *READERS, *STORY_MODELS)  # what train() trains and load() then reads
@@ -58,9 +58,9 @@ def load(name_or_path: str | os.PathLike = "entitynlm", device: str = "cpu") -> 
 def train(model: str, corpus: str | None = None, out: str | os.PathLike | None = None, data_dir: str | None = None,
           *, verbose: bool = False, **options: object) -> Model:
     """Train ``model`` on ``corpus`` into the folder ``out`` with ``python -m inference.train`` (its
-    :func:`~inference.train.main`, in this process) and load the result, ``out/model.pt``. ``model``:
+    :func:`~inference.training.train.main`, in this process) and load the result, ``out/model.pt``. ``model``:
     ``entitynlm``, ``rnnlm`` or ``dntm`` (options of ``python -m inference.train --help``), a Coref-GRU reader
-    (:data:`inference.reading.READERS`, options of ``python -m inference.reading --help``; its corpus is the task,
+    (:data:`inference.training.coref_gru.READERS`, options of ``python -m inference.reading --help``; its corpus is the task,
     ``babi:N``, ``lambada`` or ``wikihop``, also given as ``task=``) or a story LM (:data:`STORY_MODELS`, options
     of ``python -m inference.story_lm --help``). Each option is the command's flag: ``d_model=16`` is
     ``--d-model 16``, ``True`` a bare flag (``resume=True``), a list several values (``proposals=["forward"]``);
@@ -70,7 +70,7 @@ def train(model: str, corpus: str | None = None, out: str | os.PathLike | None =
     trainer's ``device`` (default auto) is also the one the model is loaded on (default cpu)."""
     if model not in TRAINABLE:
         raise ValueError(f"train: this API trains and loads {', '.join(TRAINABLE)}, not {model!r} (python -m "
-                         "inference.train trains the others)")
+                         "inference.training.train trains the others)")
     if "task" in options:
         if corpus is not None:
             raise ValueError("train: give the corpus or the task, not both")
@@ -89,5 +89,5 @@ def train(model: str, corpus: str | None = None, out: str | os.PathLike | None =
     if status != 0:
         lines = [line for line in captured["stderr"].getvalue().splitlines() if line.strip()]
         reason = lines[-1].split("error: ", 1)[-1] if lines else f"exit status {status}"
-        raise ValueError(f"inference.train: {reason}")
+        raise ValueError(f"inference.training.train: {reason}")
     return load(Path(out) / "model.pt", str(options.get("device", "cpu")))

@@ -2,11 +2,11 @@
 the C-GRU's attention over relation types per token, layer and direction, and the same questions without the
 coreference chains.
 
-A question is given as the library represents it: a :class:`coref.babi.BabiExample` (``coref.babi.load_babi``),
-a bAbI story in the file format (a string, its last question asked; :func:`coref.babi.parse_babi`), or a
+A question is given as the library represents it: a :class:`coref.corpora.babi.BabiExample` (``coref.corpora.babi.load_babi``),
+a bAbI story in the file format (a string, its last question asked; :func:`coref.corpora.babi.parse_babi`), or a
 :class:`generative.coref_gru.ReadingExample` of word ids (:meth:`Reader.examples`: a task's split as
 ``python -m inference.train`` reads it, LAMBADA and WikiHop included). Answers are those of the trained model's
-``answer_logits``, accuracies those of :func:`inference.reading.accuracy`.
+``answer_logits``, accuracies those of :func:`inference.training.coref_gru.accuracy`.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from coref.babi import BabiExample, parse_babi
+from coref.corpora.babi import BabiExample, parse_babi
 from generative.coref_gru import GatedAttentionReader, ReaderConfig, ReadingExample, make_reading_batch, parameter_count
 from inference.api.base import _html_table
-from inference.reading import (
+from inference.training.coref_gru import (
     EVAL_BATCH,
     ReadingData,
     accuracy,
@@ -315,7 +315,7 @@ class Reader:
 
     def accuracy(self, questions: str | Sequence[Story] = "test", chains: bool = True,
                  data_dir: str | None = None) -> float:
-        """The fraction of questions answered right (:func:`inference.reading.accuracy`): a split's name (read
+        """The fraction of questions answered right (:func:`inference.training.coref_gru.accuracy`): a split's name (read
         from ``data_dir``) or a list of questions; ``chains=False`` reads every story without its chains."""
         examples = self.examples(questions, data_dir) if isinstance(questions, str) else \
             [self.question(story).example for story in questions]

@@ -2,11 +2,11 @@
 :meth:`LanguageModel.rerank <inference.api.LanguageModel.rerank>` gives a :class:`Reranking`, and
 :func:`train_resolver` trains the base resolver as ``python -m coref.resolver train`` does.
 
-The candidates are those of ``python -m inference.rerank`` (:func:`inference.rerank.rerank_document`): the
+The candidates are those of ``python -m inference.rerank`` (:func:`inference.evaluation.rerank.rerank_document`): the
 resolver scores every antecedent arc over the document's gold mentions, a k-best generator
-(:mod:`coref.kbest`) turns the table into a list of antecedent trees, and every distinct partition is scored by
+(:mod:`coref.resolution.kbest`) turns the table into a list of antecedent trees, and every distinct partition is scored by
 EntityNLM's log p(R, E, L, X) (eq. 12) with its new-entity embedding at its mean, so scores are deterministic.
-The choices are those of :mod:`coref.rerank`: the base one-best, EntityNLM alone, EntityNLM + ``weight`` x the
+The choices are those of :mod:`coref.resolution.rerank`: the base one-best, EntityNLM alone, EntityNLM + ``weight`` x the
 resolver's tree score, and the oracle (best CoNLL F1 against the document's own clusters).
 """
 
@@ -20,8 +20,8 @@ from numbers import Integral, Real
 import numpy as np
 
 from coref.document import Document
-from coref.kbest import Partition, document_with_clusters
-from coref.rerank import (
+from coref.resolution.kbest import Partition, document_with_clusters
+from coref.resolution.rerank import (
     GENERATORS,
     Candidate,
     CandidateList,
@@ -30,8 +30,8 @@ from coref.rerank import (
     interpolated_choice,
     oracle_choice,
 )
-from coref.resolve import BUNDLED as BUNDLED_COREF
-from coref.resolver import MentionRanker, resolver_documents, resolver_syntax
+from coref.resolution.pipeline import BUNDLED as BUNDLED_COREF
+from coref.resolution.ranker import MentionRanker, resolver_documents, resolver_syntax
 from inference.api.base import _html_table
 
 Resolver = MentionRanker | str | os.PathLike | None
@@ -55,7 +55,7 @@ def train_resolver(corpus: str = "sample", split: str = "train", data_dir: str |
 
 
 def resolver_of(resolver: Resolver) -> MentionRanker:
-    """A :class:`~coref.resolver.MentionRanker` as it is, the one a path names (``python -m coref.resolver
+    """A :class:`~coref.resolution.ranker.MentionRanker` as it is, the one a path names (``python -m coref.resolver
     train``'s .npz), or for None the bundled one of :func:`~inference.api.coreference` (trained on LitBank's
     detected mentions; a resolver trained on gold mentions, :func:`train_resolver`, is the paper's setting)."""
     if isinstance(resolver, MentionRanker):
@@ -81,7 +81,7 @@ def check_rerank_options(k: int, weight: float | None, generator: str) -> None:
 
 @dataclass(frozen=True)
 class Reranking:
-    """A document's k-best list reranked by EntityNLM: ``candidates`` (a :class:`coref.rerank.CandidateList`:
+    """A document's k-best list reranked by EntityNLM: ``candidates`` (a :class:`coref.resolution.rerank.CandidateList`:
     the base one-best first, then the list's other distinct partitions in list order), each with the resolver's
     tree score, EntityNLM's log p(R, E, L, X) and its evaluation against the document's clusters; ``document``
     the document as the resolver read it (gold mentions, case kept). ``choices`` names the candidate each system
@@ -116,7 +116,7 @@ class Reranking:
 
     @property
     def choices(self) -> dict[str, int]:
-        """The candidate each system chooses (:mod:`coref.rerank`'s choosers, ties to the resolver's order)."""
+        """The candidate each system chooses (:mod:`coref.resolution.rerank`'s choosers, ties to the resolver's order)."""
         chosen = {"base": base_choice(self.candidates), "EntityNLM": interpolated_choice(self.candidates, 0.0)}
         if self.weight is not None:
             chosen["interpolated"] = interpolated_choice(self.candidates, self.weight)
@@ -144,7 +144,7 @@ class Reranking:
         return self[index].partition
 
     def structure(self, index: int) -> Document:
-        """The document with candidate ``index``'s clusters (:func:`coref.kbest.document_with_clusters`)."""
+        """The document with candidate ``index``'s clusters (:func:`coref.resolution.kbest.document_with_clusters`)."""
         return document_with_clusters(self.document, self[index].partition)
 
     def clusters(self, index: int) -> list[list[str]]:

@@ -1,0 +1,2 @@
+"""Scores: the CoNLL-2012 coreference metrics with the official scorer's semantics, and the
+entity metrics of generated stories."""

@@ -1,0 +1,637 @@
+"""A mention detector: which token spans of raw text are mentions, from the tokens alone.
+
+The first step of coreference on raw text (tokens -> mentions -> clusters). Only the words are read (no parse,
+no part-of-speech tags: raw text has none), so the detector runs on any tokenised :class:`~coref.document.Document`.
+
+Model (a small span scorer in the style of Lee et al. 2017, without their antecedent part):
+
+- each token is its lowercased word's embedding (vocabulary: training words seen at least ``min_count`` times,
+  the rest ``<unk>``), plus small embeddings of its shape (capitalised, all caps, digits, punctuation, other)
+  and of its hashed 3-letter suffix (``zlib.crc32``, stable across processes);
+- a BiLSTM reads each sentence (sentences are padded into batches and packed; a sentence longer than
+  :data:`MAX_SENTENCE_TOKENS`, 512, is read as windows of that many tokens, which bounds memory on text
+  without sentence punctuation);
+- with ``lowercase`` (``train --lowercase``) every token is lowercased before any of this, in training and in
+  prediction alike: a detector for lowercase text (LAMBADA), whose shapes only tell words, digits and
+  punctuation apart, and which reads cased text as its lowercased copy;
+- every span ``(i, j)`` inside one sentence with ``j - i < max_width`` is scored by a one-hidden-layer MLP over
+  ``[h_i, h_j, mean(h_i..h_j), width embedding]``. The MLP's first layer is linear, so it splits into one
+  projection per part: the start and end parts are projections of the token states, and the mean's part is a
+  difference of cumulative sums of projected states, which gives the whole ``(sentences, L, W)`` grid of spans
+  without a Python loop over spans or tokens.
+
+Training is binary cross-entropy over all candidate spans (gold: the document's annotated mention spans, a span
+annotated twice counting once), Adam, shuffled batches of sentences of similar length. Dev mention F1 is measured
+after each epoch at the best threshold, and the best epoch's weights are kept; its threshold (the probability
+above which a span is a mention) is stored in the model. ``max_width`` is chosen from the training data as the
+smallest width that covers ``coverage`` (99%) of the training mentions.
+
+A model is one file (``torch.save`` of a dict with a format tag, the config, the vocabulary, float16 weights and
+what training reported), a few MB. Mentions are scored as exact spans (:func:`mention_scores`).
+
+Command line::
+
+    python -m coref.mentions train --corpus litbank [--data-dir DIR] --out runs/mentions/litbank.pt [--epochs N]
+        [--lowercase]
+    python -m coref.mentions evaluate --model M --corpus litbank --split dev [--data-dir DIR] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import inspect
+import json
+import math
+import os
+import sys
+import time
+import zlib
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+from tqdm import tqdm
+
+from coref.io.atomic import atomic_path, write_text_atomic
+from coref.cli import Parser, integer, output_file, real, run_subcommand
+from coref.cli import progress as progress_bar
+from coref.corpora.registry import canonical_split, load_corpus
+from coref.document import Document
+
+MODEL_FORMAT = "entitylm-mention-detector"
+FORMAT_VERSION = 1  # bump whenever the inputs or the modules change: old weights would mean something else
+PAD, UNK = "<pad>", "<unk>"
+# word shapes; 0 is padding
+CAPITALISED, ALL_CAPS, DIGITS, PUNCTUATION, OTHER = range(1, 6)
+SHAPES = 6
+# Longest stretch of tokens read as one sentence: a longer sentence (a text without punctuation) is read in
+# windows of this many tokens, so the (sentences, L, max_width) span grid stays bounded. No sentence of LitBank
+# (at most 307 tokens) or OntoGUM (134) is that long; a mention across a window boundary cannot be found.
+MAX_SENTENCE_TOKENS = 512
+Span = tuple[int, int]
+
+
+class MentionModelError(ValueError):
+    """A file that is not a saved :class:`MentionDetector` (or one this code cannot read); the message names it."""
+
+
+@dataclass(frozen=True)
+class MentionDetectorConfig:
+    """Sizes and settings of a detector. ``max_width`` 0 means: choose it from the training data (``coverage``)."""
+
+    vocabulary_size: int = 10_000  # at most this many word types, <pad> and <unk> included
+    min_count: int = 2  # a training word seen fewer times is <unk>
+    embedding_size: int = 100
+    shape_size: int = 8
+    suffix_buckets: int = 1000
+    suffix_size: int = 16
+    hidden_size: int = 128  # per LSTM direction
+    layers: int = 2
+    width_size: int = 20
+    mlp_size: int = 150
+    max_width: int = 0  # spans of at most this many tokens are candidates
+    coverage: float = 0.99  # of training mentions that max_width must cover when it is chosen from the data
+    dropout: float = 0.3
+    threshold: float = 0.5  # a span whose probability is at least this is a mention (tuned on dev)
+    lowercase: bool = False  # every token is lowercased before it is read (absent from older models: False)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> MentionDetectorConfig:
+        known = {field.name for field in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown mention detector settings {unknown}")
+        return cls(**values)
+
+
+# ---- inputs -------------------------------------------------------------------------------------------------
+
+
+def word_shape(token: str) -> int:
+    """The token's shape class: DIGITS, PUNCTUATION, ALL_CAPS (two or more letters), CAPITALISED or OTHER."""
+    if any(character.isdigit() for character in token):
+        return DIGITS
+    if not any(character.isalnum() for character in token):
+        return PUNCTUATION
+    if token.isupper() and sum(character.isalpha() for character in token) > 1:
+        return ALL_CAPS
+    return CAPITALISED if token[:1].isupper() else OTHER
+
+
+def suffix_bucket(token: str, buckets: int) -> int:
+    """1 + the CRC-32 of the lowercased token's last three characters modulo ``buckets`` (0 is padding)."""
+    return 1 + zlib.crc32(token.lower()[-3:].encode("utf-8")) % buckets
+
+
+def build_vocabulary(documents: Sequence[Document], config: MentionDetectorConfig) -> list[str]:
+    """``<pad>``, ``<unk>``, then the lowercased words seen ``min_count`` times or more, most frequent first."""
+    counts = Counter(token.lower() for document in documents for token in document.tokens)
+    frequent = sorted((word for word, count in counts.items() if count >= config.min_count),
+                      key=lambda word: (-counts[word], word))
+    return [PAD, UNK, *frequent[: max(config.vocabulary_size - 2, 0)]]
+
+
+def mention_widths(documents: Sequence[Document]) -> np.ndarray:
+    """The width (in tokens) of every distinct mention span of every document."""
+    return np.array([end - start for document in documents
+                     for start, end in {mention.span for mention in document.mentions}], dtype=np.int64)
+
+
+def width_coverage(documents: Sequence[Document], max_width: int) -> float:
+    """The share of the documents' distinct mention spans at most ``max_width`` tokens wide (1.0 if none)."""
+    widths = mention_widths(documents)
+    return float(np.mean(widths <= max_width)) if len(widths) else 1.0
+
+
+def choose_max_width(documents: Sequence[Document], coverage: float = 0.99) -> int:
+    """The smallest width that covers at least ``coverage`` of the documents' distinct mention spans (1 if none)."""
+    widths = np.sort(mention_widths(documents))
+    if not len(widths):
+        return 1
+    return max(1, int(widths[min(math.ceil(coverage * len(widths)), len(widths)) - 1]))
+
+
+@dataclass(frozen=True)
+class _Sentences:
+    """Sentences as model inputs: token features, and where each sentence lies (document, first token).
+
+    ``gold`` holds, per sentence, the ``(start, width - 1)`` of its gold spans that are candidates (both relative
+    to the sentence); it is empty when the documents are only to be predicted.
+    """
+
+    words: list[np.ndarray]
+    shapes: list[np.ndarray]
+    suffixes: list[np.ndarray]
+    document: np.ndarray
+    offset: np.ndarray
+    lengths: np.ndarray
+    gold: list[np.ndarray]
+
+
+def sentence_windows(sentences: Sequence[tuple[int, int]], max_tokens: int) -> list[tuple[int, int]]:
+    """The sentences, each longer than ``max_tokens`` cut into consecutive windows of at most that many."""
+    return [(begin, min(begin + max_tokens, end))
+            for start, end in sentences for begin in range(start, end, max_tokens)]
+
+
+def span_grid(lengths: torch.Tensor, length: int, max_width: int) -> torch.Tensor:
+    """The candidate mask: ``[n, i, w]`` is True iff span ``(i, i + w + 1)`` lies inside sentence ``n``, whose
+    ``lengths[n]`` tokens are padded to ``length``; ``w < max_width``. Shape ``(N, length, max_width)``."""
+    ends = torch.arange(length)[:, None] + torch.arange(max_width)[None, :]  # (L, W), last token of the span
+    return ends[None] < lengths[:, None, None]
+
+
+@contextmanager
+def _one_thread() -> Iterator[None]:
+    """Run torch on one thread meanwhile: the detector's small matrices gain nothing from a second one, and on a
+    busy machine the thread pool's waiting made prediction 40x slower (26K words: 58 s on two threads, 1.4 s on
+    one)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _batches(lengths: np.ndarray, batch_tokens: int, rng: np.random.Generator | None) -> list[np.ndarray]:
+    """Sentence indices in batches of similar length whose padded size is at most ``batch_tokens`` (a longer
+    sentence is a batch of its own). With ``rng``: ties broken and the batches ordered at random."""
+    if rng is None:
+        order = np.argsort(lengths, kind="stable")
+    else:
+        order = np.lexsort((rng.random(len(lengths)), lengths))
+    batches, current = [], []
+    for index in order:  # ascending lengths: the sentence added is the longest of its batch
+        if current and (len(current) + 1) * lengths[index] > batch_tokens:
+            batches.append(np.array(current))
+            current = []
+        current.append(index)
+    if current:
+        batches.append(np.array(current))
+    if rng is not None:
+        rng.shuffle(batches)
+    return batches
+
+
+# ---- the model ----------------------------------------------------------------------------------------------
+
+
+class MentionDetector(nn.Module):
+    """Scores every span of at most ``config.max_width`` tokens inside a sentence; see the module docstring."""
+
+    def __init__(self, config: MentionDetectorConfig, vocabulary: Sequence[str]) -> None:
+        super().__init__()
+        if config.max_width < 1:
+            raise ValueError(f"a detector needs max_width >= 1, got {config.max_width} (train_detector chooses it)")
+        self.config = config
+        self.vocabulary = list(vocabulary)
+        self.word_index = {word: index for index, word in enumerate(self.vocabulary)}
+        self.info: dict[str, Any] = {}  # what training reported, saved with the model
+        c = config
+        self.words = nn.Embedding(len(self.vocabulary), c.embedding_size, padding_idx=0)
+        self.shapes = nn.Embedding(SHAPES, c.shape_size, padding_idx=0)
+        self.suffixes = nn.Embedding(c.suffix_buckets + 1, c.suffix_size, padding_idx=0)
+        self.lstm = nn.LSTM(c.embedding_size + c.shape_size + c.suffix_size, c.hidden_size, num_layers=c.layers,
+                            batch_first=True, bidirectional=True, dropout=c.dropout if c.layers > 1 else 0.0)
+        self.dropout = nn.Dropout(c.dropout)
+        state = 2 * c.hidden_size
+        # the MLP's first layer over [h_i, h_j, mean, width], one projection per part
+        self.start_part = nn.Linear(state, c.mlp_size)
+        self.end_part = nn.Linear(state, c.mlp_size, bias=False)
+        self.mean_part = nn.Linear(state, c.mlp_size, bias=False)
+        self.widths = nn.Embedding(c.max_width, c.width_size)
+        self.width_part = nn.Linear(c.width_size, c.mlp_size, bias=False)
+        self.output = nn.Linear(c.mlp_size, 1)
+
+    # -- inputs --
+
+    def _sentences(self, documents: Sequence[Document], with_gold: bool = False) -> _Sentences:
+        """Every sentence of ``documents`` as input arrays (and its candidate gold spans with ``with_gold``), its
+        tokens lowercased first if ``config.lowercase``."""
+        unknown, buckets = self.word_index[UNK], self.config.suffix_buckets
+        words, shapes, suffixes, document_of, offsets, lengths, gold = [], [], [], [], [], [], []
+        for number, document in enumerate(documents):
+            tokens = [token.lower() for token in document.tokens] if self.config.lowercase else document.tokens
+            word_ids = np.array([self.word_index.get(token.lower(), unknown) for token in tokens])
+            shape_ids = np.array([word_shape(token) for token in tokens])
+            suffix_ids = np.array([suffix_bucket(token, buckets) for token in tokens])
+            spans = np.array(sorted({mention.span for mention in document.mentions}) if with_gold else [],
+                             dtype=np.int64).reshape(-1, 2)
+            for start, end in sentence_windows(document.sentences, MAX_SENTENCE_TOKENS):
+                words.append(word_ids[start:end])
+                shapes.append(shape_ids[start:end])
+                suffixes.append(suffix_ids[start:end])
+                document_of.append(number)
+                offsets.append(start)
+                lengths.append(end - start)
+                inside = (spans[:, 0] >= start) & (spans[:, 1] <= end)
+                inside &= spans[:, 1] - spans[:, 0] <= self.config.max_width
+                gold.append(np.stack([spans[inside, 0] - start, spans[inside, 1] - spans[inside, 0] - 1], axis=1))
+        return _Sentences(words, shapes, suffixes, np.array(document_of, dtype=np.int64),
+                          np.array(offsets, dtype=np.int64), np.array(lengths, dtype=np.int64), gold)
+
+    @staticmethod
+    def _pad(arrays: list[np.ndarray], indices: np.ndarray, length: int) -> torch.Tensor:
+        padded = np.zeros((len(indices), length), dtype=np.int64)
+        for row, index in enumerate(indices):
+            padded[row, : len(arrays[index])] = arrays[index]
+        return torch.from_numpy(padded)
+
+    # -- scoring --
+
+    def forward(self, words: torch.Tensor, shapes: torch.Tensor, suffixes: torch.Tensor,
+                lengths: torch.Tensor) -> torch.Tensor:
+        """Span logits ``(N, L, W)``: ``[n, i, w]`` scores tokens ``i .. i + w`` of sentence ``n`` (padded inputs
+        ``(N, L)``, true ``lengths`` ``(N,)``). Positions outside :func:`span_grid` hold meaningless values."""
+        N, L = words.shape
+        W = self.config.max_width
+        x = self.dropout(torch.cat([self.words(words), self.shapes(shapes), self.suffixes(suffixes)], dim=-1))
+        packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        states, _ = self.lstm(packed)
+        h = self.dropout(pad_packed_sequence(states, batch_first=True, total_length=L)[0])  # (N, L, 2H)
+
+        offsets = torch.arange(W)
+        ends = (torch.arange(L)[:, None] + offsets[None, :]).clamp(max=L - 1)  # (L, W), last token of each span
+        start = self.start_part(h)[:, :, None, :]  # (N, L, 1, M)
+        end = self.end_part(h)[:, ends]  # (N, L, W, M)
+        mean_projection = self.mean_part(h)
+        cumulative = torch.cat([mean_projection.new_zeros(N, 1, mean_projection.shape[-1]),
+                                mean_projection.cumsum(dim=1)], dim=1)  # (N, L + 1, M)
+        mean = (cumulative[:, ends + 1] - cumulative[:, :L, None]) / (offsets + 1)[:, None].to(h.dtype)
+        width = self.width_part(self.widths(offsets))  # (W, M)
+        hidden = self.dropout(torch.relu(start + end + mean + width))
+        return self.output(hidden).squeeze(-1)
+
+    def _batch_logits(self, data: _Sentences, batch: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        """The logits of one batch of sentences and their candidate mask."""
+        lengths = torch.from_numpy(data.lengths[batch])
+        L = int(lengths.max())
+        logits = self(self._pad(data.words, batch, L), self._pad(data.shapes, batch, L),
+                      self._pad(data.suffixes, batch, L), lengths)
+        return logits, span_grid(lengths, L, self.config.max_width)
+
+    @torch.no_grad()
+    def candidate_logits(self, documents: Sequence[Document], batch_tokens: int = 4000
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Every candidate span of ``documents`` and its logit: arrays ``(document, start, end, logit)`` with
+        document-level token positions, ``end`` exclusive. The model is scored in eval mode."""
+        was_training = self.training
+        self.eval()
+        data = self._sentences(documents)
+        parts = []
+        with _one_thread():
+            for batch in _batches(data.lengths, batch_tokens, None):
+                logits, mask = self._batch_logits(data, batch)
+                row, start, width = mask.nonzero(as_tuple=True)
+                sentence = torch.from_numpy(batch)[row]
+                begin = torch.from_numpy(data.offset)[sentence] + start
+                parts.append(torch.stack([torch.from_numpy(data.document)[sentence], begin, begin + width + 1],
+                                         dim=1))
+                parts.append(logits[mask].double())
+        self.train(was_training)
+        spans = torch.cat(parts[0::2]).numpy() if parts else np.zeros((0, 3), dtype=np.int64)
+        logits = torch.cat(parts[1::2]).numpy() if parts else np.zeros(0)
+        return spans[:, 0], spans[:, 1], spans[:, 2], logits
+
+    def predict(self, documents: Sequence[Document], batch_tokens: int = 4000) -> list[list[Span]]:
+        """The mention spans ``(start, end)`` (end exclusive, sorted) of each document: every span of at most
+        ``max_width`` tokens inside one of its ``sentences`` whose probability is at least the threshold.
+        Only ``tokens`` and ``sentences`` are read; ``batch_tokens`` bounds a batch's padded tokens (memory)."""
+        document, start, end, logits = self.candidate_logits(documents, batch_tokens)
+        return _spans_by_document(len(documents), document, start, end, logits >= _logit(self.config.threshold))
+
+    # -- files --
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the model atomically: format tag, config, vocabulary, float16 weights and training info."""
+        payload = {
+            "format": MODEL_FORMAT,
+            "version": FORMAT_VERSION,
+            "config": asdict(self.config),
+            "vocabulary": self.vocabulary,
+            "weights": {name: tensor.detach().cpu().half() if tensor.is_floating_point() else tensor.detach().cpu()
+                        for name, tensor in self.state_dict().items()},
+            "info": self.info,
+        }
+        with atomic_path(path) as partial:
+            torch.save(payload, partial)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> MentionDetector:
+        """Read a model :meth:`save` wrote (weights back in float32); anything else is a
+        :class:`MentionModelError` naming the file."""
+        path = Path(path)
+        if not path.is_file():
+            raise MentionModelError(f"{path}: no such mention detector file")
+        try:
+            payload = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as error:  # torch raises many kinds (and long messages) for a file that is not its own
+            raise MentionModelError(f"{path}: not a mention detector (not a file torch can read: "
+                                    f"{type(error).__name__})") from error
+        if not isinstance(payload, dict) or payload.get("format") != MODEL_FORMAT:
+            raise MentionModelError(f"{path}: not a mention detector (no {MODEL_FORMAT!r} format tag)")
+        if payload.get("version") != FORMAT_VERSION:
+            raise MentionModelError(f"{path}: a mention detector of format version {payload.get('version')}, but "
+                                    f"this code reads version {FORMAT_VERSION}: retrain it")
+        try:
+            model = cls(MentionDetectorConfig.from_dict(payload["config"]), payload["vocabulary"])
+            model.load_state_dict({name: tensor.float() if tensor.is_floating_point() else tensor
+                                   for name, tensor in payload["weights"].items()})
+            model.info = dict(payload["info"])
+        except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as error:
+            raise MentionModelError(f"{path}: not a complete mention detector "
+                                    f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})"
+                                    ) from error
+        return model.eval()
+
+
+def _logit(probability: float) -> float:
+    if probability <= 0.0:
+        return -math.inf
+    if probability >= 1.0:
+        return math.inf
+    return math.log(probability / (1.0 - probability))
+
+
+def _spans_by_document(count: int, document: np.ndarray, start: np.ndarray, end: np.ndarray,
+                       keep: np.ndarray) -> list[list[Span]]:
+    """The kept spans grouped by document (``count`` of them), sorted within each."""
+    document, start, end = document[keep], start[keep], end[keep]
+    order = np.lexsort((end, start, document))
+    document, start, end = document[order], start[order], end[order]
+    bounds = np.searchsorted(document, np.arange(count + 1))
+    return [list(zip(start[a:b].tolist(), end[a:b].tolist())) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+# ---- scoring ------------------------------------------------------------------------------------------------
+
+
+def mention_scores(gold: Sequence[Document], predicted: Sequence[Sequence[Span]]) -> dict[str, float | int]:
+    """Mention detection scores: exact span match, distinct spans per document, summed over documents.
+
+    ``predicted[k]`` are the spans found in ``gold[k]``. Returns precision, recall and f1 (0 where undefined) and
+    the counts ``gold``, ``predicted``, ``correct`` and ``documents``.
+    """
+    if len(gold) != len(predicted):
+        raise ValueError(f"{len(gold)} gold documents but predictions for {len(predicted)}")
+    gold_count = predicted_count = correct = 0
+    for document, spans in zip(gold, predicted):
+        key = {mention.span for mention in document.mentions}
+        response = {(int(start), int(end)) for start, end in spans}
+        gold_count += len(key)
+        predicted_count += len(response)
+        correct += len(key & response)
+    precision = correct / predicted_count if predicted_count else 0.0
+    recall = correct / gold_count if gold_count else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"precision": precision, "recall": recall, "f1": f1, "gold": gold_count, "predicted": predicted_count,
+            "correct": correct, "documents": len(gold)}
+
+
+def _span_keys(document: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    return (document.astype(np.int64) << 42) | (start.astype(np.int64) << 21) | end.astype(np.int64)
+
+
+def tune_threshold(model: MentionDetector, documents: Sequence[Document], batch_tokens: int = 4000
+                   ) -> tuple[float, float]:
+    """The probability threshold that maximises mention F1 on ``documents``, and that F1.
+
+    The threshold lies halfway (in logits) between the lowest score kept and the highest one dropped. Gold spans
+    that are no candidates (too wide) count as missed.
+    """
+    document, start, end, logits = model.candidate_logits(documents, batch_tokens)
+    gold = np.array(sorted({(number, *mention.span) for number, d in enumerate(documents) for mention in d.mentions}),
+                    dtype=np.int64).reshape(-1, 3)
+    is_gold = np.isin(_span_keys(document, start, end), _span_keys(gold[:, 0], gold[:, 1], gold[:, 2]))
+    if not len(logits) or not len(gold):
+        return 0.5, 0.0
+    order = np.argsort(-logits, kind="stable")
+    ranked = logits[order]
+    correct = np.cumsum(is_gold[order])
+    f1 = 2 * correct / (np.arange(1, len(ranked) + 1) + len(gold))
+    best = int(np.argmax(f1))
+    below = ranked[best + 1] if best + 1 < len(ranked) else ranked[best] - 2.0
+    cut = (ranked[best] + below) / 2
+    return float(1.0 / (1.0 + math.exp(-cut))), float(f1[best])
+
+
+# ---- training -----------------------------------------------------------------------------------------------
+
+
+def train_detector(
+    train: Sequence[Document],
+    dev: Sequence[Document],
+    config: MentionDetectorConfig = MentionDetectorConfig(),
+    epochs: int = 10,
+    seed: int = 0,
+    progress: bool = True,
+    batch_tokens: int = 2000,
+    learning_rate: float = 1e-3,
+    log: Callable[[str], None] | None = None,
+) -> MentionDetector:
+    """Train a detector on ``train``, keep the epoch with the best dev mention F1, and tune its threshold on dev.
+
+    ``config.max_width`` 0 is chosen from ``train`` (``config.coverage``). The weights returned are rounded to
+    float16 (what :meth:`MentionDetector.save` keeps) before the threshold is tuned, so a saved and reloaded model
+    predicts exactly what this one does. ``model.info`` records the history (loss, dev F1, threshold by epoch),
+    the width's coverage and the training seconds. ``log`` receives one line per epoch.
+    """
+    started = time.perf_counter()
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    if config.max_width < 1:
+        config = replace(config, max_width=choose_max_width(train, config.coverage))
+    model = MentionDetector(config, build_vocabulary(train, config))
+    data = model._sentences(train, with_gold=True)
+    optimiser = torch.optim.Adam(model.parameters(), lr=learning_rate)
+    history: list[dict[str, float]] = []
+    best_f1, best_weights = -1.0, copy.deepcopy(model.state_dict())
+    for epoch in range(1, epochs + 1):
+        model.train()
+        total, count = 0.0, 0
+        batches = _batches(data.lengths, batch_tokens, rng)
+        for batch in progress_bar(batches, desc=f"epoch {epoch}", unit="batch", enabled=progress, leave=False):
+            logits, mask = model._batch_logits(data, batch)
+            labels = torch.zeros_like(logits)
+            rows = [np.full(len(data.gold[index]), row) for row, index in enumerate(batch)]
+            gold = np.concatenate([data.gold[index] for index in batch])
+            labels[torch.from_numpy(np.concatenate(rows)), torch.from_numpy(gold[:, 0]),
+                   torch.from_numpy(gold[:, 1])] = 1.0
+            loss = nn.functional.binary_cross_entropy_with_logits(logits[mask], labels[mask])
+            optimiser.zero_grad()
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+            optimiser.step()
+            total += loss.item() * int(mask.sum())
+            count += int(mask.sum())
+        threshold, f1 = tune_threshold(model, dev) if dev else (0.5, 0.0)
+        history.append({"epoch": epoch, "loss": total / max(count, 1), "dev_f1": f1, "threshold": threshold})
+        if log is not None:
+            log(f"epoch {epoch}: train loss {total / max(count, 1):.4f}, dev mention F1 {100 * f1:.2f} "
+                f"(threshold {threshold:.3f})")
+        if f1 > best_f1:
+            best_f1, best_weights = f1, copy.deepcopy(model.state_dict())
+    model.load_state_dict({name: tensor.half().float() if tensor.is_floating_point() else tensor
+                           for name, tensor in best_weights.items()})
+    threshold, f1 = tune_threshold(model, dev) if dev else (0.5, 0.0)
+    model.config = replace(model.config, threshold=threshold)
+    model.info = {
+        "epochs": epochs,
+        "best_epoch": max(history, key=lambda entry: entry["dev_f1"])["epoch"] if history else 0,
+        "dev_f1": f1,
+        "seed": seed,
+        "max_width_coverage": width_coverage(train, config.max_width),
+        "training_documents": len(train),
+        "training_seconds": time.perf_counter() - started,
+        "history": history,
+    }
+    return model.eval()
+
+
+# ---- command line -------------------------------------------------------------------------------------------
+
+
+def _train_command(args: argparse.Namespace) -> int:
+    """Train a mention detector on a corpus's train split, choosing the epoch and the threshold on dev, and write
+    it (one torch file) atomically."""
+    train = load_corpus(args.corpus, "train", args.data_dir).documents
+    dev = load_corpus(args.corpus, "dev", args.data_dir).documents
+    config = MentionDetectorConfig(
+        vocabulary_size=args.vocabulary_size, hidden_size=args.hidden_size, layers=args.layers,
+        max_width=args.max_width, coverage=args.coverage, dropout=args.dropout, lowercase=args.lowercase,
+    )
+    if not config.max_width:
+        config = replace(config, max_width=choose_max_width(train, config.coverage))
+    print(f"{args.corpus}: {len(train)} training documents, {len(dev)} dev documents; max width "
+          f"{config.max_width} covers {100 * width_coverage(train, config.max_width):.2f}% of training mentions"
+          + ("; tokens lowercased" if config.lowercase else ""), flush=True)
+    model = train_detector(train, dev, config, epochs=args.epochs, seed=args.seed, batch_tokens=args.batch_tokens,
+                           log=lambda line: tqdm.write(line, file=sys.stdout))
+    model.info["corpus"] = args.corpus
+    model.save(args.out)
+    info = model.info
+    print(f"trained in {info['training_seconds']:.1f} s; best epoch {info['best_epoch']}, dev mention F1 "
+          f"{100 * info['dev_f1']:.2f} at threshold {model.config.threshold:.3f}; model saved to {args.out} "
+          f"({Path(args.out).stat().st_size / 1e6:.2f} MB)")
+    return 0
+
+
+def _evaluate_command(args: argparse.Namespace) -> int:
+    """Detect the mentions of a corpus split with a trained detector and print precision, recall and F1 against
+    the split's annotated mentions (exact spans)."""
+    split = canonical_split(args.corpus, args.split)
+    model = MentionDetector.load(args.model)
+    documents = load_corpus(args.corpus, split, args.data_dir).documents
+    scores = mention_scores(documents, model.predict(documents, batch_tokens=args.batch_tokens))
+    print(f"{args.corpus}/{split}: mention precision {100 * scores['precision']:.2f}, recall "
+          f"{100 * scores['recall']:.2f}, F1 {100 * scores['f1']:.2f} ({scores['correct']} of {scores['gold']} gold "
+          f"mentions found, {scores['predicted']} predicted)")
+    if args.json:
+        info = {key: value for key, value in model.info.items() if key != "history"}
+        result = {"model": str(args.model), "corpus": args.corpus, "split": split, **scores,
+                  "max_width": model.config.max_width, "threshold": model.config.threshold,
+                  "lowercase": model.config.lowercase,
+                  "model_bytes": Path(args.model).stat().st_size, "training": info}
+        write_text_atomic(args.json, json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+def _parser() -> Parser:
+    parser = Parser(prog="python -m coref.mentions", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    data_help = "folder holding the corpora (default: $ENTITYLM_DATA; sample needs none)"
+    defaults = MentionDetectorConfig()
+
+    train = commands.add_parser("train", help="train on a corpus's train split, choosing epoch and threshold on dev",
+                                description=inspect.getdoc(_train_command))
+    train.add_argument("--corpus", required=True, help="sample, litbank, ontogum, conll2012, or several joined by '+'")
+    train.add_argument("--data-dir", help=data_help)
+    train.add_argument("--out", required=True, type=output_file, help="model file to write (.pt)")
+    train.add_argument("--epochs", type=integer(1), default=10, help="passes over the training sentences")
+    train.add_argument("--seed", type=int, default=23, help="seed of the initial weights and the batch shuffling")
+    train.add_argument("--batch-tokens", type=integer(1), default=2000,
+                       help="padded tokens per batch of sentences")
+    train.add_argument("--vocabulary-size", type=integer(2), default=defaults.vocabulary_size,
+                       help="most word types kept (training words seen at least twice), <pad> and <unk> included")
+    train.add_argument("--hidden-size", type=integer(1), default=defaults.hidden_size,
+                       help="BiLSTM state size per direction")
+    train.add_argument("--layers", type=integer(1), default=defaults.layers, help="BiLSTM layers")
+    train.add_argument("--dropout", type=real(0, 1), default=defaults.dropout, help="dropout rate")
+    train.add_argument("--max-width", type=integer(0), default=0,
+                       help="widest candidate span in tokens; 0 chooses it from the training mentions (--coverage)")
+    train.add_argument("--coverage", type=real(0, math.nextafter(1.0, 2.0), include_low=False),
+                       default=defaults.coverage,
+                       help="share of training mentions the chosen max width must cover")
+    train.add_argument("--lowercase", action="store_true",
+                       help="lowercase every token, in training and whenever the model is used (lowercase text)")
+    train.set_defaults(run=_train_command)
+
+    evaluate = commands.add_parser("evaluate", help="score a detector's mentions on a corpus split",
+                                   description=inspect.getdoc(_evaluate_command))
+    evaluate.add_argument("--model", required=True, help="a model written by train")
+    evaluate.add_argument("--corpus", required=True,
+                          help="sample, litbank, ontogum, conll2012, or several joined by '+'")
+    evaluate.add_argument("--split", required=True, help="the split to score")
+    evaluate.add_argument("--data-dir", help=data_help)
+    evaluate.add_argument("--batch-tokens", type=integer(1), default=4000, help="padded tokens per batch")
+    evaluate.add_argument("--json", type=output_file, help="also write the scores as JSON here")
+    evaluate.set_defaults(run=_evaluate_command)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line and return its exit status (2 and one line on stderr for bad input)."""
+    return run_subcommand(_parser(), argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

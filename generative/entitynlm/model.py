@@ -1,0 +1,615 @@
+"""EntityNLM (Ji et al. 2017) as an explicit Pyro program, and its discriminative proposal Q as the guide.
+
+At every target token t of every document the model has four sample sites (paper §2.2):
+
+- ``R_t`` in {0, 1}: is x_t in an entity mention (eq. 3);
+- ``E_t``: which entity, an index into the document's entity table, where the slot just past the known
+  entities is the "new entity" candidate (eq. 4);
+- ``L_t``: the mention's length, stored as L - 1 in 0..24 (eq. 5);
+- ``X_t``: the word (eq. 6), observed.
+
+R is drawn only when the previous mention has ended (L_{t-1} = 1), E and L only when a mention starts; inside a
+mention the values are deterministic copies (R, E kept, L counted down) and those sites are masked, as is
+padding. Sites exist at every step for every particle and document; masks, not branches, decide which count,
+and the guide uses identical masks, so importance weights are exact. A new entity's embedding (eq. 7) is
+u = r_1 + sigma * eps with eps a standard-normal site ``new_entity_t``; model and guide draw it from the same
+N(0, I), so it cancels in the weights.
+
+The LSTM reads words only, so it runs once per document (a fused ``nn.LSTM``) and all particles share its
+states; per particle only the entity table, the last-seen positions and the current entity evolve. The
+proposal (paper §5.1, "Proposal distribution") has the same R/E/L heads and its own LSTM, and reads the state
+AFTER x_t: it sees the word it annotates. Everything is batched over a ``particles`` plate (dim -2) and a
+``documents`` plate (dim -1). Every site goes through one sample statement (:func:`pyro_site`, the definition);
+the lockstep sampler of :mod:`inference.algorithms.smc` swaps in one that calls the same distributions without Pyro's
+messengers, and is tested to draw and weigh exactly as the program does.
+
+The paper's equations are the default; ``EntityNLMConfig`` names the reference code's variants where they are
+cheap (reference-notes §1.11): exponential sentence distance, and the swapped-delta / W_T entity update.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pyro
+import pyro.distributions as dist
+import torch
+import torch.nn.functional as F
+from pyro.nn import PyroModule
+from torch import nn
+
+from coref.document import EntityAnnotation
+from generative.layers.batch import DocumentBatch
+from generative.layers.config import LanguageModelConfig
+from generative.layers.density import LogDensity
+from generative.layers.encoder import BidirectionalWordEncoder, WordEncoder
+from generative.entitynlm.gold import AnnotationTerms, annotation_terms
+from generative.layers.softmax import make_softmax
+
+PROPOSAL_CONTEXTS = ("forward", "bidirectional")  # what the proposal reads: x_<=t (the paper's), or all of x
+NEW_ENTITY_SITE = "new_entity"  # the eq. 7 noise sites: a density, not part of the structure's probability
+IMPOSSIBLE = -1e4  # logit of an unavailable entity slot: a large negative number, not -inf (NaN-safe)
+GROWTH_INTERVAL = 32  # the entity table is resized at most once per this many steps (one host sync)
+
+
+@dataclass(frozen=True)
+class EntityNLMConfig(LanguageModelConfig):
+    """Sizes and modelling choices; the defaults are the paper's.
+
+    ``hidden_size`` is also the entity-embedding size: eq. 8 mixes entity embeddings with LSTM states.
+    ``distance``: "paper" scores w_dist . f(e) with f = [log(1 + tokens since e was last mentioned),
+    log(1 + sentences since)] and f = 0 for the new entity (eq. 4); "reference" is the DyNet code's
+    exp(lambda * (last sentence of e - current sentence)). ``update``: "paper" is eq. 8; "reference" is the
+    code's delta = sigmoid(e W h), e <- normalise((1 - delta) e + delta W_T h).
+    """
+
+    max_mention_length: int = 25
+    new_entity_scale: float = 0.01  # sigma of eq. 7; 0 makes new entities deterministic (tests enumerate)
+    distance: str = "paper"
+    update: str = "paper"
+    proposal: str = "forward"  # the proposal the commands use by default (a key of PROPOSAL_CONTEXTS)
+
+    def __post_init__(self) -> None:
+        if self.proposal not in PROPOSAL_CONTEXTS:
+            raise ValueError(f"proposal must be one of {PROPOSAL_CONTEXTS}, got {self.proposal!r}")
+        if self.distance not in ("paper", "reference"):
+            raise ValueError(f"distance must be 'paper' or 'reference', got {self.distance!r}")
+        if self.update not in ("paper", "reference"):
+            raise ValueError(f"update must be 'paper' or 'reference', got {self.update!r}")
+
+
+# ---- the conditional distributions, one small module each ----------------------------------------------------
+
+
+class MentionTypeHead(nn.Module):
+    """p(R_t = r | h) proportional to exp(h^T W_r r_r) (eq. 3); r_1 is also the new-entity prototype (eq. 7)."""
+
+    def __init__(self, hidden_size: int) -> None:
+        super().__init__()
+        self.type_embeddings = nn.Parameter(torch.randn(2, hidden_size) / hidden_size**0.5)
+        self.bilinear = nn.Linear(hidden_size, hidden_size, bias=False)
+
+    def forward(self, h: torch.Tensor) -> dist.Categorical:
+        return dist.Categorical(logits=self.bilinear(h) @ self.type_embeddings.T)
+
+    @property
+    def entity_prototype(self) -> torch.Tensor:
+        return self.type_embeddings[1]
+
+
+class EntityHead(nn.Module):
+    """p(E_t = e | R_t = 1, h) proportional to exp(h^T W_entity e_e + w_dist^T f(e)), known entities and new (eq. 4)."""
+
+    def __init__(self, hidden_size: int, distance: str) -> None:
+        super().__init__()
+        self.bilinear = nn.Linear(hidden_size, hidden_size, bias=False)
+        self.distance = distance
+        self.distance_weights = nn.Parameter(torch.zeros(2 if distance == "paper" else 1))
+
+    def forward(
+        self, h: torch.Tensor, entities: EntityTable, position: int | torch.Tensor, sentence: torch.Tensor,
+        rows: torch.Tensor | None = None,
+    ) -> dist.Categorical:
+        """The choice at token ``position`` (a step, or (P, B) steps) of sentence ``sentence`` (P, B).
+
+        ``rows`` (P, B), when given, are the (particle, document) pairs whose E is drawn at this step (a mention
+        starts there): only their entity tables are scored, and every other row gets placeholder logits 0, a draw
+        the caller discards and a density it masks out. The categorical keeps its full (P, B, C) shape, so a
+        sampler consumes the same random numbers; a book's step then reads the tables of the few particles that
+        start a mention, not all of them.
+        """
+        embeddings, last_position, last_sentence = entities.scored()
+        projected = self.bilinear(h)
+        if rows is None:
+            # (P, B, C); an einsum, not a batched matmul: P x B tiny matrix-vector products ran 3-4x slower
+            scores = torch.einsum("pbcd,bd->pbc", embeddings, projected)
+            return dist.Categorical(logits=self._logits(scores, entities.slots() - entities.count[..., None],
+                                                        _column(position), sentence, last_position, last_sentence))
+        index = rows.nonzero(as_tuple=True)
+        scores = torch.einsum("kcd,kd->kc", embeddings[index], projected[index[-1]])
+        at = position if isinstance(position, int) else position[index][..., None]
+        logits = scores.new_zeros(last_position.shape)
+        logits[index] = self._logits(scores, entities.slots() - entities.count[index][..., None], at,
+                                     sentence[index], last_position[index], last_sentence[index])
+        return dist.Categorical(logits=logits)
+
+    def _logits(self, scores: torch.Tensor, past_count: torch.Tensor, position: int | torch.Tensor,
+                sentence: torch.Tensor, last_position: torch.Tensor, last_sentence: torch.Tensor) -> torch.Tensor:
+        """Eq. 4's logits from the bilinear ``scores``: the distance term for known entities, unavailable slots
+        made impossible. ``past_count`` is each slot's index minus the number of known entities: negative for
+        a known entity, 0 for the new-entity candidate, positive for an unavailable slot."""
+        known, available = past_count < 0, past_count <= 0
+        if self.distance == "paper":
+            tokens_since = (position - last_position).clamp(min=0)
+            sentences_since = (sentence[..., None] - last_sentence).clamp(min=0)
+            features = torch.stack([tokens_since.log1p(), sentences_since.log1p()], dim=-1)
+            scores = scores + known * (features @ self.distance_weights)
+        else:  # the reference code: exp(lambda * (last sentence - current sentence)), the new slot's last is 0
+            scores = scores + torch.exp(self.distance_weights * (last_sentence - sentence[..., None]))
+        return torch.where(available, scores, torch.full_like(scores, IMPOSSIBLE))
+
+
+class LengthHead(nn.Module):
+    """p(L_t = l | h, e) proportional to exp(W_length,l^T [h; e] + b_l) (eq. 5); the value is l - 1.
+
+    W_length [h; e] is computed as W_h h + W_e e, so the shared h part is not repeated per particle.
+    """
+
+    def __init__(self, hidden_size: int, max_mention_length: int) -> None:
+        super().__init__()
+        self.from_state = nn.Linear(hidden_size, max_mention_length)
+        self.from_entity = nn.Linear(hidden_size, max_mention_length, bias=False)
+
+    def forward(self, h: torch.Tensor, entity: torch.Tensor) -> dist.Categorical:
+        return dist.Categorical(logits=self.from_state(h) + self.from_entity(entity))
+
+
+class EntityUpdate(nn.Module):
+    """The new embedding of the mentioned entity after reading h_t (eq. 8, or the reference code's form)."""
+
+    def __init__(self, hidden_size: int, form: str) -> None:
+        super().__init__()
+        self.gate = nn.Linear(hidden_size, hidden_size, bias=False)
+        self.project = nn.Linear(hidden_size, hidden_size, bias=False) if form == "reference" else None
+
+    def forward(self, h: torch.Tensor, entity: torch.Tensor) -> torch.Tensor:
+        delta = torch.sigmoid((self.gate(h) * entity).sum(-1, keepdim=True))
+        if self.project is None:
+            return F.normalize(delta * entity + (1 - delta) * h, dim=-1)
+        return F.normalize((1 - delta) * entity + delta * self.project(h), dim=-1)
+
+
+class EntityHeads(nn.Module):
+    """The R, E, L heads and the entity update: what model and proposal each have one of."""
+
+    def __init__(self, config: EntityNLMConfig) -> None:
+        super().__init__()
+        self.mention_type = MentionTypeHead(config.hidden_size)
+        self.entity = EntityHead(config.hidden_size, config.distance)
+        self.length = LengthHead(config.hidden_size, config.max_mention_length)
+        self.update = EntityUpdate(config.hidden_size, config.update)
+
+
+# ---- per-particle state --------------------------------------------------------------------------------------
+
+
+@dataclass
+class EntityTable:
+    """The entities of every (particle, document): slot k holds entity k + 1; slot ``count`` the new candidate.
+
+    ``embeddings`` (P, B, C, D), ``last_position`` and ``last_sentence`` (P, B, C) of each entity's latest
+    mention token, ``count`` (P, B). The first ``width`` slots are the ones eq. 4 scores (known entities, the
+    candidate, and unavailable slots with probability 0); ``width`` grows by the same rule as ever
+    (:meth:`reserve`), which fixes how many random numbers the E site draws, while the storage behind it grows by
+    doubling, so a book's table is copied O(log C) times, not once per growth check. Writes are scatters of one
+    row per (particle, document), in place unless autograd is recording.
+    """
+
+    embeddings: torch.Tensor
+    last_position: torch.Tensor
+    last_sentence: torch.Tensor
+    count: torch.Tensor
+    width: int
+
+    @classmethod
+    def empty(cls, particles: int, documents: int, size: int, like: torch.Tensor,
+              capacity: int = GROWTH_INTERVAL + 1) -> EntityTable:
+        zeros = like.new_zeros((particles, documents, capacity))
+        return cls(like.new_zeros((particles, documents, capacity, size)), zeros, zeros.clone(), zeros[..., 0].long(),
+                   capacity)
+
+    def scored(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The embeddings, last positions and last sentences of the ``width`` slots that eq. 4 scores (views)."""
+        return (self.embeddings[..., :self.width, :], self.last_position[..., :self.width],
+                self.last_sentence[..., :self.width])
+
+    def slots(self) -> torch.Tensor:
+        return torch.arange(self.width, device=self.count.device)
+
+    def reserve(self, step: int) -> None:
+        """Widen to GROWTH_INTERVAL more entities than the most any row has, checking (one host sync) every
+        GROWTH_INTERVAL steps: no row can then run out of slots before the next check."""
+        if step % GROWTH_INTERVAL:
+            return
+        self.width = max(self.width, int(self.count.max()) + GROWTH_INTERVAL + 1)
+        extra = self.width - self.embeddings.shape[-2]
+        if extra > 0:
+            extra = max(extra, self.embeddings.shape[-2])  # doubling: amortised O(1) copying per entity
+            self.embeddings = F.pad(self.embeddings, (0, 0, 0, extra))
+            self.last_position = F.pad(self.last_position, (0, extra))
+            self.last_sentence = F.pad(self.last_sentence, (0, extra))
+
+    def gather(self, slot: torch.Tensor) -> torch.Tensor:
+        """The embedding in ``slot`` (P, B) of each (particle, document)."""
+        return self.embeddings.gather(-2, self._row_index(slot)).squeeze(-2)
+
+    def write(self, where: torch.Tensor, slot: torch.Tensor, embedding: torch.Tensor) -> None:
+        """Put ``embedding`` (P, B, D) into ``slot`` (P, B) where ``where`` (P, B) holds."""
+        self.embeddings = _put(self.embeddings, where, slot, embedding)
+
+    def mention(self, where: torch.Tensor, slot: torch.Tensor, embedding: torch.Tensor, position: int | torch.Tensor,
+                sentence: torch.Tensor) -> None:
+        """An entity mentioned at ``position`` (a step, or (P, B) steps): its updated embedding and where it was
+        last seen."""
+        self.write(where, slot, embedding)
+        for name, value in (("last_position", _column(position)), ("last_sentence", sentence[..., None])):
+            table = getattr(self, name)
+            rows = torch.as_tensor(value).to(table).expand(*where.shape, 1)[..., 0]
+            setattr(self, name, _put(table, where, slot, rows))
+
+    def _row_index(self, slot: torch.Tensor) -> torch.Tensor:
+        return slot.clamp(min=0)[..., None, None].expand(*slot.shape, 1, self.embeddings.shape[-1])
+
+
+def _put(table: torch.Tensor, where: torch.Tensor, slot: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """``table`` (P, B, C, ...) with ``rows`` (P, B, ...) in slot ``slot`` (P, B) where ``where`` (P, B) holds.
+
+    In place, touching only the rows written (a step writes a few of P x B), unless autograd is recording: then a
+    new table by one scatter, as autograd may need the old one.
+    """
+    if not torch.is_grad_enabled():
+        written = where.nonzero(as_tuple=True)
+        table[(*written, slot[written])] = rows[written]
+        return table
+    index = slot.clamp(min=0).view(*slot.shape, 1, *([1] * (rows.dim() - 2))).expand(*slot.shape, 1, *rows.shape[2:])
+    kept = torch.where(where.view(*where.shape, *([1] * (rows.dim() - 2))), rows, table.gather(2, index).squeeze(2))
+    return table.scatter(2, index, kept.unsqueeze(2))
+
+
+@dataclass
+class MentionState:
+    """R, E (as a slot, -1 outside mentions) and L of the previous token, per (particle, document)."""
+
+    R: torch.Tensor
+    E: torch.Tensor
+    L: torch.Tensor
+    needs_candidate: torch.Tensor  # the new-entity candidate was used up (or none exists yet)
+
+
+@dataclass
+class Choice:
+    """What step t chose (R, E as a slot, L) and the entity embedding it read, awaiting the update with h_t."""
+
+    t: int
+    valid: torch.Tensor
+    sentence: torch.Tensor
+    R: torch.Tensor
+    E: torch.Tensor
+    L: torch.Tensor
+    entity: torch.Tensor
+
+
+# ---- the program shared by model and guide -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Annotation:
+    """Values to observe at the R/E/L sites, E as a slot (entity - 1, 0 outside mentions): (B, T) tensors for
+    one annotation per document (the gold), or (P, B, T) for one per particle (reranking's candidates)."""
+
+    R: torch.Tensor
+    E: torch.Tensor
+    L: torch.Tensor
+
+    @classmethod
+    def of(cls, batch: DocumentBatch) -> Annotation:
+        return cls(batch.R, (batch.E - 1).clamp(min=0), batch.L - 1)
+
+
+Site = Callable[[str, int, dist.TorchDistribution, torch.Tensor, torch.Tensor | None], torch.Tensor]
+"""A sample statement ``site(kind, t, distribution, mask, obs) -> value``: the site ``f"{kind}_{t}"``."""
+
+
+def pyro_site(kind: str, t: int, distribution: dist.TorchDistribution, mask: torch.Tensor,
+              obs: torch.Tensor | None) -> torch.Tensor:
+    """The program's sample statement: a masked Pyro site (the definition every fast path is tested against)."""
+    return pyro.sample(f"{kind}_{t}", distribution.mask(mask), obs=obs)
+
+
+class EntityTracker:
+    """One pass over a batch with one set of heads: the sample sites of R, E, L and the new-entity noise at each
+    step, and the entity table they imply. The model and the proposal each drive one, with their own heads and
+    LSTM states; the model adds the word site.
+
+    ``site`` is the sample statement: :func:`pyro_site` makes this the Pyro program; the lockstep sampler
+    (:mod:`inference.algorithms.smc`) passes handlers that draw and score the same distributions directly, without Pyro's
+    per-site messenger stack.
+    """
+
+    def __init__(
+        self,
+        heads: EntityHeads,
+        config: EntityNLMConfig,
+        batch: DocumentBatch,
+        particles: int,
+        like: torch.Tensor,
+        temperature: float = 1.0,
+        site: Site = pyro_site,
+    ) -> None:
+        self.heads = heads
+        self.site = site
+        # score eq. 4 only for the rows whose E is drawn (EntityHead's ``rows``): a sampler's choice, whose
+        # numbers equal the program's up to float rounding; the program itself scores every row
+        self.score_drawn_entities_only = False
+        self.temperature = temperature  # divides the R, E, L logits: > 1 widens a proposal
+        self.config = config
+        self.batch = batch
+        shape = (particles, batch.size)
+        self.entities = EntityTable.empty(particles, batch.size, config.hidden_size, like)
+        ones = batch.words.new_ones(shape)
+        self.previous = MentionState(R=ones * 0, E=-ones, L=ones, needs_candidate=ones.bool())
+        self.current = like.new_zeros((*shape, config.hidden_size))  # e_current; 0 before the first mention
+
+    def choose(self, t: int, h_predict: torch.Tensor, gold: Annotation | None) -> torch.Tensor:
+        """The R, E, L sites of step t (steps 1-2 of the story); returns e_current for the word at t, the
+        mentioned entity's embedding BEFORE this step's update (or the latest entity's outside mentions).
+
+        ``h_predict`` (B, H) is the state the heads read, shared by all particles and broadcast against the
+        per-particle entity state (P, B, ...).
+        """
+        heads, previous, entities = self.heads, self.previous, self.entities
+        valid = self.batch.mask[:, t].expand_as(previous.R)
+        sentence = self.batch.sentence[:, t].expand_as(previous.R)
+        entities.reserve(t)
+        self._offer_candidate(t, previous.needs_candidate & valid)
+
+        starts = (previous.L == 1) & valid  # eq.: R is drawn only when no mention is ongoing
+        R_dist = self._tempered(heads.mention_type(h_predict)).expand(starts.shape)
+        drawn_R = self.site("R", t, R_dist, starts, _at(gold, "R", t))
+        R = torch.where(starts, drawn_R, previous.R)
+        mention_starts = starts & (R == 1)
+        scored_rows = mention_starts if self.score_drawn_entities_only else None
+        E_dist = self._tempered(heads.entity(h_predict, entities, t, sentence, scored_rows))
+        drawn_E = self.site("E", t, E_dist, mention_starts, _at(gold, "E", t))
+        E = torch.where(mention_starts, drawn_E, torch.where(R == 1, previous.E, -torch.ones_like(drawn_E)))
+        entity = entities.gather(E)  # e_{E_t, t-1}, or the candidate for a new entity
+        L_dist = self._tempered(heads.length(h_predict, entity))
+        drawn_L = self.site("L", t, L_dist, mention_starts, _at(gold, "L", t))
+        L = torch.where(mention_starts, drawn_L + 1, torch.where(starts, torch.ones_like(drawn_L), previous.L - 1))
+        self.chosen = Choice(t, valid, sentence, R, E, L, entity)
+        return torch.where(((R == 1) & valid)[..., None], entity, self.current)
+
+    def update(self, h_update: torch.Tensor) -> None:
+        """Steps 5-6 of the story: the mentioned entity reads h_t (eq. 8, (B, H)), a used candidate becomes an
+        entity, and R, E, L become the previous token's."""
+        chosen, entities, previous = self.chosen, self.entities, self.previous
+        in_mention = (chosen.R == 1) & chosen.valid
+        updated = self.heads.update(h_update, chosen.entity)
+        entities.mention(in_mention, chosen.E, updated, chosen.t, chosen.sentence)
+        created = in_mention & (chosen.E == entities.count)
+        entities.count = entities.count + created.long()
+        self.current = torch.where(in_mention[..., None], updated, self.current)
+        self.previous = MentionState(
+            R=chosen.R, E=chosen.E, L=chosen.L, needs_candidate=created | (previous.needs_candidate & ~chosen.valid)
+        )
+
+    def resample(self, ancestors: torch.Tensor) -> None:
+        """Particle p of document b continues the state of particle ``ancestors[p, b]`` (SMC resampling)."""
+        documents = torch.arange(ancestors.shape[1], device=ancestors.device)
+
+        def select(values: torch.Tensor) -> torch.Tensor:  # indexing copies whole rows; a gather would read an
+            return values[ancestors, documents]  # index as large as the entity table
+
+        entities, previous = self.entities, self.previous
+        for name in ("embeddings", "last_position", "last_sentence", "count"):
+            setattr(entities, name, select(getattr(entities, name)))
+        self.previous = MentionState(*(select(value) for value in (previous.R, previous.E, previous.L,
+                                                                     previous.needs_candidate)))
+        self.current = select(self.current)
+
+    def _tempered(self, categorical: dist.Categorical) -> dist.Categorical:
+        if self.temperature == 1.0:
+            return categorical
+        return dist.Categorical(logits=categorical.logits / self.temperature)
+
+    def _offer_candidate(self, t: int, needed: torch.Tensor) -> None:
+        """Place a fresh new-entity embedding u = normalise(r_1 + sigma eps) (eq. 7) where the last one was used."""
+        prototype = self.heads.mention_type.entity_prototype.expand_as(self.current)
+        if self.config.new_entity_scale > 0:
+            noise_dist = dist.Normal(torch.zeros_like(prototype), 1.0).to_event(1)
+            noise = self.site(NEW_ENTITY_SITE, t, noise_dist, needed, None)
+            prototype = prototype + self.config.new_entity_scale * noise
+        self.entities.write(needed, self.entities.count, F.normalize(prototype, dim=-1))
+
+
+def _column(position: int | torch.Tensor) -> torch.Tensor | int:
+    """A step, or (P, B) steps made to broadcast against the (P, B, C) entity slots."""
+    return position if isinstance(position, int) else position[..., None]
+
+
+def _at(gold: Annotation | None, name: str, t: int) -> torch.Tensor | None:
+    return None if gold is None else getattr(gold, name)[..., t]
+
+
+# ---- the model and the proposal ------------------------------------------------------------------------------
+
+
+class EntityNLM(PyroModule):
+    """The generative model p(X, R, E, L) (paper §2)."""
+
+    def __init__(self, config: EntityNLMConfig, counts: list[int]) -> None:
+        super().__init__()
+        self.config = config
+        self.encoder = WordEncoder(config)
+        self.heads = EntityHeads(config)
+        self.entity_to_word = nn.Linear(config.hidden_size, config.hidden_size, bias=False)  # W_e of eq. 6
+        self.softmax = make_softmax(config.softmax, config.hidden_size, counts, config.num_classes)
+
+    def model(self, batch: DocumentBatch, particles: int = 1, annotated: bool = False) -> None:
+        """The generative story over a batch; ``annotated`` observes the gold R, E, L (training)."""
+        self.story(batch, particles, Annotation.of(batch) if annotated else None)
+
+    def story(self, batch: DocumentBatch, particles: int, gold: Annotation | None) -> None:
+        """The generative story with the R, E, L sites observed at ``gold`` when given (B, T or P, B, T)."""
+        states = self.encoder(batch)
+        with pyro.plate("particles", particles, dim=-2), pyro.plate("documents", batch.size, dim=-1):
+            tracker = self.tracker(batch, particles, states)
+            for t in range(batch.steps):
+                self.step(t, batch, states, tracker, gold)
+
+    def tracker(self, batch: DocumentBatch, particles: int, states: torch.Tensor, site: Site = pyro_site
+                ) -> EntityTracker:
+        """A fresh entity state for ``particles`` runs of the story over ``batch`` (``site``: see EntityTracker)."""
+        return EntityTracker(self.heads, self.config, batch, particles, states, site=site)
+
+    def step(self, t: int, batch: DocumentBatch, states: torch.Tensor, tracker: EntityTracker,
+             gold: Annotation | None = None) -> None:
+        """Token t of the story: R, E, L from h_{t-1} and the entities, the word x_t (eq. 6), the entity update."""
+        h_previous = states[:, t]
+        word_context = tracker.choose(t, h_previous, gold)
+        words = self.softmax(h_previous + self.entity_to_word(word_context))  # eq. 6
+        tracker.site("X", t, words, batch.mask[:, t], batch.words[:, t])
+        tracker.update(states[:, t + 1])
+
+    @torch.no_grad()
+    def generate(self, max_tokens: int, bos: int, eos: int) -> tuple[list[int], EntityAnnotation]:
+        """Sample a document from the model: word ids and their R, E, L (entities 1..K by first mention).
+
+        It runs the generative story forward (the LSTM one token at a time, since each word feeds the next
+        state) for ``max_tokens`` tokens, and on until the last mention has ended. Time and memory are linear in
+        the tokens: the values stay on the device until the end, and the only host sync per token is the stopping
+        test once ``max_tokens`` are out.
+        """
+        steps = max_tokens + self.config.max_mention_length
+        ones = torch.ones((1, steps), dtype=torch.long, device=self.entity_to_word.weight.device)
+        scratch = DocumentBatch((("generated", 0),), ones, ones, ones.bool(), ones * 0, ones, ones, ones)
+        encoder, softmax, entity_to_word = self.encoder, self.softmax, self.entity_to_word
+        previous_word, state = torch.tensor([[bos]], device=ones.device), None
+        sentence = ones.new_zeros(())
+        drawn: list[tuple[torch.Tensor, ...]] = []  # (word, R, E slot, L) of each token, each (1, 1)
+        with pyro.plate("particles", 1, dim=-2), pyro.plate("documents", 1, dim=-1):
+            output, state = encoder.lstm(encoder.embedding(previous_word), state)
+            tracker = EntityTracker(self.heads, self.config, scratch, 1, output)
+            for t in range(steps):
+                scratch.sentence[0, t] = sentence
+                h_previous = output[:, 0]
+                context = tracker.choose(t, h_previous, None)
+                word = pyro.sample(f"X_{t}", softmax(h_previous + entity_to_word(context)))  # (1, 1)
+                output, state = encoder.lstm(encoder.embedding(word), state)
+                tracker.update(output[:, 0])
+                mention = tracker.previous
+                drawn.append((word, mention.R, mention.E, mention.L))
+                sentence = sentence + (word[0, 0] == eos)
+                if t + 1 >= max_tokens and int(mention.L) == 1:
+                    break
+        words, R, E, L = (torch.cat(values).flatten().tolist() for values in zip(*drawn))
+        return words, EntityAnnotation(tuple(R), tuple(e + 1 if r else 0 for r, e in zip(R, E)), tuple(L))
+
+    def log_likelihood(self, batch: DocumentBatch) -> torch.Tensor:
+        """log p(R, E, L, X) of the gold annotation, per document (B,): the training objective (eq. 9)."""
+        return self.log_joint(batch, Annotation.of(batch)).squeeze(0)
+
+    def log_joint(self, batch: DocumentBatch, annotation: Annotation, noise: torch.Tensor | None = None
+                  ) -> torch.Tensor:
+        """log p(R, E, L, X) (eq. 12) of each annotation, (P, B) for (P, B, T) annotations ((1, B) for (B, T)):
+        P candidate structures of the same words in one run, sharing the LSTM, as reranking needs.
+
+        Computed the fast way (:mod:`generative.entitynlm.gold`), equal to :meth:`program_log_joint`; ``noise`` as there.
+        """
+        terms = self.token_log_probs(batch, annotation, noise)
+        return terms.total.view(-1, batch.size)
+
+    def token_log_probs(self, batch: DocumentBatch, annotation: Annotation, noise: torch.Tensor | None = None
+                        ) -> AnnotationTerms:
+        """Per-token log p(R_t), p(E_t), p(L_t), p(x_t) of each annotation, (P * B, T) rows (document fastest).
+
+        ``noise`` (P * B, K, D) is eps of eq. 7 for each row's K-th new entity (drawn when not given).
+        """
+        states = self.encoder(batch)
+        terms = annotation_terms(self.heads, self.config, batch, annotation, states[:, :-1], states[:, 1:], noise)
+        rows, (size, steps) = terms.R.shape[0], batch.words.shape
+        # (P, B, T, H) against the (B, T) words: the softmax gathers each observed word's class rows once, not
+        # once per annotation (P candidates of a 3,000-token document would otherwise need gigabytes)
+        context = self.entity_to_word(terms.entity_context).view(rows // size, size, steps, -1)
+        words = self.softmax(states[:, :-1] + context)  # eq. 6
+        X = (words.log_prob(batch.words) * batch.mask).view(rows, steps)
+        return dataclasses.replace(terms, X=X)
+
+    def program_log_joint(self, batch: DocumentBatch, annotation: Annotation) -> torch.Tensor:
+        """:meth:`log_joint` read off the Pyro program itself, token by token: the definition the fast path
+        is tested against."""
+        particles = annotation.R.shape[0] if annotation.R.dim() == 3 else 1
+        with LogDensity(observed=True) as density:
+            self.story(batch, particles, annotation)
+        return density.total
+
+
+class EntityProposal(PyroModule):
+    """The proposal Q(R, E, L | X): EntityNLM's heads reading the state at x_t, and the particle's own entities.
+
+    ``context="forward"`` is the paper's (§5.1): an LSTM state h_t that has read x_<=t, so Q cannot know where
+    a mention ends or whom a pronoun refers to until the words after it arrive. ``context="bidirectional"``
+    reads the whole document (:class:`BidirectionalWordEncoder`): q(R_t, E_t, L_t | x_1:T, z_<t). The sites,
+    masks and entity table are the same either way, so both are guides of the same model.
+
+    ``temperature`` (not a parameter: set it before sampling) divides the logits of R, E and L. Trained on gold
+    annotations, Q is sharper than the model's posterior, which makes importance weights heavy-tailed; a
+    temperature above 1 widens it. Any Q with full support gives a valid estimator; the choice is made on dev.
+    """
+
+    def __init__(self, config: EntityNLMConfig, temperature: float = 1.0, context: str = "forward") -> None:
+        super().__init__()
+        if context not in PROPOSAL_CONTEXTS:
+            raise ValueError(f"context must be one of {PROPOSAL_CONTEXTS}, got {context!r}")
+        self.config = config
+        self.temperature = temperature
+        self.context = context
+        self.encoder = BidirectionalWordEncoder(config) if context == "bidirectional" else WordEncoder(config)
+        self.heads = EntityHeads(config)
+
+    def guide(self, batch: DocumentBatch, particles: int = 1, annotated: bool = False) -> None:
+        """Propose R, E, L for every token given the words; ``annotated`` observes the gold (supervised fit)."""
+        states = self.encoder(batch)
+        gold = Annotation.of(batch) if annotated else None
+        with pyro.plate("particles", particles, dim=-2), pyro.plate("documents", batch.size, dim=-1):
+            tracker = self.tracker(batch, particles, states, tempered=not annotated)  # the fit uses Q itself
+            for t in range(batch.steps):
+                self.step(t, states, tracker, gold)
+
+    def tracker(self, batch: DocumentBatch, particles: int, states: torch.Tensor,
+                tempered: bool = True, site: Site = pyro_site) -> EntityTracker:
+        """A fresh entity state for ``particles`` proposals over ``batch``, at the proposal's temperature."""
+        temperature = self.temperature if tempered else 1.0
+        return EntityTracker(self.heads, self.config, batch, particles, states, temperature, site)
+
+    def step(self, t: int, states: torch.Tensor, tracker: EntityTracker, gold: Annotation | None = None) -> None:
+        """Token t: R, E, L proposed from h_t, the state after reading x_t, and the entity update."""
+        h_current = states[:, t + 1]
+        tracker.choose(t, h_current, gold)
+        tracker.update(h_current)
+
+    def log_likelihood(self, batch: DocumentBatch, noise: torch.Tensor | None = None) -> torch.Tensor:
+        """log Q(R, E, L | X) of the gold annotation, per document (B,): the proposal's supervised objective.
+
+        Computed the fast way (:mod:`generative.entitynlm.gold`), equal to :meth:`program_log_likelihood`.
+        """
+        states = self.encoder(batch)[:, 1:]  # h_t, having read x_t: what the heads and the update read
+        return annotation_terms(self.heads, self.config, batch, Annotation.of(batch), states, states, noise).total
+
+    def program_log_likelihood(self, batch: DocumentBatch) -> torch.Tensor:
+        """:meth:`log_likelihood` read off the Pyro guide, token by token."""
+        with LogDensity(observed=True) as density:
+            self.guide(batch, 1, True)
+        return density.total.squeeze(0)

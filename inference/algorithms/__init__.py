@@ -1,0 +1,2 @@
+"""What is computed from a trained program: importance sampling, SMC and importance
+resampling, posterior summaries, proposal refinement, story generation."""

@@ -1,0 +1,730 @@
+"""Posterior coreference structures p(R, E, L | X) of a text under EntityNLM, drawn by importance resampling
+(SIR) or sequential Monte Carlo (SMC, resampling at sentence ends); see inference/algorithms/smc.py.
+
+  python -m inference.posterior --text "Anna met Tom. She gave him a book." --out posterior/
+  python -m inference.posterior --file chapter.txt --out posterior/      # a chapter, a book (UTF-8 text)
+  python -m inference.posterior --conll story.conll --samples 50 --out posterior/
+  python -m inference.posterior --evaluate --corpus litbank --split test --data-dir DATA --method both
+
+Mentions are never given: R, E and L are all latent. The text is read the way the model reads it (the
+checkpoint's preprocessing), and the structures are mapped back onto the original tokens.
+
+With --text, --file or --conll, the folder --out receives:
+  samples.conll     --samples structures drawn from the posterior, one CoNLL document ID#sampleK each
+  map.conll         per document, the sampled structure of highest joint probability p(X, R, E, L)
+  marginals.json    per document, the spans whose mention probability is at least --min-probability,
+                    and the posterior probability that two of them are mentions of one entity, among the
+                    --max-spans most probable (the heatmap's)
+  antecedents.txt   per such span, its antecedent (the closest earlier mention of its entity, or a new
+                    entity) with posterior probabilities, most probable first: at most --top-antecedents,
+                    the rest summed as one remainder (sparse marginals: linear in the text's length)
+  antecedents.json  the same as JSON
+  heatmap-ID.png    per document, P(same entity) of the --max-spans most probable mention spans
+  summary.json      per document, the estimate of log p(x), the ESS, resamplings and its heatmap's file
+The run writes into a new folder beside --out and puts it in place of --out only when it succeeds, so an
+earlier run's files never linger and a failed or interrupted run leaves --out as it was. An existing --out
+holding anything else than these files is refused, never cleared.
+
+With --evaluate it instead scores the MAP structure as a standalone resolver against a corpus split's gold
+(CoNLL F1; singletons dropped, as the gold has none) and reports the samplers' ESS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import secrets
+import shutil
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+
+from coref.cli import Parser, integer, output_file
+from coref.cli import progress as progress_bar
+from coref.io.conll import format_conll, read_conll, read_utf8
+from coref.document import Document, Mention, bracketed
+from coref.metrics.coreference import evaluate
+from coref.corpora.preprocess import EOS, Vocabulary, drop_singletons, kept_tokens, preprocess_document
+from generative.layers.batch import batches_by_length
+from generative.entitynlm.model import PROPOSAL_CONTEXTS, EntityNLM, EntityNLMConfig, EntityProposal
+from inference.training.checkpoint import PROPOSAL_WEIGHTS, Checkpoint, entitynlm_checkpoint, entitynlm_modules
+from inference.common import prepared_documents, resolve_device, run_command, set_seed
+from inference.algorithms.smc import ParticleStructures, sample_structures, stream_to_document
+
+METHODS = {"sir": "never", "smc": "sentence"}
+TOKEN = re.compile(r"\w+(?:['’.-]\w+)*|[^\w\s]")
+SENTENCE_END = {".", "!", "?"}
+
+
+def tokenize(text: str, id: str = "text", token: re.Pattern = TOKEN, what: str = "--text") -> Document:
+    """A plain text as a Document: words and punctuation marks as tokens (``token``'s matches), sentences ending
+    at . ! or ? (``what`` names the text in the error for one without words)"""
+    tokens = token.findall(text)
+    if not tokens:
+        raise ValueError(f"{what}: the text has no words")
+    ends = [i + 1 for i, token in enumerate(tokens) if token in SENTENCE_END]
+    if not ends or ends[-1] != len(tokens):
+        ends.append(len(tokens))
+    return Document(id, tokens, zip([0, *ends[:-1]], ends))
+
+
+@dataclass(frozen=True)
+class Posterior:
+    """The weighted particles of one document: each particle's structure as a Document, and its normalised
+    weight."""
+
+    document: Document
+    structures: list[Document]
+    weights: np.ndarray
+    log_joint: np.ndarray
+    log_marginal: float
+    ess: float
+    stage_ess: float
+    resamplings: int
+
+    @property
+    def map_structure(self) -> Document:
+        """The sampled structure with the highest joint probability p(X, R, E, L)."""
+        return self.structures[int(np.argmax(self.log_joint))]
+
+
+def posteriors(
+    model: EntityNLM,
+    proposal: EntityProposal,
+    documents: Sequence[Document],
+    vocabulary: Vocabulary,
+    particles: int,
+    method: str,
+    batch_tokens: int = 20_000,
+    device: torch.device | str = "cpu",
+    progress: bool = True,
+    ess_threshold: float = 0.5,
+) -> list[Posterior]:
+    """SIR or SMC posteriors of preprocessed ``documents`` (same order), structures on the same tokens; SMC
+    resamples a document at a sentence end when its ESS is below ``ess_threshold`` x ``particles``."""
+    by_key = {}
+    batches = batches_by_length(documents, vocabulary, max(1, batch_tokens // particles))
+    with progress_bar(total=len(documents), desc=f"{method.upper()} posteriors, {particles} particles each",
+                      unit="document", enabled=progress) as bar:
+        for batch in batches:
+            batch = batch.to(device)
+            sampled = sample_structures(model, proposal, batch, particles, vocabulary.index(EOS), METHODS[method],
+                                        ess_threshold, progress=progress)
+            for index, key in enumerate(batch.keys):
+                by_key[key] = (sampled, index, int(batch.lengths[index]))
+            bar.update(batch.size)
+    return [_posterior(document, *by_key[document.key]) for document in documents]
+
+
+def _posterior(document: Document, sampled: ParticleStructures, index: int, length: int) -> Posterior:
+    structures = [
+        stream_to_document(document, sampled.annotation(particle, index, length))
+        for particle in range(sampled.particles)
+    ]
+    return Posterior(
+        document=document,
+        structures=structures,
+        weights=torch.softmax(sampled.log_weights[:, index].double(), 0).cpu().numpy(),  # sums to 1 in float64
+        log_joint=sampled.log_joint[:, index].double().cpu().numpy(),
+        log_marginal=float(sampled.log_marginal[index]),
+        ess=float(sampled.ess[index]),
+        stage_ess=float(sampled.stage_ess[index]),
+        resamplings=int(sampled.resamplings[index]),
+    )
+
+
+def without_singletons(document: Document) -> Document:
+    return document.replace(mentions=drop_singletons(document.mentions))
+
+
+# ---- what the weighted particles say about spans ------------------------------------------------------------
+#
+# Everything here is linear in the particles' mentions: a span x span table (or a particles x spans one) of a
+# book would not fit in memory. Pairwise probabilities are computed only for the pairs or the bounded set of
+# spans asked for (the heatmap's, the MAP structure's antecedent links).
+
+
+@dataclass(frozen=True)
+class SpanEntities:
+    """The mentions of P particles' structures of one text, one row per (particle, mention): ``span[m]`` indexes
+    ``spans`` (every span some particle makes a mention, in text order, with its ``texts``), ``entity[m]`` is the
+    entity particle ``particle[m]`` gives it (its own numbering). A particle never makes one span two mentions."""
+
+    spans: list[tuple[int, int]]
+    texts: list[str]
+    particles: int
+    particle: np.ndarray
+    span: np.ndarray
+    entity: np.ndarray
+
+    def mention_probability(self, weights: np.ndarray) -> np.ndarray:
+        """(S,) the posterior probability that each span is a mention, from the particles' normalised weights."""
+        return np.bincount(self.span, weights=weights[self.particle], minlength=len(self.spans))
+
+    def entity_columns(self, indices: np.ndarray) -> np.ndarray:
+        """(P, len(indices)) the entity each particle gives each of the spans ``indices`` (distinct), -1 where it
+        makes the span no mention: a dense table of a bounded set of columns."""
+        hit, column = self._columns(indices)
+        table = np.full((self.particles, len(indices)), -1, dtype=np.int64)
+        table[self.particle[hit], column] = self.entity[hit]
+        return table
+
+    def restricted(self, indices: np.ndarray) -> SpanEntities:
+        """The table of the spans ``indices`` (increasing) alone, renumbered 0..len(indices) - 1."""
+        hit, column = self._columns(indices)
+        return SpanEntities([self.spans[a] for a in indices], [self.texts[a] for a in indices], self.particles,
+                            self.particle[hit], column, self.entity[hit])
+
+    def _columns(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Which mention rows are of the spans ``indices`` (distinct), and for those the position of their span
+        in ``indices``."""
+        column = np.full(len(self.spans), -1)
+        column[indices] = np.arange(len(indices))
+        hit = column[self.span] >= 0
+        return hit, column[self.span[hit]]
+
+
+def span_entities(structures: Sequence[Document]) -> SpanEntities:
+    """The mentions of ``structures`` (annotations of one text, one per particle) as a :class:`SpanEntities`."""
+    rows = [(p, m.start, m.end, m.entity) for p, structure in enumerate(structures) for m in structure.mentions]
+    table = np.array(rows, dtype=np.int64).reshape(-1, 4)
+    unique, column = np.unique(table[:, 1:3], axis=0, return_inverse=True)
+    spans = [(int(start), int(end)) for start, end in unique]
+    tokens = structures[0].tokens if structures else ()
+    return SpanEntities(spans, [" ".join(tokens[start:end]) for start, end in spans], len(structures),
+                        table[:, 0], column.reshape(-1), table[:, 3])
+
+
+@dataclass(frozen=True)
+class CoreferenceMarginals:
+    """Posterior probabilities over the spans some particle makes a mention: ``mention[a]`` that span a is a
+    mention; :meth:`same_entity` and :meth:`matrix` that two spans are mentions of one entity, for the pairs asked
+    for. Held sparsely (the particles' mentions and their weights), so a book's marginals take memory linear in
+    its length; a dense matrix is only ever made over a bounded set of spans."""
+
+    spans: list[tuple[int, int]]
+    texts: list[str]
+    mention: np.ndarray
+    entities: SpanEntities
+    weights: np.ndarray
+
+    def same_entity(self, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+        """P(spans ``first[i]`` and ``second[i]`` are mentions of one entity), for each i (``mention`` where the
+        two are one span)."""
+        first, second = np.asarray(first, dtype=np.int64), np.asarray(second, dtype=np.int64)
+        involved, inverse = np.unique(np.concatenate([first, second]), return_inverse=True)
+        table = self.entities.entity_columns(involved)
+        a, b = table[:, inverse[: len(first)]], table[:, inverse[len(first):]]
+        return self.weights @ ((a == b) & (a >= 0))
+
+    def matrix(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
+        """The dense ``len(indices)`` x ``len(indices)`` matrix of P(same entity) between the spans ``indices``
+        (the diagonal is their mention probability): for a bounded set of spans, such as a heatmap's."""
+        indices = np.asarray(indices, dtype=np.int64)
+        rows, columns = np.meshgrid(indices, indices, indexing="ij")
+        return self.same_entity(rows.ravel(), columns.ravel()).reshape(len(indices), len(indices))
+
+    def to_json(self, max_spans: int = 40) -> dict:
+        """Every span with its mention probability, and P(same entity) among the ``max_spans`` most probable
+        ones (:func:`heatmap_spans`; their indices into ``spans``), the heatmap's numbers."""
+        shown = heatmap_spans(self.mention, max_spans)
+        return {
+            "spans": [{"start": s, "end": e, "text": text, "mention_probability": round(float(p), 6)}
+                      for (s, e), text, p in zip(self.spans, self.texts, self.mention)],
+            "coreference": {"spans": shown.tolist(), "matrix": np.round(self.matrix(shown), 6).tolist()},
+        }
+
+
+def coreference_marginals(structures: Sequence[Document], weights: np.ndarray,
+                          min_probability: float = 0.0) -> CoreferenceMarginals:
+    """Weighted coreference marginals of ``structures`` (annotations of one text), over the spans whose mention
+    probability is at least ``min_probability``."""
+    table = span_entities(structures)
+    mention = table.mention_probability(weights)
+    keep = np.flatnonzero(mention >= min_probability)
+    kept = table.restricted(keep)
+    return CoreferenceMarginals(kept.spans, kept.texts, mention[keep], kept, weights)
+
+
+class Antecedent(NamedTuple):
+    """One answer to "what does this mention corefer with?": ``span`` is the closest earlier mention of its
+    entity (None: the mention starts a new entity), ``probability`` the posterior probability that the span is
+    a mention and this is its antecedent."""
+
+    span: tuple[int, int] | None
+    text: str | None
+    probability: float
+
+
+@dataclass(frozen=True)
+class AntecedentRanking:
+    """A mention span, its posterior mention probability, and its likely antecedents, most probable first;
+    ``remainder`` is the probability of all the antecedents left out (``mention`` minus the listed ones)."""
+
+    span: tuple[int, int]
+    text: str
+    mention: float
+    antecedents: list[Antecedent]
+    remainder: float = 0.0
+
+    def to_json(self) -> dict:
+        return {
+            "start": self.span[0], "end": self.span[1], "text": self.text,
+            "mention_probability": round(self.mention, 6),
+            "antecedents": [
+                {"antecedent": None if a.span is None else {"start": a.span[0], "end": a.span[1], "text": a.text},
+                 "probability": round(a.probability, 6)}
+                for a in self.antecedents
+            ],
+            "remainder": round(self.remainder, 6),
+        }
+
+
+def antecedent_rankings(structures: Sequence[Document], weights: np.ndarray, min_probability: float = 0.0,
+                        top: int | None = None) -> list[AntecedentRanking]:
+    """For every span whose mention probability is at least ``min_probability`` (text order), the posterior over
+    its antecedent: the closest earlier mention of the same entity in a particle, or a new entity. The sparse
+    marginals: at most ``top`` antecedents per span (None: all), none less probable than ``min_probability`` (or
+    impossible); what is left out is the span's ``remainder``, so its listed antecedents and the remainder sum to
+    its mention probability.
+
+    One pass over all mentions of all particles at once: sorted by (particle, entity, position), each mention's
+    antecedent is the one before it when that one is of the same particle and entity.
+    """
+    table = span_entities(structures)
+    mention = table.mention_probability(weights)
+    order = np.lexsort((table.span, table.entity, table.particle))
+    particle, span, entity = table.particle[order], table.span[order], table.entity[order]
+    antecedent = np.full(len(span), -1)
+    chained = (particle[1:] == particle[:-1]) & (entity[1:] == entity[:-1])
+    antecedent[1:][chained] = span[:-1][chained]
+    pairs, pair_of = np.unique(np.stack([span, antecedent], 1).reshape(-1, 2), axis=0, return_inverse=True)
+    probability = np.bincount(pair_of.reshape(-1), weights=weights[particle], minlength=len(pairs))
+    likely = np.flatnonzero((probability >= min_probability) & (probability > 0))
+    likely = likely[np.lexsort((-probability[likely], pairs[likely, 0]))]  # by span, most probable first
+    if top is not None:  # the rank of each pair among its span's: keep the first ``top``
+        first_of_span = np.r_[True, pairs[likely[1:], 0] != pairs[likely[:-1], 0]]
+        starts = np.maximum.accumulate(np.where(first_of_span, np.arange(len(likely)), 0))
+        likely = likely[np.arange(len(likely)) - starts < top]
+    ranked: dict[int, list[Antecedent]] = {}
+    for a, b, p in zip(pairs[likely, 0].tolist(), pairs[likely, 1].tolist(), probability[likely].tolist()):
+        earlier = (None, None) if b < 0 else (table.spans[b], table.texts[b])
+        ranked.setdefault(a, []).append(Antecedent(*earlier, p))
+    listed = np.bincount(pairs[likely, 0], weights=probability[likely], minlength=len(table.spans))
+    return [AntecedentRanking(table.spans[a], table.texts[a], float(mention[a]), ranked.get(a, []),
+                              max(0.0, float(mention[a] - listed[a])))
+            for a in np.flatnonzero(mention >= min_probability).tolist()]
+
+
+def format_antecedents(name: str, rankings: Sequence[AntecedentRanking]) -> str:
+    """The antecedent rankings of one document as text: each span with its mention probability, then its
+    antecedents indented, spans as ``TEXT [START:END]`` (token indices)."""
+    lines = [f"# {name}"]
+    for ranking in rankings:
+        lines.append(f"{ranking.text} [{ranking.span[0]}:{ranking.span[1]}]  (mention {ranking.mention:.3f})")
+        for a in ranking.antecedents:
+            antecedent = "new entity" if a.span is None else f"{a.text} [{a.span[0]}:{a.span[1]}]"
+            lines.append(f"  {a.probability:.3f}  {antecedent}")
+        if ranking.remainder >= 0.0005:
+            lines.append(f"  {ranking.remainder:.3f}  (the antecedents left out)")
+    return "\n".join(lines) + "\n"
+
+
+# ---- the heatmap ---------------------------------------------------------------------------------------------
+
+LABEL_WIDTH = 28  # characters of span text in a heatmap label
+MAX_FIGURE_INCHES = 14.0  # the heatmap's plot side at most, whatever --max-spans and the document's length
+DPI = 120
+
+
+def shorten(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters, cut after a whole word and marked with "…" when it is cut (a
+    first word longer than ``width`` is cut inside, and marked too)."""
+    if len(text) <= width:
+        return text
+    cut = text[: width - 1]
+    if text[width - 1] != " " and " " in cut:  # the cut would split a word: drop that word
+        cut = cut[: cut.rindex(" ")]
+    return cut.rstrip() + "…"
+
+
+def span_label(text: str, start: int) -> str:
+    """A heatmap label: the span's text, shortened, and its first token's index (tells repeated texts apart)."""
+    return f"{shorten(text, LABEL_WIDTH)} [{start}]"
+
+
+def heatmap_spans(mention: np.ndarray, max_spans: int) -> np.ndarray:
+    """The indices of the ``max_spans`` spans of highest mention probability (ties: the earlier), in text order."""
+    return np.sort(np.argsort(-mention, kind="stable")[:max_spans])
+
+
+def plot_marginals(marginals: CoreferenceMarginals, path: str | Path, name: str, max_spans: int = 40) -> None:
+    """The heatmap of :func:`marginals_figure` written to ``path`` as a PNG."""
+    marginals_figure(marginals, name, max_spans).savefig(path, dpi=DPI, format="png")
+
+
+def marginals_figure(marginals: CoreferenceMarginals, name: str, max_spans: int = 40) -> Figure:
+    """A heatmap of P(same entity) for the ``max_spans`` most probable mention spans of a document, in text
+    order: a row per mention, a column per earlier mention (the lower triangle: the matrix is symmetric). The
+    figure's size is bounded, so a long document gives a readable picture of its likeliest mentions. A plain
+    matplotlib :class:`Figure` (no pyplot state), which Jupyter displays and ``savefig`` writes."""
+    shown = heatmap_spans(marginals.mention, max_spans)
+    labels = [span_label(marginals.texts[a], marginals.spans[a][0]) for a in shown]
+    side = min(MAX_FIGURE_INCHES, 3.0 + 0.22 * len(shown))
+    figure = Figure(figsize=(side + 1.5, side))
+    axes = figure.subplots()
+    of_more = f" most probable of {len(marginals.spans)}" if len(shown) < len(marginals.spans) else ""
+    axes.set_title(f"{shorten(name, 60)}: the {len(shown)}{of_more} mention spans", fontsize=10)
+    if len(shown) < 2:
+        axes.text(0.5, 0.5, "fewer than two mention spans: no pair to show", ha="center", va="center")
+        axes.set_axis_off()
+    else:
+        matrix = marginals.matrix(shown)[1:, :-1]
+        matrix[np.triu_indices_from(matrix, k=1)] = np.nan  # a column's mention after the row's: not an antecedent
+        image = axes.imshow(matrix, vmin=0, vmax=1, cmap="viridis")
+        fontsize = min(8.0, max(2.0, 50 * (side - 3.0) / len(shown)))  # ~1.25 line heights per row
+        axes.set_xticks(range(len(shown) - 1), labels[:-1], rotation=90, fontsize=fontsize)
+        axes.set_yticks(range(len(shown) - 1), labels[1:], fontsize=fontsize)
+        axes.set_xlabel("antecedent (earlier mention)")
+        axes.set_ylabel("mention")
+        figure.colorbar(image, ax=axes, label="P(same entity | text)", fraction=0.04, pad=0.02)
+    figure.tight_layout()
+    return figure
+
+
+# ---- the output folder ---------------------------------------------------------------------------------------
+
+OUTPUT_FILES = ("samples.conll", "map.conll", "marginals.json", "antecedents.txt", "antecedents.json",
+                "summary.json")
+HEATMAP_FILE = re.compile(r"heatmap-[\w.-]+\.png")
+
+
+def check_output_folder(out: Path) -> None:
+    """Refuse an ``--out`` that is not a folder, or a folder holding anything this command does not write."""
+    if not out.exists():
+        for parent in out.parents:
+            if parent.exists() and not parent.is_dir():
+                raise ValueError(f"--out {out}: {parent} is a file, not a folder")
+        return
+    if not out.is_dir():
+        raise ValueError(f"--out {out}: exists and is not a folder")
+    foreign = sorted(entry.name for entry in out.iterdir()
+                     if not (entry.is_file() and (entry.name in OUTPUT_FILES or HEATMAP_FILE.fullmatch(entry.name))))
+    if foreign:
+        more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
+        raise ValueError(f"--out {out}: holds {foreign[0]!r}{more}, which this command does not write; "
+                         "refusing to replace the folder (choose a new or empty one)")
+
+
+@contextmanager
+def replacing_folder(out: str | Path) -> Iterator[Path]:
+    """A new empty folder beside ``out`` to write a run's outputs into; when the block succeeds it takes the
+    place of ``out`` (so no file of an earlier run is left beside the new ones), and when it fails or is
+    interrupted it is removed with any parent folders made for it, leaving ``out`` as it was. An ``out`` that
+    holds files this command does not write is refused (:func:`check_output_folder`), at the start and again
+    just before the swap."""
+    out = Path(out).resolve()  # a symlink's target is what gets replaced
+    check_output_folder(out)
+    missing = [parent for parent in out.parents if not parent.exists()]  # nearest first
+    staging = out.parent / f".{out.name}.{secrets.token_hex(4)}.partial"
+    try:
+        staging.mkdir(parents=True)
+    except OSError as error:
+        _remove_empty(missing)
+        raise ValueError(f"--out {out}: cannot write there ({error.strerror or error})") from None
+    replaced = staging.with_suffix(".old")
+    try:
+        yield staging
+        check_output_folder(out)
+        if out.exists():
+            out.rename(replaced)
+        staging.rename(out)
+    except BaseException:
+        if replaced.exists() and not out.exists():
+            replaced.rename(out)  # interrupted between the two renames: the earlier run's folder goes back
+        shutil.rmtree(staging, ignore_errors=True)
+        _remove_empty(missing)
+        raise
+    shutil.rmtree(replaced, ignore_errors=True)
+
+
+def _remove_empty(folders: Sequence[Path]) -> None:
+    """Remove ``folders`` (innermost first) while they are empty."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+
+
+def heatmap_file_names(names: Sequence[str]) -> list[str]:
+    """``heatmap-NAME.png`` per document name, made file-safe, with ``-2``, ``-3`` ... where two would clash."""
+    files: list[str] = []
+    for name in names:
+        stem = "heatmap-" + (re.sub(r"[^\w.-]+", "_", name)[:80] or "document")
+        file, number = f"{stem}.png", 1
+        while file in files:
+            number += 1
+            file = f"{stem}-{number}.png"
+        files.append(file)
+    return files
+
+
+# ---- the command ---------------------------------------------------------------------------------------------
+
+
+def build_parser() -> Parser:
+    """The command's options (checked further by :func:`parse_args`)."""
+    parser = Parser(prog="python -m inference.posterior", description=__doc__)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--text", help="a text to analyse (tokenised here: words and punctuation marks; "
+                                       "sentences end at . ! ?)")
+    source.add_argument("--file", help="a UTF-8 text file to analyse, tokenised as --text (a chapter, a book: "
+                                       "time and memory grow linearly with its length)")
+    source.add_argument("--conll", metavar="FILE",
+                        help="a CoNLL-2012-style file of documents to analyse (their mentions are not used)")
+    source.add_argument("--evaluate", action="store_true",
+                        help="score the MAP structure as a resolver on --corpus/--split instead")
+    parser.add_argument("--checkpoint", metavar="FILE", help="EntityNLM checkpoint (default: the bundled one)")
+    parser.add_argument("--method", default="sir", choices=[*METHODS, "both"],
+                        help="sir: importance resampling; smc: also resample at sentence ends; both: compare them "
+                             "(--evaluate only). SIR is the default as the better resolver: with the paper's "
+                             "proposal its MAP structure scored 30.03 / 24.76 CoNLL F1 on LitBank / OntoGUM test, "
+                             "SMC's 18.81 / 13.44 (same model; README, 'Posterior coreference structures'). SMC "
+                             "keeps more effective samples and estimates p(x) better")
+    parser.add_argument("--proposal", choices=PROPOSAL_CONTEXTS,
+                        help="forward (the paper's) or bidirectional. Default: forward when the checkpoint has it "
+                             "(31.86 / 26.53 CoNLL F1 against 13.27 / 9.38 for the refined bidirectional one), "
+                             "else the checkpoint's own")
+    parser.add_argument("--particles", type=integer(1), default=100, help="particles per document")
+    parser.add_argument("--samples", type=integer(1), default=20,
+                        help="structures drawn per document into samples.conll")
+    parser.add_argument("--ess-threshold", type=float, default=0.5,
+                        help="--method smc resamples a document at a sentence end when its ESS is below this "
+                             "fraction of the particles (0 to 1; 0 never resamples)")
+    parser.add_argument("--min-probability", type=float, default=0.05,
+                        help="spans less probably a mention than this (0 to 1), and antecedents less probable, are "
+                             "left out of marginals.json, the antecedent lists and the heatmaps")
+    parser.add_argument("--max-spans", type=integer(1), default=40,
+                        help="a heatmap (and marginals.json's pairwise block) shows at most this many spans")
+    parser.add_argument("--top-antecedents", type=integer(1), default=5,
+                        help="the antecedent lists keep at most this many antecedents per span, the most probable; "
+                             "the rest is one remainder")
+    parser.add_argument("--out", metavar="FOLDER", default="posterior",
+                        help="output folder for --text/--file/--conll, replaced as a whole when the run succeeds; "
+                             "refused "
+                             "if it holds files other than the ones listed above")
+    parser.add_argument("--corpus", default="sample", help="--evaluate: corpus name")
+    parser.add_argument("--split", default="test", help="--evaluate: split")
+    parser.add_argument("--data-dir", metavar="FOLDER",
+                        help="--evaluate: folder holding the corpora (default: $ENTITYLM_DATA)")
+    parser.add_argument("--json", metavar="FILE", type=output_file,
+                        help="--evaluate: also write the results as JSON to FILE")
+    parser.add_argument("--batch-tokens", type=integer(1), default=20_000,
+                        help="particles x padded tokens per batch (memory against speed)")
+    parser.add_argument("--device", default="auto", help="auto (CUDA when there is a GPU), cpu or cuda")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (a run is reproducible)")
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The options of ``argv``; a bad one or a bad combination exits with one line on stderr (status 2)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    problems = [
+        (args.method == "both" and not args.evaluate, "--method both compares the samplers and needs --evaluate"),
+        (args.json is not None and not args.evaluate, "--json is for --evaluate; --text/--file/--conll write to --out"),
+        (not 0 <= args.min_probability <= 1, f"--min-probability must be in [0, 1], got {args.min_probability}"),
+        (not 0 <= args.ess_threshold <= 1, f"--ess-threshold must be in [0, 1], got {args.ess_threshold}"),
+    ]
+    for problem, message in problems:
+        if problem:
+            parser.error(message)
+    return args
+
+
+def posterior_proposal(checkpoint: Checkpoint, proposal: str | None = None) -> str:
+    """The proposal posterior sampling uses: ``proposal`` when given, else the paper's forward one where the
+    checkpoint has it (its MAP structures are the better resolver, see ``--proposal``), else the checkpoint's."""
+    if proposal is not None:
+        return proposal
+    if PROPOSAL_WEIGHTS["forward"] in checkpoint.weights:
+        return "forward"
+    return EntityNLMConfig(**checkpoint.config).proposal
+
+
+def load_model(args: argparse.Namespace, device: torch.device) -> tuple[Checkpoint, EntityNLM, EntityProposal]:
+    """The checkpoint, its model and the proposal of ``--proposal`` (default: :func:`posterior_proposal`)."""
+    _, checkpoint = entitynlm_checkpoint(args.checkpoint)
+    model, proposal = entitynlm_modules(checkpoint, device, posterior_proposal(checkpoint, args.proposal))
+    return checkpoint, model, proposal
+
+
+def input_documents(args: argparse.Namespace) -> list[Document]:
+    """The documents of ``--text``, ``--file`` or ``--conll``, without mentions (malformed ones are no concern
+    here)."""
+    if args.file is not None:
+        return [tokenize(read_utf8(args.file), Path(args.file).stem, what=args.file)]
+    if args.text is not None:
+        try:
+            args.text.encode("utf-8")
+        except UnicodeEncodeError:  # undecodable bytes on the command line arrive as surrogates
+            raise ValueError("--text: not UTF-8 text") from None
+        return [tokenize(args.text)]
+    documents, _ = read_conll(args.conll)
+    if not documents:
+        raise ValueError(f"{args.conll}: no documents")
+    repeated = [key for key, count in Counter(document.key for document in documents).items() if count > 1]
+    if repeated:
+        raise ValueError(f"{args.conll}: document {repeated[0][0]!r} part {repeated[0][1]} appears more than once")
+    return [document.replace(mentions=()) for document in documents]
+
+
+def document_name(document: Document) -> str:
+    """How outputs name a document: its id, and its part when not 0 (CoNLL-2012 splits documents in parts)."""
+    return document.id if document.part == 0 else f"{document.id} part {document.part}"
+
+
+def onto_original(structure: Document, original: Document, kept: list[int]) -> Document:
+    """A structure on the preprocessed tokens moved onto the original tokens (``kept[i]``: original of token i)."""
+    mentions = [Mention(kept[m.start], kept[m.end - 1] + 1, m.entity) for m in structure.mentions]
+    return original.replace(mentions=mentions)
+
+
+def original_posteriors(model: EntityNLM, proposal: EntityProposal, originals: Sequence[Document],
+                        checkpoint: Checkpoint, particles: int, method: str, batch_tokens: int = 20_000,
+                        device: torch.device | str = "cpu", progress: bool = True,
+                        ess_threshold: float = 0.5) -> list[Posterior]:
+    """:func:`posteriors` of documents as they were read (their mentions, if any, are not used): each is read the
+    way the model reads text (the checkpoint's preprocessing and vocabulary), and every sampled structure is
+    moved back onto its original tokens, so ``Posterior.document`` is the original and its ``structures`` and
+    ``map_structure`` annotate the original tokens."""
+    originals = [document.replace(mentions=()) for document in originals]
+    config = checkpoint.preprocess
+    prepared = [preprocess_document(document, config, checkpoint.vocabulary)[0] for document in originals]
+    results = posteriors(model, proposal, prepared, checkpoint.vocabulary, particles, method, batch_tokens, device,
+                         progress, ess_threshold)
+    moved = []
+    for original, posterior in zip(originals, results):
+        kept = kept_tokens(original, config)
+        structures = [onto_original(structure, original, kept) for structure in posterior.structures]
+        moved.append(replace(posterior, document=original, structures=structures))
+    return moved
+
+
+def analyse(args: argparse.Namespace) -> dict:
+    """--text / --file / --conll: samples, MAP structures, marginals, antecedent lists and heatmaps, into
+    ``args.out``."""
+    device = resolve_device(args.device)
+    set_seed(args.seed)
+    originals = input_documents(args)
+    checkpoint, model, proposal = load_model(args, device)
+    names = [document_name(document) for document in originals]
+    with replacing_folder(args.out) as folder:
+        results = original_posteriors(model, proposal, originals, checkpoint, args.particles, args.method,
+                                      args.batch_tokens, device, ess_threshold=args.ess_threshold)
+        samples, maps, marginals, antecedents, texts, summary = [], [], {}, {}, [], []
+        documents = zip(originals, names, heatmap_file_names(names), results)
+        for original, name, heatmap, posterior in progress_bar(documents, total=len(originals), unit="document",
+                                                               desc="marginals, antecedents and heatmaps"):
+            on_original = posterior.structures
+            draws = np.random.choice(len(on_original), size=args.samples, p=posterior.weights)
+            samples += [on_original[p].replace(id=f"{original.id}#sample{k}") for k, p in enumerate(draws)]
+            maps.append(posterior.map_structure)
+            table = coreference_marginals(on_original, posterior.weights, args.min_probability)
+            marginals[name] = table.to_json(args.max_spans)
+            rankings = antecedent_rankings(on_original, posterior.weights, args.min_probability, args.top_antecedents)
+            antecedents[name] = [ranking.to_json() for ranking in rankings]
+            texts.append(format_antecedents(name, rankings))
+            plot_marginals(table, folder / heatmap, name, args.max_spans)
+            summary.append({"document": original.id, "part": original.part, "log_marginal": posterior.log_marginal,
+                            "ess": posterior.ess, "mean_sentence_end_ess": posterior.stage_ess,
+                            "resamplings": posterior.resamplings, "particles": args.particles,
+                            "method": args.method, "proposal": proposal.context, "heatmap": heatmap})
+        (folder / "samples.conll").write_text(format_conll(samples), encoding="utf-8")
+        (folder / "map.conll").write_text(format_conll(maps), encoding="utf-8")
+        (folder / "marginals.json").write_text(json.dumps(marginals, indent=1) + "\n", encoding="utf-8")
+        (folder / "antecedents.json").write_text(json.dumps(antecedents, indent=1) + "\n", encoding="utf-8")
+        (folder / "antecedents.txt").write_text("\n".join(texts), encoding="utf-8")
+        (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return {"maps": maps, "summary": summary, "out": args.out}
+
+
+def evaluate_map(args: argparse.Namespace) -> dict:
+    """--evaluate: the MAP structure as a resolver (CoNLL F1 against the gold) and the samplers' ESS."""
+    device = resolve_device(args.device)
+    checkpoint, model, proposal = load_model(args, device)
+    gold = prepared_documents(args.corpus, args.split, args.data_dir, checkpoint.preprocess, checkpoint.vocabulary,
+                              quiet=True)
+    tokens = sum(len(document.tokens) + len(document.sentences) for document in gold)
+    result = {"corpus": args.corpus, "split": args.split, "documents": len(gold), "tokens": tokens,
+              "particles": args.particles, "proposal": proposal.context, "device": str(device), "methods": {}}
+    for method in METHODS if args.method == "both" else [args.method]:
+        set_seed(args.seed)
+        started = time.perf_counter()
+        results = posteriors(model, proposal, gold, checkpoint.vocabulary, args.particles, method,
+                             args.batch_tokens, device, ess_threshold=args.ess_threshold)
+        seconds = time.perf_counter() - started
+        response = [without_singletons(posterior.map_structure) for posterior in results]
+        scores = evaluate(gold, response)
+        log_marginal = sum(posterior.log_marginal for posterior in results)
+        result["methods"][method] = {
+            "scores": scores.to_json(), "conll_f1": scores.conll_f1,
+            "perplexity": math.exp(-log_marginal / tokens),
+            "ess": [posterior.ess for posterior in results],
+            "mean_sentence_end_ess": [posterior.stage_ess for posterior in results],
+            "resamplings": [posterior.resamplings for posterior in results],
+            "mentions": sum(len(document.mentions) for document in response), "seconds": seconds,
+        }
+    result["gold_mentions"] = sum(len(document.mentions) for document in gold)
+    return result
+
+
+def format_evaluation(result: dict) -> str:
+    lines = [f"{result['corpus']}/{result['split']}: {result['documents']} documents, {result['tokens']} tokens, "
+             f"{result['particles']} particles, {result['proposal']} proposal, gold mentions {result['gold_mentions']}",
+             f"{'method':<6} {'MUC F1':>7} {'B3 F1':>7} {'CEAFe F1':>9} {'CoNLL F1':>9} {'ment. F1':>9} "
+             f"{'mentions':>9} {'final ESS':>10} {'ESS@</s>':>9} {'resampl.':>9} {'ppl':>8} {'seconds':>8}"]
+    for method, row in result["methods"].items():
+        scores = row["scores"]
+        lines.append(
+            f"{method:<6} {100 * scores['muc']['f1']:>7.2f} {100 * scores['bcub']['f1']:>7.2f} "
+            f"{100 * scores['ceafe']['f1']:>9.2f} {100 * row['conll_f1']:>9.2f} "
+            f"{100 * scores['mentions']['f1']:>9.2f} {row['mentions']:>9} "
+            f"{np.mean(row['ess']):>10.2f} {np.mean(row['mean_sentence_end_ess']):>9.2f} "
+            f"{np.mean(row['resamplings']):>9.1f} {row['perplexity']:>8.2f} {row['seconds']:>8.1f}"
+        )
+    return "\n".join(lines)
+
+
+def format_analysis(result: dict) -> str:
+    lines = []
+    for document, row in zip(result["maps"], result["summary"]):
+        lines.append(f"{document_name(document)}: log p(x) ~ {row['log_marginal']:.2f}, ESS {row['ess']:.1f} of "
+                     f"{row['particles']} ({row['method']}, {row['proposal']} proposal, "
+                     f"{row['resamplings']} resamplings)")
+        lines.append("  MAP: " + bracketed(document))
+    lines.append(f"wrote {', '.join(OUTPUT_FILES)} and heatmaps to {result['out']}/")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.evaluate:
+        return run_command(evaluate_map, format_evaluation, args)
+    return run_command(analyse, format_analysis, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,298 @@
+"""Posterior samples of EntityNLM's coreference structure p(R, E, L | X): importance resampling and SMC.
+
+The proposal Q chooses each token's R, E, L from the words (up to x_t for the paper's proposal, all of them for
+the bidirectional one) and the particle's own history, so the importance weight of a whole annotation factors
+over tokens:
+
+    w_t = p(R_t, E_t, L_t, x_t | history) / q(R_t, E_t, L_t | history, x).
+
+:func:`sample_structures` runs the model and the proposal in lockstep, token by token, for N particles of every
+document of a batch (the same vectorised state as importance sampling: nothing loops over particles), and
+multiplies the w_t up. Two ways to use the weights:
+
+- ``resample="never"``: sampling importance resampling (SIR). The weights are those of importance sampling
+  (eq. 11), from the same random draws as :func:`inference.algorithms.importance.estimate_marginal`, which runs the whole
+  guide first and the model after it: :func:`importance_sampling` is that estimate with memory flat in T. The
+  samples are drawn from the particles in proportion to the weights at the end.
+- ``resample="sentence"``: sequential Monte Carlo. At the end of every sentence of a document whose ESS has
+  fallen below ``ess_threshold * N``, its particles are resampled (systematic resampling) and their weights
+  reset, so particles whose early annotation explained the text badly are replaced before they ruin the whole
+  document's weight. The last sentence end is not a resampling point: the final weights are kept, and samples
+  are drawn from them as in SIR. The product over stages of the mean weight is again an unbiased estimate of p(x).
+
+Either way the state that resampling copies is only the per-particle entity state (the entity table, the
+ongoing mention, e_current): the LSTMs read words only and are shared by all particles. The annotations are
+kept by ancestry (:class:`Genealogy`): each step's choices and each resampling's ancestors, traced back once at
+the end, so memory is linear in the tokens; a likelihood alone (``history=False``) keeps none.
+
+The hot loop runs the program's own steps (``model.step``, ``proposal.step``: the same heads, masks and entity
+updates) with a sample statement that calls each site's masked distribution and log-density directly
+(:class:`ProposalSites`, :class:`ModelSites`) instead of through Pyro's messengers: the same torch calls in the
+same order as the Pyro program under ``poutine.condition`` and :class:`~generative.layers.density.LogDensity`, so the
+same draws and bit-identical weights (tests/test_samplers.py holds it to the Pyro program).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyro
+import pyro.distributions as dist
+import torch
+
+from coref.cli import progress as progress_bar
+from coref.document import Document, EntityAnnotation, Mention
+from generative.layers.batch import DocumentBatch, stream_positions
+from generative.entitynlm.model import NEW_ENTITY_SITE, EntityNLM, EntityProposal, MentionState
+from inference.algorithms.importance import ImportanceEstimate, effective_sample_size, log_mean_exp
+
+RESAMPLING = ("never", "sentence")
+PROGRESS_STEPS = 5_000  # a batch this long (a chapter, a book) shows its token steps on a terminal
+
+
+@dataclass(frozen=True)
+class ParticleStructures:
+    """N weighted annotations of each of B documents, and what the sampler measured on the way.
+
+    ``R``, ``E``, ``L`` (N, B, T) are each particle's annotation of the token stream (E numbered 1..K by
+    first mention, 0 outside mentions; L the remaining mention length), (N, B, 0) when the sampler kept no
+    history; ``log_weights`` (N, B) their final
+    log weights (since the last resampling); ``log_joint`` (N, B) log p(X, R, E, L | u) of each particle's
+    whole annotation given its new-entity embeddings u (their Gaussian density, which falls with every entity
+    in high dimension, is left out: it is not a probability of the structure); ``log_marginal`` (B,) the
+    estimate of log p(x); ``resamplings`` (B,) how often each document was resampled; ``stage_ess`` (B,) the
+    mean ESS at its sentence ends (before any resampling there).
+    """
+
+    R: torch.Tensor
+    E: torch.Tensor
+    L: torch.Tensor
+    log_weights: torch.Tensor
+    log_joint: torch.Tensor
+    log_marginal: torch.Tensor
+    resamplings: torch.Tensor
+    stage_ess: torch.Tensor
+
+    @property
+    def particles(self) -> int:
+        return self.R.shape[0]
+
+    @property
+    def ess(self) -> torch.Tensor:
+        """(B,) effective sample size of the final weights, between 1 and N."""
+        return effective_sample_size(self.log_weights)
+
+    def normalized_weights(self) -> torch.Tensor:
+        return torch.softmax(self.log_weights, dim=0)
+
+    def annotation(self, particle: int, document: int, length: int) -> EntityAnnotation:
+        """One particle's annotation of the first ``length`` stream tokens of one document."""
+        R, E, L = (value[particle, document, :length].tolist() for value in (self.R, self.E, self.L))
+        return EntityAnnotation(tuple(R), tuple(E), tuple(L))
+
+
+def systematic_resampling(log_weights: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """(N, B) ancestor indices: one uniform offset per document, N evenly spaced points through the weights' CDF."""
+    particles, documents = log_weights.shape
+    cdf = torch.softmax(log_weights.T.double(), dim=-1).cumsum(-1)  # (B, N)
+    offset = torch.rand((documents, 1), generator=generator, device=cdf.device, dtype=cdf.dtype)
+    points = (offset + torch.arange(particles, device=cdf.device, dtype=cdf.dtype)) / particles
+    return torch.searchsorted(cdf, points).clamp(max=particles - 1).T
+
+
+class ProposalSites:
+    """The proposal's sample statement in the lockstep loop: each site's masked distribution is called (a draw, the
+    torch calls ``pyro.sample`` makes) and its masked log-density added in site order, as LogDensity adds it."""
+
+    def __init__(self) -> None:
+        self.start()
+
+    def start(self) -> None:
+        """A new step: no values, a zero total."""
+        self.values: dict[str, torch.Tensor] = {}
+        self.total: torch.Tensor | float = 0.0
+
+    def __call__(self, kind: str, t: int, distribution: dist.TorchDistribution, mask: torch.Tensor,
+                 obs: torch.Tensor | None) -> torch.Tensor:
+        masked = distribution.mask(mask)
+        value = masked() if obs is None else obs
+        self.values[kind] = value
+        self.total = self.total + masked.log_prob(value)
+        return value
+
+
+class ModelSites:
+    """The model's sample statement, conditioned on the proposal's values of the same step (``poutine.condition``):
+    it sums log p of all sites (``joint``) and of all but the new-entity noise (``structure``)."""
+
+    def __init__(self, proposed: ProposalSites) -> None:
+        self.proposed = proposed
+        self.start()
+
+    def start(self) -> None:
+        self.joint: torch.Tensor | float = 0.0
+        self.structure: torch.Tensor | float = 0.0
+
+    def __call__(self, kind: str, t: int, distribution: dist.TorchDistribution, mask: torch.Tensor,
+                 obs: torch.Tensor | None) -> torch.Tensor:
+        value = self.proposed.values[kind] if obs is None else obs
+        log_prob = distribution.mask(mask).log_prob(value)
+        self.joint = self.joint + log_prob
+        if kind != NEW_ENTITY_SITE:
+            self.structure = self.structure + log_prob
+        return value
+
+
+class Genealogy:
+    """The particles' annotations kept by ancestry: each step's R, E (1..K, 0 outside mentions) and L per particle
+    in compact integers, and the ancestor indices of each resampling; :meth:`trace` follows every final particle's
+    line back once. Memory is linear in the tokens, and resampling copies nothing of the past."""
+
+    def __init__(self, particles: int, documents: int, steps: int, device: torch.device) -> None:
+        entity = torch.int16 if steps < 2**15 else torch.int32  # E <= t + 1
+        shape = (steps, particles, documents)
+        self.values = {name: torch.zeros(shape, dtype=dtype, device=device)
+                       for name, dtype in (("R", torch.int8), ("E", entity), ("L", torch.int8))}
+        self.resamplings: list[tuple[int, torch.Tensor]] = []
+
+    def record(self, t: int, chosen: MentionState) -> None:
+        """Step t's choices (the proposal tracker's ``previous`` after the step; E as a slot, -1 outside)."""
+        values = self.values
+        values["R"][t] = chosen.R
+        values["E"][t] = torch.where(chosen.R == 1, chosen.E + 1, 0)
+        values["L"][t] = chosen.L
+
+    def resampled(self, t: int, ancestors: torch.Tensor) -> None:
+        """Particle p of document b continued particle ``ancestors[p, b]`` after step t."""
+        self.resamplings.append((t, ancestors))
+
+    def trace(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(N, B, T) int64 R, E, L of each final particle's line."""
+        steps, particles, documents = self.values["R"].shape
+        device = self.values["R"].device
+        lineage = torch.arange(particles, device=device)[:, None].expand(particles, documents)
+        traced = {name: torch.empty((particles, documents, steps), dtype=torch.long, device=device)
+                  for name in self.values}
+        end = steps
+        for t, ancestors in [*reversed(self.resamplings), (-1, None)]:  # a resampling after t reordered steps <= t
+            for name, values in self.values.items():
+                segment = values[t + 1:end]
+                index = lineage.expand(segment.shape[0], particles, documents)
+                traced[name][..., t + 1:end] = segment.gather(1, index).permute(1, 2, 0)
+            if ancestors is not None:
+                lineage = ancestors.gather(0, lineage)
+            end = t + 1
+        return traced["R"], traced["E"], traced["L"]
+
+
+@torch.no_grad()
+def sample_structures(
+    model: EntityNLM,
+    proposal: EntityProposal,
+    batch: DocumentBatch,
+    particles: int,
+    eos: int,
+    resample: str = "sentence",
+    ess_threshold: float = 0.5,
+    history: bool = True,
+    progress: bool = False,
+) -> ParticleStructures:
+    """Weighted annotations of every document of ``batch`` by SIR (``resample="never"``) or SMC (``"sentence"``).
+
+    ``eos`` is the id of ``</s>``: a document may be resampled after each of its sentence ends. ``history=False``
+    keeps no annotations (R, E, L come back (N, B, 0)): what a likelihood needs, in memory flat in T.
+    """
+    if resample not in RESAMPLING:
+        raise ValueError(f"resample must be one of {RESAMPLING}, got {resample!r}")
+    if particles < 1:
+        raise ValueError(f"particles must be at least 1, got {particles}")
+    model_states, proposal_states = model.encoder(batch), proposal.encoder(batch)
+    shape = (particles, batch.size)
+    device = batch.words.device
+    genealogy = Genealogy(particles, batch.size, batch.steps if history else 0, device)
+    log_weights = torch.zeros(shape, device=device)
+    log_joint = torch.zeros(shape, device=device)
+    log_marginal = torch.zeros(batch.size, device=device)
+    resamplings = torch.zeros(batch.size, dtype=torch.long, device=device)
+    ess_sum = torch.zeros(batch.size, device=device)
+    identity = torch.arange(particles, device=device)[:, None]
+    sentence_end = (batch.words == eos) & batch.mask  # (B, T)
+    last_token = torch.arange(batch.steps, device=device) == (batch.lengths - 1)[:, None]
+    may_resample = sentence_end & ~last_token  # the final weights are kept for drawing
+    sentence_end_steps = set(sentence_end.any(0).nonzero().flatten().tolist())  # one host sync, before the loop
+    proposed = ProposalSites()
+    scored = ModelSites(proposed)
+    model_tracker = model.tracker(batch, particles, model_states, site=scored)
+    proposal_tracker = proposal.tracker(batch, particles, proposal_states, site=proposed)
+    for tracker in (model_tracker, proposal_tracker):
+        tracker.score_drawn_entities_only = True
+    with pyro.validation_enabled(False):  # argument and support checks cost several small ops per site
+        steps = progress_bar(range(batch.steps), desc=f"{particles} particles", unit="token", leave=False,
+                             enabled=progress and batch.steps >= PROGRESS_STEPS)
+        for t in steps:
+            if resample == "sentence":  # SMC's weights: products of per-step ratios, reset at resamplings
+                proposed.start()
+                scored.start()
+            proposal.step(t, proposal_states, proposal_tracker)
+            model.step(t, batch, model_states, model_tracker)
+            if resample == "sentence":
+                log_weights += scored.joint - proposed.total  # the new-entity noise cancels: same value and density
+                log_joint += scored.structure
+            else:  # importance sampling's: each density summed site by site over the document (estimate_marginal's)
+                log_weights = scored.joint - proposed.total
+                log_joint = scored.structure
+            if history:
+                genealogy.record(t, proposal_tracker.previous)
+            if t not in sentence_end_steps:
+                continue
+            at_end = sentence_end[:, t]
+            ess = effective_sample_size(log_weights)
+            ess_sum += torch.where(at_end, ess, torch.zeros_like(ess))
+            if resample == "never":
+                continue
+            chosen_to_resample = may_resample[:, t] & (ess < ess_threshold * particles)
+            log_marginal += torch.where(chosen_to_resample, log_mean_exp(log_weights), torch.zeros_like(ess))
+            ancestors = torch.where(chosen_to_resample, systematic_resampling(log_weights), identity)
+            if bool(chosen_to_resample.any()):  # one host sync per sentence end
+                for tracker in (model_tracker, proposal_tracker):
+                    tracker.resample(ancestors)
+                if history:
+                    genealogy.resampled(t, ancestors)
+                log_joint = log_joint.gather(0, ancestors)
+                log_weights = torch.where(chosen_to_resample, torch.zeros_like(log_weights), log_weights)
+                resamplings += chosen_to_resample.long()
+    log_marginal += log_mean_exp(log_weights)
+    if not torch.isfinite(log_marginal).all():
+        bad = [batch.keys[i][0] for i in (~torch.isfinite(log_marginal)).nonzero().flatten().tolist()]
+        raise FloatingPointError(f"non-finite weights for documents {bad}")
+    stage_ess = ess_sum / sentence_end.sum(-1).clamp(min=1)
+    R, E, L = genealogy.trace()
+    return ParticleStructures(R, E, L, log_weights, log_joint, log_marginal, resamplings, stage_ess)
+
+
+def importance_sampling(model: EntityNLM, proposal: EntityProposal, batch: DocumentBatch, particles: int,
+                        eos: int, progress: bool = False) -> ImportanceEstimate:
+    """Importance sampling (eq. 11) by the lockstep loop: the draws and weights (bit for bit) of
+    ``estimate_marginal(model.model, proposal.guide, batch, particles)`` for the same random state, in memory
+    flat in T instead of every site's value and log-density for the whole document."""
+    sampled = sample_structures(model, proposal, batch, particles, eos, "never", history=False, progress=progress)
+    return ImportanceEstimate(sampled.log_weights)
+
+
+def stream_to_document(document: Document, annotation: EntityAnnotation) -> Document:
+    """``document`` with the mentions of a sampled annotation of its token stream (words and ``</s>`` per sentence).
+
+    A mention starts where R_t = 1 follows a token with L = 1 and lasts L_t tokens (the tracker keeps R, E, L
+    consistent inside it). A sampled mention may run over a sentence end or the document's end (the model
+    gives that small but non-zero probability); it is cut there, and one left empty is dropped.
+    """
+    token_at = {position: token for token, position in enumerate(stream_positions(document))}  # no </s> in it
+    R, E, L = annotation.R, annotation.E, annotation.L
+    mentions = []
+    for t in range(len(R)):
+        if R[t] == 1 and (t == 0 or L[t - 1] == 1) and t in token_at:
+            end = t
+            while end < min(t + L[t], len(R)) and end in token_at:
+                end += 1
+            mentions.append(Mention(token_at[t], token_at[end - 1] + 1, E[t]))
+    return document.replace(mentions=mentions)

@@ -1,0 +1,388 @@
+"""Marginal perplexity of EntityNLM by SMC or importance sampling (paper §5.1), beside its baselines.
+
+    python -m inference.marginal_ppl                                  # bundled model, embedded sample corpus
+    python -m inference.marginal_ppl --checkpoint runs/entitynlm/model.pt --corpus litbank --split test \\
+        --data-dir DATA --baseline runs/rnnlm/model.pt --baseline runs/ngram/model.pt --json result.json
+
+R, E and L are latent at test time: for each document N annotations are drawn from the proposal and p(x) is
+estimated from their weights. Perplexity = exp(-sum_docs log p_hat(x) / tokens), over the word tokens and
+sentence ends every model predicts, beside the baselines' perplexities on the same tokens with the same
+vocabulary. ``--sampler is`` is the paper's importance sampling (eq. 11: the mean importance weight; printed
+per document with ESS and PSIS k-hat, and in total with the ELBO perplexity, a bound). ``--sampler smc``, the
+default, is sequential Monte Carlo with the same proposal and particle count (:mod:`inference.algorithms.smc`):
+particles are resampled at sentence ends when their ESS falls below half, and the product of the stages'
+mean weights is again an unbiased estimate of p(x); on dev it had the lower variance at equal particles and at
+equal seconds (``benchmarks/samplers.py``).
+
+``--sampler both`` runs the two in turn, each from the same random state (so each column is what a run of
+that sampler alone with the same seed gives), and reports them side by side per document: for importance
+sampling log p_hat(x), ESS and PSIS k-hat; for SMC log p_hat(x), the ESS of the final weights, the mean ESS
+at sentence ends (before resampling there), the number of resamplings, and the PSIS k-hat of the final
+stage's weights (those since the last resampling: it diagnoses that stage only). Its JSON keeps the totals
+under ``samplers`` ({"is": {...}, "smc": {...}}) and each document's statistics under ``per_document[i]["is"]``
+and ``["smc"]``; the single-sampler modes keep their flat keys. A k-hat JSON cannot hold (infinite when ArviZ
+has too few tail weights to fit, always at N <= 20) is written as null with a ``psis_khat_note`` saying why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyro.util
+import torch
+
+from coref.cli import Parser, integer, output_file, real
+from coref.cli import progress as progress_bar
+from coref.document import Document
+from coref.corpora.preprocess import EOS, Vocabulary
+from generative.layers.batch import DocumentBatch, batches_by_length, token_stream
+from generative.entitynlm.model import PROPOSAL_CONTEXTS, EntityNLM, EntityProposal
+from inference.training.checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    entitynlm_checkpoint,
+    entitynlm_modules,
+    language_model,
+    ngram_model,
+    pretrained,
+)
+from inference.common import prepared_documents, resolve_device, run_command, set_seed
+from inference.algorithms.importance import ImportanceEstimate, psis_khat
+from inference.algorithms.smc import ParticleStructures, importance_sampling, sample_structures
+
+DEFAULT_BASELINES = ("rnnlm.pt",)
+SAMPLERS = ("is", "smc")
+SAMPLER_NAMES = {"is": "importance sampling", "smc": "SMC"}
+KHAT_NOTES = {
+    "inf": "ArviZ found fewer than 5 weights in the tail to fit (always at N <= 20; otherwise the largest weights "
+           "are tied or the rest underflow)",
+    "nan": "ArviZ's Pareto fit of the tail failed (NaN)",
+}
+
+
+def samplers_of(sampler: str) -> tuple[str, ...]:
+    """The samplers that ``--sampler`` runs."""
+    return SAMPLERS if sampler == "both" else (sampler,)
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="python -m inference.marginal_ppl", description=__doc__)
+    parser.add_argument("--checkpoint", help="EntityNLM checkpoint (default: the bundled one)")
+    parser.add_argument("--corpus", default="sample", help="corpus name, or several joined with '+'")
+    parser.add_argument("--split", default="test", help="the split to evaluate")
+    parser.add_argument("--data-dir", help="folder holding the corpora (default: $ENTITYLM_DATA; sample needs none)")
+    parser.add_argument("--particles", type=integer(1), default=100,
+                        help="importance samples per document (paper: 100)")
+    parser.add_argument("--sampler", default="smc", choices=[*SAMPLERS, "both"],
+                        help="smc: sequential Monte Carlo resampling at sentence ends, an unbiased estimate with "
+                             "less variance at equal compute on dev (benchmarks/samplers.py); is: importance "
+                             "sampling (the paper, eq. 11); both: the two side by side, each from the same random "
+                             "state")
+    parser.add_argument("--proposal", choices=PROPOSAL_CONTEXTS,
+                        help="forward: the paper's proposal (reads x_<=t); bidirectional: reads the whole text "
+                             "(default: the checkpoint's, chosen on dev)")
+    parser.add_argument("--proposal-temperature", type=real(0, include_low=False), default=1.0,
+                        help="divide the proposal's R/E/L logits by this (> 1 widens it; 1 = as trained)")
+    parser.add_argument("--baseline", action="append", metavar="CKPT",
+                        help="RNNLM or n-gram checkpoint, repeatable; 'none' for no baseline "
+                             "(default: the bundled baselines with the bundled model)")
+    parser.add_argument("--batch-tokens", type=integer(1), default=20_000,
+                        help="particles x padded tokens per batch")
+    parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    parser.add_argument("--seed", type=int, default=0, help="random seed")
+    parser.add_argument("--json", metavar="OUT", type=output_file, help="also write the results as JSON")
+    return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
+
+
+def stored_result(path: Path, expected: dict) -> dict | None:
+    """A result this command wrote to ``path`` earlier (the benchmarks keep them to resume a sweep), or None
+    when there is none; one made with other settings (``expected``: result keys and values, e.g. the checkpoint
+    and the particles) is refused rather than reused as if it were this setting's."""
+    if not path.exists():
+        return None
+    try:
+        stored = json.loads(path.read_bytes())
+    except ValueError as error:  # not JSON, or not UTF-8
+        raise ValueError(f"{path}: not a result of inference.evaluation.marginal_ppl ({error}); delete it to measure "
+                         "again") from None
+    differs = [f"{key} {stored.get(key)!r} (now {value!r})" for key, value in expected.items()
+               if not isinstance(stored, dict) or stored.get(key) != value]
+    if differs:
+        raise ValueError(f"{path}: a result with other settings: {', '.join(differs)}; delete it to measure again, "
+                         "or choose another --out")
+    return stored
+
+
+def baseline_paths(args: argparse.Namespace) -> list[Path]:
+    if args.baseline is None:
+        return [pretrained(name) for name in DEFAULT_BASELINES] if args.checkpoint is None else []
+    return [] if args.baseline == ["none"] else [Path(path) for path in args.baseline]
+
+
+def baseline_log_likelihood(checkpoint: Checkpoint, documents: list[Document], batches: list[DocumentBatch],
+                            device: torch.device) -> float:
+    """Total log-likelihood of the documents under an RNNLM or n-gram baseline."""
+    if checkpoint.kind == "ngram":
+        ngram = ngram_model(checkpoint)
+        return float(sum(ngram.log_prob(token_stream(d, checkpoint.vocabulary).words).sum() for d in documents))
+    if checkpoint.kind == "rnnlm":
+        model = language_model(checkpoint, device)
+        with torch.no_grad():
+            return float(sum(model.log_likelihood(batch).sum() for batch in batches))
+    raise CheckpointError(f"a baseline must be an rnnlm or ngram checkpoint, not {checkpoint.kind}")
+
+
+@dataclass(frozen=True)
+class SamplerRun:
+    """One sampler's run over a corpus: each document's key (name, part, tokens) and statistics, and the
+    seconds its sampling took."""
+
+    sampler: str
+    keys: list[dict]
+    statistics: list[dict]
+    seconds: float
+
+    @property
+    def rows(self) -> list[dict]:
+        """Each document's key and statistics in one flat row."""
+        return [{**key, **row} for key, row in zip(self.keys, self.statistics)]
+
+    def totals(self, tokens: int) -> dict:
+        """Total log p_hat(x), its perplexity, the seconds and, for importance sampling, the ELBO perplexity."""
+        log_likelihood = sum(row["log_likelihood"] for row in self.statistics)
+        totals = {"log_likelihood": log_likelihood, "perplexity": math.exp(-log_likelihood / tokens),
+                  "seconds": self.seconds}
+        if self.sampler == "is":
+            totals["elbo_perplexity"] = math.exp(-sum(row["elbo"] for row in self.statistics) / tokens)
+        return totals
+
+
+def load_modules_and_batches(args: argparse.Namespace, checkpoint: Checkpoint, device: torch.device,
+                             max_documents: int | None = None
+                             ) -> tuple[EntityNLM, EntityProposal, list[Document], list[DocumentBatch]]:
+    """The checkpoint's model and proposal (at ``--proposal-temperature``), the corpus split after its
+    preprocessing (its first ``max_documents``; what the reader and preprocessing dropped is reported on stderr),
+    and those in batches of about ``--batch-tokens`` particles x tokens, on the device."""
+    model, proposal = entitynlm_modules(checkpoint, device, args.proposal)
+    proposal.temperature = args.proposal_temperature
+    documents = prepared_documents(args.corpus, args.split, args.data_dir, checkpoint.preprocess,
+                                   checkpoint.vocabulary)[:max_documents]
+    return model, proposal, documents, particle_batches(documents, checkpoint.vocabulary, args.particles,
+                                                        args.batch_tokens, device)
+
+
+def particle_batches(documents: Sequence[Document], vocabulary: Vocabulary, particles: int, batch_tokens: int,
+                     device: torch.device | str) -> list[DocumentBatch]:
+    """``documents`` in batches of similar length holding about ``batch_tokens`` particles x padded tokens each,
+    on the device: how this command groups a corpus (sampling draws per batch, so the grouping is part of what a
+    seed reproduces)."""
+    return [b.to(device) for b in batches_by_length(documents, vocabulary, max(1, batch_tokens // particles))]
+
+
+def run(args: argparse.Namespace) -> dict:
+    set_seed(args.seed)
+    device = resolve_device(args.device)
+    path, checkpoint = entitynlm_checkpoint(args.checkpoint)
+    baselines = [(p, Checkpoint.load(p)) for p in baseline_paths(args)]
+    for baseline_path, baseline in baselines:
+        checkpoint.require_vocabulary(baseline.vocabulary, f"baseline {baseline_path}")
+    model, proposal, documents, batches = load_modules_and_batches(args, checkpoint, device)
+    samplers = samplers_of(args.sampler)
+    runs = run_samplers(batches, model, proposal, args.particles, samplers, checkpoint.vocabulary.index(EOS))
+    first = runs[samplers[0]]
+    tokens = sum(key["tokens"] for key in first.keys)
+    result = {
+        "corpus": args.corpus, "split": args.split, "checkpoint": str(path), "device": str(device),
+        "documents": len(first.keys), "tokens": tokens, "particles": args.particles,
+        "proposal": proposal.context, "proposal_temperature": args.proposal_temperature, "sampler": args.sampler,
+        "samplers": {name: sampler_run.totals(tokens) for name, sampler_run in runs.items()},
+        "baselines": {}, "seconds": sum(sampler_run.seconds for sampler_run in runs.values()),
+    }
+    if args.sampler == "both":
+        result["per_document"] = [{**key, **{name: runs[name].statistics[i] for name in samplers}}
+                                  for i, key in enumerate(first.keys)]
+    else:  # the flat keys of a single sampler's run
+        totals = result["samplers"][args.sampler]
+        result.update({"log_likelihood": totals["log_likelihood"], "perplexity": totals["perplexity"],
+                       "elbo_perplexity": totals.get("elbo_perplexity"),
+                       "ess": [row["ess"] for row in first.statistics],
+                       "psis_khat": [row["psis_khat"] for row in first.statistics], "per_document": first.rows})
+    for baseline_path, baseline in baselines:
+        name = baseline.kind
+        if name in result["baselines"]:  # a second baseline of one kind is named by its file's folder
+            name = f"{baseline.kind}:{baseline_path.parent.name}"
+        total = baseline_log_likelihood(baseline, documents, batches, device)
+        result["baselines"][name] = math.exp(-total / tokens)
+    return result
+
+
+def random_state() -> dict:
+    """Python's, numpy's and torch's random states (CUDA's too where there is CUDA)."""
+    state = pyro.util.get_rng_state()
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_random_state(state: dict) -> None:
+    pyro.util.set_rng_state(state)
+    if "cuda" in state:
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def run_samplers(batches: list[DocumentBatch], model: EntityNLM, proposal: EntityProposal, particles: int,
+                 samplers: Sequence[str], eos: int, progress: bool = True) -> dict[str, SamplerRun]:
+    """Each sampler over every batch, each from the random state of the call: a sampler's figures do not depend
+    on which other samplers ran before it."""
+    state = random_state()
+    runs = {}
+    for sampler in samplers:
+        restore_random_state(state)
+        keys, statistics, seconds = [], [], 0.0
+        for batch in progress_bar(batches, desc=f"{SAMPLER_NAMES[sampler]}, {particles} particles", unit="batch",
+                                  enabled=progress):
+            batch_statistics, batch_seconds = sample_documents(batch, model, proposal, particles, sampler, eos,
+                                                               progress)
+            keys += document_keys(batch)
+            statistics += batch_statistics
+            seconds += batch_seconds
+        runs[sampler] = SamplerRun(sampler, keys, statistics, seconds)
+    return runs
+
+
+def document_keys(batch: DocumentBatch) -> list[dict]:
+    """Each document of ``batch``: its name, part and number of predicted tokens."""
+    return [{"document": key[0], "part": key[1], "tokens": int(batch.lengths[i])} for i, key in enumerate(batch.keys)]
+
+
+def khat_entry(khat: float) -> dict:
+    """``{"psis_khat": k}``, or for a k that JSON cannot hold, ``{"psis_khat": None, "psis_khat_note": why}``."""
+    if math.isfinite(khat):
+        return {"psis_khat": khat}
+    return {"psis_khat": None, "psis_khat_note": KHAT_NOTES["nan" if math.isnan(khat) else "inf"]}
+
+
+def sample_documents(batch: DocumentBatch, model: EntityNLM, proposal: EntityProposal, particles: int,
+                     sampler: str, eos: int, progress: bool = False) -> tuple[list[dict], float]:
+    """log p_hat(x) of each document of ``batch`` by one sampler with its diagnostics, and the seconds the
+    sampling took (the diagnostics, which cost both samplers alike, are not counted); ``progress`` shows the
+    token steps of a long batch on a terminal."""
+    if sampler not in SAMPLERS:
+        raise ValueError(f"sampler must be one of {SAMPLERS}, got {sampler!r}")
+    started = time.perf_counter()
+    if sampler == "is":  # estimate_marginal's draws and weights, by the lockstep loop (memory flat in T)
+        estimate = importance_sampling(model, proposal, batch, particles, eos, progress)
+        log_marginal = estimate.log_marginal.tolist()  # waits for the device, so the clock stops after the work
+        return importance_statistics(estimate, log_marginal), time.perf_counter() - started
+    sampled = sample_structures(model, proposal, batch, particles, eos, "sentence", history=False, progress=progress)
+    log_marginal = sampled.log_marginal.tolist()
+    return smc_statistics(sampled, log_marginal), time.perf_counter() - started
+
+
+def importance_statistics(estimate: ImportanceEstimate, log_marginal: list[float]) -> list[dict]:
+    """Per document: log p_hat(x), the ELBO, and the ESS and PSIS k-hat of the importance weights."""
+    columns = zip(log_marginal, estimate.elbo.tolist(), estimate.ess.tolist(), estimate.psis_khat().tolist())
+    return [{"log_likelihood": log_p, "elbo": elbo, "ess": ess, **khat_entry(khat)}
+            for log_p, elbo, ess, khat in columns]
+
+
+def smc_statistics(sampled: ParticleStructures, log_marginal: list[float]) -> list[dict]:
+    """Per document: log p_hat(x), the ESS of the final weights, the mean ESS at sentence ends (``stage_ess``),
+    the resamplings, and the PSIS k-hat of the final stage's weights (those since the last resampling). Its
+    ``elbo`` is None, as it always was in the JSON of ``--sampler smc``."""
+    columns = zip(log_marginal, sampled.ess.tolist(), sampled.stage_ess.tolist(), sampled.resamplings.tolist(),
+                  psis_khat(sampled.log_weights).tolist())
+    return [{"log_likelihood": log_p, "elbo": None, "ess": ess, "stage_ess": stage_ess, "resamplings": resamplings,
+             **khat_entry(khat)} for log_p, ess, stage_ess, resamplings, khat in columns]
+
+
+# Each sampler's table columns: (header, statistic, width, format). ESS is that of the final weights.
+COLUMNS = {
+    "is": (("log p_hat(x)", "log_likelihood", 13, ".2f"), ("ESS", "ess", 7, ".1f"), ("k-hat", "psis_khat", 8, ".2f")),
+    "smc": (("log p_hat(x)", "log_likelihood", 13, ".2f"), ("ESS", "ess", 7, ".1f"), ("ESS</s>", "stage_ess", 8, ".1f"),
+            ("resampl.", "resamplings", 8, "d"), ("k-hat", "psis_khat", 8, ".2f")),
+}
+LEGEND = {
+    "is": "IS:  importance sampling (eq. 11). ESS: of its weights, of N. k-hat: their PSIS Pareto k (> 0.7: "
+          "unreliable).",
+    "smc": "SMC: resampling at sentence ends. ESS: of its final weights. ESS</s>: its mean ESS at sentence ends, "
+           "before\n     resampling there. resampl.: resamplings. k-hat: PSIS Pareto k of the final stage's weights "
+           "(since the last\n     resampling).",
+    "n/a": "n/a: a k-hat ArviZ could not fit (fewer than 5 tail weights; always at N <= 20).",
+}
+
+
+def cells(statistics: dict, sampler: str) -> str:
+    """One document's statistics by one sampler, in that sampler's columns (n/a for a missing value)."""
+    return " ".join(f"{'n/a' if statistics[key] is None else format(statistics[key], spec):>{width}}"
+                    for _, key, width, spec in COLUMNS[sampler])
+
+
+def headers(sampler: str) -> str:
+    return " ".join(f"{header:>{width}}" for header, _, width, _ in COLUMNS[sampler])
+
+
+def document_table(result: dict) -> list[str]:
+    """The per-document table: one sampler's columns, or with ``both`` IS's and SMC's side by side."""
+    if result["sampler"] != "both":
+        sampler = result["sampler"]
+        lines = [f"{'document':<40} {'tokens':>7} {headers(sampler)}"]
+        lines += [f"{row['document'][:40]:<40} {row['tokens']:>7} {cells(row, sampler)}"
+                  for row in result["per_document"]]
+        return lines
+    widths = {sampler: len(headers(sampler)) for sampler in SAMPLERS}
+    lines = [f"{'':<30} {'':>7} {'importance sampling (IS)':^{widths['is']}} | "
+             f"{'SMC, resampling at sentence ends':^{widths['smc']}}".rstrip(),
+             f"{'document':<30} {'tokens':>7} {headers('is')} | {headers('smc')}"]
+    lines += [f"{row['document'][:30]:<30} {row['tokens']:>7} {cells(row['is'], 'is')} | {cells(row['smc'], 'smc')}"
+              for row in result["per_document"]]
+    return lines
+
+
+def legend(result: dict) -> list[str]:
+    """What the columns mean, under a table with SMC in it (the IS-only table is the paper's), and what n/a is."""
+    samplers = samplers_of(result["sampler"])
+    rows = result["per_document"]
+    statistics = [row[sampler] for row in rows for sampler in samplers] if result["sampler"] == "both" else rows
+    notes = [LEGEND[sampler] for sampler in samplers] if "smc" in samplers else []
+    if any(row["psis_khat"] is None for row in statistics):
+        notes.append(LEGEND["n/a"])
+    return ["", *notes] if notes else []
+
+
+def format_result(result: dict) -> str:
+    lines = document_table(result) + legend(result)
+    samplers = samplers_of(result["sampler"])
+    seconds = ", ".join(f"{result['samplers'][sampler]['seconds']:.1f} s"
+                        + (f" ({sampler.upper()})" if len(samplers) > 1 else "") for sampler in samplers)
+    lines.append(
+        f"\n{result['corpus']}/{result['split']}: {result['documents']} documents, {result['tokens']} tokens, "
+        f"{result['particles']} particles, {seconds}"
+    )
+    for sampler in samplers:
+        label = f"EntityNLM perplexity ({SAMPLER_NAMES[sampler]}): "
+        lines.append(f"{label:<43}{result['samplers'][sampler]['perplexity']:.2f}")
+    if "is" in samplers:
+        lines.append(f"{'EntityNLM ELBO perplexity (bound):':<43}{result['samplers']['is']['elbo_perplexity']:.2f}")
+    for name, perplexity in result["baselines"].items():
+        lines.append(f"{name + ' perplexity:':<43}{perplexity:.2f}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_command(run, format_result, parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,501 @@
+"""Training the Coref-GRU readers (Dhingra et al. 2018) on bAbI-1K, through ``python -m inference.train``.
+
+    python -m inference.train --model ga_cgru --task babi:3 --data-dir DATA --out runs/babi/ga_cgru/3/seed0
+    python -m inference.train --model ga_cgru --task wikihop --data-dir DATA --out runs/wikihop   # a demo
+
+``inference.training.train`` hands a reader's ``--model`` to this module's parser (``python -m inference.reading``
+is the same command), whose defaults are the readers' own.
+
+The models (:mod:`generative.coref_gru`): ``ga_gru``, ``ga_cgru`` and ``ga_gru_onehot`` are the gated-attention
+reader (K = 3) with GRU, C-GRU or GRU + 1-hot coreference features (its hidden size chosen so that its
+parameter count matches the C-GRU model's); ``bi_gru`` and ``bi_cgru`` the one-layer readers. A task is
+extractive when every training answer occurs in its story (the answer is then read off the story by
+attention-sum), a classification task otherwise (a softmax over the task's answers), as the paper's Appendix B
+describes. The hyper-parameters are Appendix B's: d = 64, batches of 32, Adam with learning rate 0.01 halved
+after every 120 updates, dropout 0.1; the coreference chains are :mod:`coref.corpora.babi`'s.
+
+Dev accuracy (on :mod:`coref.corpora.babi`'s dev split, the last stories of the training file) picks the epoch; the
+run stops after ``--patience`` epochs without a gain or at 100% dev accuracy. ``OUT/model.pt`` holds the best
+weights and, at the end, the test accuracy; ``OUT/last.pt`` the state ``--resume`` continues from; both are
+written atomically after every epoch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from coref.io.atomic import atomic_path, write_text_atomic
+from coref.corpora.babi import CHAIN_RULES, TASKS, BabiExample, babi_answer_classes, babi_vocabulary, load_babi
+from coref.cli import Parser, integer, output_file, output_folder, progress, real, run_main
+from coref.corpora.lambada import LambadaExample, is_candidate, lambada_clusters, lambada_splits
+from coref.corpora.wikihop import load_wikihop_sample
+from generative.coref_gru import (
+    BiReader,
+    GatedAttentionReader,
+    ReaderConfig,
+    ReadingExample,
+    make_reading_batch,
+    matched_hidden_size,
+    non_overlapping,
+)
+from inference.training.checkpoint import CheckpointError, format_tag, module_weights, read_torch_file
+from inference.common import changed_options, resolve_device, set_seed
+
+READERS = {  # name: (reader class, recurrent layer)
+    "ga_gru": (GatedAttentionReader, "gru"),
+    "ga_cgru": (GatedAttentionReader, "cgru"),
+    "ga_gru_onehot": (GatedAttentionReader, "gru_onehot"),
+    "bi_gru": (BiReader, "gru"),
+    "bi_cgru": (BiReader, "cgru"),
+}
+FORMAT = "entitylm-reader-1"
+PAD = "<pad>"
+WIKIHOP_CHAINS = 50  # chains per WikiHop document, the sequential one included (Appendix B)
+LAMBADA_CHAINS = 15  # chains per LAMBADA passage, the sequential one included (Appendix B)
+BEGIN = "@begin"  # starts every LAMBADA query (as in the reference code), so that none is empty
+UNKNOWN_TYPES = 100  # per-passage ids @unk1..@unk100 of LAMBADA words unseen in training (reference code)
+ROOT = Path(__file__).resolve().parents[2]
+LAMBADA_PIPELINE = {  # the raw-text pipeline trained on lowercased LitBank (LAMBADA is lowercase)
+    "detector": ROOT / "coref" / "pretrained" / "lowercase" / "mentions.pt",
+    "resolver": ROOT / "coref" / "pretrained" / "lowercase" / "resolver.npz",
+}
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Appendix B's training settings of a task family; ``halve_every`` in updates, or in epochs when
+    ``halve_per_epochs`` (LAMBADA's "halved every 2 epochs")."""
+
+    size: int  # d: word embeddings and hidden units per direction
+    batch_size: int
+    lr: float
+    halve_every: int
+    dropout: float
+    halve_per_epochs: bool = False
+
+
+SCHEDULES = {
+    "babi": Schedule(64, 32, 0.01, 120, 0.1),
+    "lambada": Schedule(256, 64, 0.0005, 2, 0.2, halve_per_epochs=True),
+    "wikihop": Schedule(64, 16, 0.0005, 2500, 0.2),
+}
+BUCKET_BATCHES = 10  # batches per window sorted by length (bucketed_order)
+EVAL_BATCH = 256  # questions per evaluation batch
+FREE_ON_RESUME = ("epochs", "patience", "device", "data_dir", "out", "json", "resume")
+
+
+def parse_task(text: str) -> str:
+    """``babi:N`` (N in 1..20), ``lambada`` or ``wikihop``, as given; anything else is a ValueError saying what
+    is expected."""
+    corpus, _, number = text.partition(":")
+    if text not in ("lambada", "wikihop") and (corpus != "babi" or not number.isdigit() or int(number) not in TASKS):
+        raise ValueError(f"--task {text!r}: expected babi:N with N in 1..20, lambada or wikihop")
+    return text
+
+
+@dataclass(frozen=True)
+class ReadingData:
+    """A bAbI task as the readers read it: examples of the three splits, the words, and the answers."""
+
+    task: str  # babi:N, lambada or wikihop
+    words: list[str]  # id 0 is padding; a word unseen in training reads as padding (LAMBADA: as @unkN)
+    classes: list[str] | None  # the answers of a classification task; None for an extractive one
+    splits: dict[str, list[ReadingExample]]
+    max_chains: int  # the sequential chain plus the most coreference chains of any example
+    in_context: dict[str, list[bool]] | None = None  # LAMBADA: per split, whether each answer is in the context
+
+    @classmethod
+    def of(cls, task: str, data_dir: str | None, words: list[str] | None = None,
+           classes: list[str] | None = None, chains: str = "names") -> ReadingData:
+        """The data of a task (:func:`parse_task`); ``words`` and ``classes`` from a checkpoint, else from the
+        training split; ``chains`` is bAbI's chain rule (:data:`coref.corpora.babi.CHAIN_RULES`)."""
+        if task == "wikihop":
+            return cls.wikihop(data_dir, words)
+        if task == "lambada":
+            return cls.lambada(data_dir, words)
+        return cls.babi(int(task.partition(":")[2]), data_dir, words, classes, chains)
+
+    @classmethod
+    def babi(cls, task: int, data_dir: str | None, words: list[str] | None = None,
+             classes: list[str] | None = None, chains: str = "names") -> ReadingData:
+        """A bAbI task's splits, with the chains of rule ``chains``."""
+        loaded = {split: load_babi(task, split, data_dir, chains=chains) for split in ("train", "dev", "test")}
+        if words is None:
+            words = [PAD, *babi_vocabulary(loaded["train"])]
+            extractive = all(example.answer_in_document for example in loaded["train"])
+            classes = None if extractive else babi_answer_classes(loaded["train"])
+        index = {word: number for number, word in enumerate(words)}
+        answers = None if classes is None else {answer: number for number, answer in enumerate(classes)}
+        splits = {split: [babi_reading_example(item, index, answers) for item in items]
+                  for split, items in loaded.items()}
+        max_chains = 1 + max(len(item.clusters) for items in loaded.values() for item in items)
+        return cls(f"babi:{task}", words, classes, splits, max_chains)
+
+    @classmethod
+    def wikihop(cls, data_dir: str | None, words: list[str] | None = None) -> ReadingData:
+        """The WikiHop sample, a demo of the reader on long multi-paragraph documents (no accuracy claims: 50
+        questions): train on its 22 training records, select and test on its 28 dev records.
+
+        Words are lowercased. A candidate is read, by attention-sum, at the last token of its occurrences in
+        the document; a question where two candidates end in the same word, or the answer does not occur, is
+        left out. Chains come from the bundled raw-text pipeline (:mod:`coref.resolution.pipeline`), at most
+        :data:`WIKIHOP_CHAINS` per document (the paper: 50).
+        """
+        from coref.resolution.pipeline import bundled_pipeline  # the detector's torch model loads only for WikiHop
+
+        loaded = load_wikihop_sample(data_dir)
+        pipeline = bundled_pipeline()
+        lowered = [[token.lower() for token in item.document.tokens] for item in loaded]
+        if words is None:
+            vocabulary = {token for tokens in lowered for token in tokens}
+            vocabulary |= {token for item in loaded for token in item.query.split()}
+            words = [PAD, *sorted(vocabulary)]
+        index = {word: number for number, word in enumerate(words)}
+        examples: dict[str, list[ReadingExample]] = {"train": [], "dev": []}
+        for item, tokens in zip(loaded, lowered):
+            ends = {candidate: _occurrence_ends(tokens, candidate.split()) for candidate in item.candidates}
+            last_words = [candidate.split()[-1] for candidate in item.candidates]
+            if not ends.get(item.answer) or len(set(last_words)) < len(last_words):
+                continue
+            chains = [non_overlapping(chain) for chain in pipeline.resolve(item.document).clusters()]
+            clusters = [chain for chain in chains if len(chain) > 1][: WIKIHOP_CHAINS - 1]
+            examples["dev" if item.id.startswith("WH_dev") else "train"].append(ReadingExample(
+                [index.get(token, 0) for token in tokens], [index.get(token, 0) for token in item.query.split()],
+                index.get(item.answer.split()[-1], 0), clusters,
+                sorted({end for found in ends.values() for end in found})))
+        return cls("wikihop", words, None, {**examples, "test": examples["dev"]}, WIKIHOP_CHAINS)
+
+
+    @classmethod
+    def lambada(cls, data_dir: str | None, words: list[str] | None = None) -> ReadingData:
+        """LAMBADA as reading comprehension (:mod:`coref.corpora.lambada`): ``train`` and ``dev`` are 90% and 10% of the
+        development set, ``test`` the test set; the paper trained on LAMBADA's novels, which are not here.
+
+        The document is the context **and** the query sentence, so that the C-GRU reads the query's mentions of
+        the context's entities (the reference code chains the query's C-GRU memory to the document's instead);
+        the attention-sum chooses among the context's candidate positions only, and the query (``@begin`` +
+        the last sentence without its last word) goes through the query encoder. Words are the training
+        passages' (with their answers); any other word reads as ``@unkN``, numbered per passage by first
+        occurrence, as the reference code does, so that the attention-sum still tells unseen words apart.
+        Chains are the bundled lowercase pipeline's (:func:`lambada_chains`), at most :data:`LAMBADA_CHAINS`
+        − 1 per passage, made non-overlapping. Training keeps the passages whose answer is a candidate; dev
+        and test keep every passage (one whose answer is not in the context is always wrong)."""
+        loaded = lambada_splits(data_dir)
+        chains = lambada_chains(loaded)
+        if words is None:
+            vocabulary = {word for item in loaded["train"] for word in (*item.tokens, item.answer)}
+            words = [PAD, BEGIN, *(f"@unk{n}" for n in range(1, UNKNOWN_TYPES + 1)), *sorted(vocabulary)]
+        index = {word: number for number, word in enumerate(words)}
+        splits, in_context = {}, {}
+        for split, items in loaded.items():
+            examples = []
+            for item, found in zip(items, chains[split]):
+                ids = _passage_ids([*item.tokens, item.answer], index)
+                candidates = [i for i, word in enumerate(item.context) if is_candidate(word)] or [0]
+                clusters = [non_overlapping(chain) for chain in found][: LAMBADA_CHAINS - 1]
+                examples.append(ReadingExample(ids[:-1], [index[BEGIN], *ids[len(item.context):-1]], ids[-1],
+                                               clusters, candidates))
+            flags = [item.answer in {item.context[i] for i in example.candidates}
+                     for item, example in zip(items, examples)]
+            if split == "train":
+                examples = [example for example, flag in zip(examples, flags) if flag]
+                flags = [True] * len(examples)
+            splits[split], in_context[split] = examples, flags
+        return cls("lambada", words, None, {"train": splits["train"], "dev": splits["valid"],
+                                            "test": splits["test"]}, LAMBADA_CHAINS,
+                   {"dev": in_context["valid"], "test": in_context["test"]})
+
+
+def babi_reading_example(item: BabiExample, index: Mapping[str, int],
+                         answers: Mapping[str, int] | None) -> ReadingExample:
+    """A bAbI question as a reader reads it: word ids of ``index`` (an unseen word reads as padding, 0), the
+    chains of :mod:`coref.corpora.babi`, and the answer's id: its class in ``answers`` (-1 for an unseen one) for a
+    classification task, else its word id (None ``answers``: an extractive task)."""
+    answer = index.get(item.answer, 0) if answers is None else answers.get(item.answer, -1)
+    return ReadingExample([index.get(word, 0) for word in item.document],
+                          [index.get(word, 0) for word in item.question], answer, item.clusters)
+
+
+def lambada_chains(splits: Mapping[str, Sequence[LambadaExample]]) -> dict[str, list[list[list[tuple[int, int]]]]]:
+    """Per split, the LAMBADA passages' chains by the lowercase pipeline (LAMBADA is lowercase;
+    :data:`LAMBADA_PIPELINE`), loaded once and cached in ``runs/lambada_chains/<models' hash>-<n>.json``."""
+    from coref.resolution.pipeline import CorefPipeline  # the models need torch's detector only here
+
+    files = [LAMBADA_PIPELINE["detector"], LAMBADA_PIPELINE["resolver"]]
+    missing = [str(path) for path in files if not path.is_file()]
+    if missing:
+        raise FileNotFoundError(f"the lowercase coreference pipeline {missing} is missing: train it as the README's "
+                                "Coref-GRU section says")
+    digest = hashlib.sha256(b"".join(path.read_bytes() for path in files)).hexdigest()[:12]
+    pipeline, cache = CorefPipeline.load(*files), ROOT / "runs" / "lambada_chains"
+    return {split: lambada_clusters(examples, pipeline, cache / f"{digest}-{len(examples)}.json")
+            for split, examples in splits.items()}
+
+
+def _passage_ids(words: Sequence[str], index: dict[str, int]) -> list[int]:
+    """The ids of a passage's ``words``: a known word's own, an unknown one @unkN, N counting the passage's
+    unknown word types in order of first occurrence (wrapping after :data:`UNKNOWN_TYPES`)."""
+    unknown: dict[str, int] = {}
+    return [index[word] if word in index
+            else index[f"@unk{unknown.setdefault(word, len(unknown) % UNKNOWN_TYPES + 1)}"] for word in words]
+
+
+def _occurrence_ends(tokens: Sequence[str], words: Sequence[str]) -> list[int]:
+    """The position of the last token of every occurrence of ``words`` in ``tokens``."""
+    width = len(words)
+    return [start + width - 1 for start in range(len(tokens) - width + 1)
+            if list(tokens[start:start + width]) == list(words)]
+
+
+def reader_config(args: argparse.Namespace, data: ReadingData) -> ReaderConfig:
+    """The model's config: Appendix B's sizes, and for GRU + 1-hot the hidden size matching the C-GRU's count."""
+    reader, recurrent = READERS[args.model]
+    config = ReaderConfig(len(data.words), embedding_size=args.embedding_size, hidden_size=args.hidden_size,
+                          layers=3 if reader is GatedAttentionReader else 1, dropout=args.dropout,
+                          recurrent=recurrent, answer="candidates" if data.classes is None else "classes",
+                          num_answers=None if data.classes is None else len(data.classes),
+                          max_chains=data.max_chains)
+    if recurrent == "gru_onehot":
+        config = ReaderConfig(**{**config.to_dict(), "hidden_size": matched_hidden_size(config, reader)})
+    return config
+
+
+def bucketed_order(examples: Sequence[ReadingExample], size: int, rng: np.random.Generator) -> list[int]:
+    """A shuffled order whose consecutive ``size`` examples have similar document lengths: the examples are
+    shuffled, sorted by length within windows of ``BUCKET_BATCHES`` batches, cut into batches, and the batches
+    shuffled. The reference code buckets by length too; a batch then pays for few padding steps (bAbI task 3's
+    stories run from 20 to 1,333 tokens)."""
+    order = rng.permutation(len(examples))
+    window = size * BUCKET_BATCHES
+    order = [i for start in range(0, len(order), window)
+             for i in sorted(order[start:start + window], key=lambda i: len(examples[i].document))]
+    chunks = [order[start:start + size] for start in range(0, len(order), size)]
+    return [i for chunk in rng.permutation(len(chunks)) for i in chunks[chunk]]
+
+
+def batches(examples: Sequence[ReadingExample], size: int, max_chains: int, device: torch.device,
+            order: Sequence[int] | None = None) -> list:
+    """Batches of ``size`` examples in ``order`` (default: by document length, for evaluation)."""
+    order = sorted(range(len(examples)), key=lambda i: len(examples[i].document)) if order is None else order
+    order = list(order)
+    return [make_reading_batch([examples[i] for i in order[start:start + size]], max_chains).to(device)
+            for start in range(0, len(order), size)]
+
+
+def correct(model: torch.nn.Module, batched: Sequence) -> list[bool]:
+    """Per question, in batch order, whether it is answered right (a test answer that is no training class, or
+    a LAMBADA answer on no candidate position, is wrong)."""
+    model.eval()
+    with torch.no_grad():
+        return [bool(right) for batch in batched for right in (model.predict(batch) == batch.answer).tolist()]
+
+
+def accuracy(model: torch.nn.Module, batched: Sequence) -> float:
+    """The fraction of questions answered right."""
+    right = correct(model, batched)
+    return sum(right) / len(right)
+
+
+def test_report(model: torch.nn.Module, data: ReadingData, device: torch.device) -> dict[str, Any]:
+    """Test accuracy and, per test question in file order, whether it was answered right; for LAMBADA also the
+    accuracy on the passages whose answer is in the context (the paper's Table 3 "context" column)."""
+    examples = data.splits["test"]
+    order = sorted(range(len(examples)), key=lambda i: len(examples[i].document))
+    right = [False] * len(examples)
+    for i, flag in zip(order, correct(model, batches(examples, EVAL_BATCH, data.max_chains, device, order))):
+        right[i] = flag
+    report: dict[str, Any] = {"test_accuracy": sum(right) / len(right)}
+    if data.in_context is not None:
+        inside = [flag for flag, answerable in zip(right, data.in_context["test"]) if answerable]
+        report["test_accuracy_in_context"] = sum(inside) / len(inside)
+        report["test_in_context"] = data.in_context["test"]
+    report["test_correct"] = right
+    return report
+
+
+def save(path: Path, args: argparse.Namespace, data: ReadingData, config: ReaderConfig, weights: dict,
+         training: dict) -> None:
+    payload = {"format": FORMAT, "model": args.model, "task": data.task, "chains": args.chains,
+               "config": config.to_dict(), "words": data.words, "classes": data.classes, "weights": weights,
+               "training": training}
+    with atomic_path(path) as temporary:
+        torch.save(payload, temporary)
+
+
+def load(path: Path) -> dict[str, Any]:
+    """A reader checkpoint :func:`save` wrote, or a one-line error naming the file."""
+    payload = read_torch_file(path, "reader checkpoint")
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise CheckpointError(f"{path}: not an entitylm reader checkpoint ({FORMAT})")
+    return payload
+
+
+def is_reader_file(path: str | Path) -> bool:
+    """Whether ``path`` is a file ``torch.save`` wrote with this module's format tag: a cheap look (the tensors
+    are memory-mapped, not read) that tells a reader checkpoint from the others before loading it."""
+    return format_tag(path) == FORMAT
+
+
+def load_reader(path: str | Path, device: str | torch.device = "cpu") -> tuple[GatedAttentionReader, dict[str, Any]]:
+    """The best weights of a reader checkpoint (``OUT/model.pt``) in eval mode, and the checkpoint (its
+    ``task``, ``chains``, ``words``, ``classes`` and ``training`` summary): :func:`checkpoint_data` gives the
+    data it reads."""
+    checkpoint = load(Path(path))
+    model = READERS[checkpoint["model"]][0](ReaderConfig.from_dict(checkpoint["config"]))
+    model.load_state_dict(checkpoint["weights"]["model"])
+    return model.to(device).eval(), checkpoint
+
+
+def checkpoint_chains(checkpoint: dict[str, Any]) -> str:
+    """The bAbI chain rule a reader checkpoint was trained with (checkpoints from before ``--chains``: ``names``)."""
+    return checkpoint.get("chains", "names")
+
+
+def checkpoint_data(checkpoint: dict[str, Any], data_dir: str | None) -> ReadingData:
+    """The data a reader checkpoint reads: its task, with its chain rule, words and classes."""
+    return ReadingData.of(checkpoint["task"], data_dir, checkpoint["words"], checkpoint["classes"],
+                          checkpoint_chains(checkpoint))
+
+
+def check_same_run(args: argparse.Namespace, stored: dict[str, Any], path: Path) -> None:
+    """A ValueError naming the options that differ from those of the run ``--resume`` would continue (only
+    those in :data:`FREE_ON_RESUME` may change)."""
+    changed = changed_options(stored, vars(args), FREE_ON_RESUME)
+    if changed:
+        raise ValueError(f"{path}: was trained with {', '.join(changed)}; --resume continues a run with its options")
+
+
+def train_reader(args: argparse.Namespace) -> int:
+    """The training loop of the module docstring; prints the summary as JSON."""
+    task = parse_task(args.task)
+    out = Path(args.out)
+    set_seed(args.seed)
+    device = resolve_device(args.device)
+    resumed = load(out / "last.pt") if args.resume else None
+    if resumed is None and (out / "last.pt").exists():
+        raise ValueError(f"{out}: holds an earlier run (--resume continues it)")
+    if resumed:
+        check_same_run(args, resumed["training"]["args"], out / "last.pt")
+        data = checkpoint_data(resumed, args.data_dir)
+    else:
+        data = ReadingData.of(task, args.data_dir, chains=args.chains)
+    config = ReaderConfig.from_dict(resumed["config"]) if resumed else reader_config(args, data)
+    model = READERS[args.model][0](config).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+    train = data.splits["train"]
+    halve_every = args.halve_every * (math.ceil(len(train) / args.batch_size) if args.halve_per_epochs else 1)
+    schedule = torch.optim.lr_scheduler.StepLR(optimizer, halve_every, gamma=0.5)
+    state: dict[str, Any] = {"epoch": 0, "best_dev": -1.0, "bad_epochs": 0, "history": []}
+    best = module_weights(model)
+    if resumed:
+        model.load_state_dict(resumed["weights"]["model"])
+        optimizer.load_state_dict(resumed["weights"]["optimizer"])
+        schedule.load_state_dict(resumed["weights"]["schedule"])
+        best, state = resumed["weights"]["best"], resumed["training"]["state"]
+    dev = batches(data.splits["dev"], EVAL_BATCH, data.max_chains, device)
+    while state["epoch"] < args.epochs and state["bad_epochs"] < args.patience and state["best_dev"] < 1.0:
+        model.train()
+        started, total = time.perf_counter(), 0.0
+        order = bucketed_order(train, args.batch_size, np.random.default_rng(args.seed + state["epoch"]))
+        for batch in progress(batches(train, args.batch_size, data.max_chains, device, order),
+                              desc=f"{args.model} {task}: epoch {state['epoch'] + 1}", unit="batch"):
+            loss = -model.log_likelihood(batch).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+            total += float(loss.detach()) * batch.size
+        dev_accuracy = accuracy(model, dev)
+        state["epoch"] += 1
+        improved = dev_accuracy > state["best_dev"]
+        if improved:
+            state["best_dev"], best = dev_accuracy, module_weights(model)
+        state["bad_epochs"] = 0 if improved else state["bad_epochs"] + 1
+        record = {"epoch": state["epoch"], "seconds": time.perf_counter() - started,
+                  "train_nll": total / len(train), "dev_accuracy": dev_accuracy}
+        state["history"].append(record)
+        print(json.dumps(record), file=sys.stderr)
+        training = {"args": vars(args), "state": state}
+        save(out / "model.pt", args, data, config, {"model": best}, training)
+        save(out / "last.pt", args, data, config, {"model": module_weights(model), "best": best,
+                                                   "optimizer": optimizer.state_dict(),
+                                                   "schedule": schedule.state_dict()}, training)
+    model.load_state_dict(best)
+    report = test_report(model, data, device)
+    summary = {"model": args.model, "task": task, "epochs": state["epoch"], "best_dev_accuracy": state["best_dev"],
+               **{key: value for key, value in report.items() if "accuracy" in key},
+               "parameters": sum(p.numel() for p in model.parameters()),
+               "answer": config.answer, "hidden_size": config.hidden_size}
+    save(out / "model.pt", args, data, config, {"model": best}, {"args": vars(args), "state": state, **summary})
+    for path in (out / "test.json", *([Path(args.json)] if args.json else [])):
+        write_text_atomic(path, json.dumps({**summary, **report}) + "\n")
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="python -m inference.train", description=__doc__)
+    parser.add_argument("--model", choices=READERS, required=True, help="the reader to train")
+    parser.add_argument("--task", "--corpus", required=True,
+                        help="babi:N, N in 1..20 (the 1K English set), lambada, or wikihop (the 50-question sample: "
+                             "a demo)")
+    parser.add_argument("--data-dir", help="folder holding babi/, lambada/, wikihop_sample/ (default: $ENTITYLM_DATA)")
+    parser.add_argument("--chains", choices=CHAIN_RULES, default="names",
+                        help="bAbI's coreference chains: names, groups and pronouns; or also every noun, chained by "
+                             "its word (the paper's exact token match; see coref.corpora.babi)")
+    parser.add_argument("--out", required=True, type=output_folder,
+                        help="output folder: model.pt (best weights, test accuracy), last.pt (for --resume), "
+                             "test.json (the test summary and every test question's correctness)")
+    parser.add_argument("--json", type=output_file, help="also write OUT/test.json's summary here")
+    parser.add_argument("--embedding-size", type=integer(1), help="word embeddings (default: Appendix B's d)")
+    parser.add_argument("--hidden-size", type=integer(2),
+                        help="units per direction (default: Appendix B's d; a C-GRU's 2 relation slices of d/2)")
+    parser.add_argument("--dropout", type=real(0, 1), help="at each layer's output (default: Appendix B's)")
+    parser.add_argument("--lr", type=real(0, include_low=False), help="Adam's learning rate (default: Appendix B's)")
+    parser.add_argument("--halve-every", type=integer(1),
+                        help="halve the learning rate after this many updates (epochs for lambada; default: "
+                             "Appendix B's)")
+    parser.add_argument("--batch-size", type=integer(1), help="questions per update (default: Appendix B's)")
+    parser.add_argument("--epochs", type=integer(1), default=60, help="at most this many epochs")
+    parser.add_argument("--patience", type=integer(1), default=10,
+                        help="stop after this many epochs without a dev gain (the paper does not say)")
+    parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (initialisation, shuffling, dropout)")
+    parser.add_argument("--resume", action="store_true", help="continue the run in OUT from OUT/last.pt")
+    return parser
+
+
+def with_schedule(args: argparse.Namespace) -> argparse.Namespace:
+    """``args`` with every training setting left unset taken from its task family's :data:`SCHEDULES` entry."""
+    family = args.task.partition(":")[0]
+    schedule = SCHEDULES.get(family, SCHEDULES["babi"])  # an unknown task fails in parse_task, with its message
+    defaults = {"embedding_size": schedule.size, "hidden_size": schedule.size, "dropout": schedule.dropout,
+                "lr": schedule.lr, "halve_every": schedule.halve_every, "batch_size": schedule.batch_size}
+    values = {key: defaults[key] if getattr(args, key) is None else getattr(args, key) for key in defaults}
+    return argparse.Namespace(**{**vars(args), **values, "halve_per_epochs": schedule.halve_per_epochs})
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line, with Appendix B's settings where it leaves them unset."""
+    return with_schedule(build_parser().parse_args(argv))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    return run_main(lambda: train_reader(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""The options many commands share, each declared once: where the corpora are, which corpus and split, the seed,
+the device and ``--json OUT``. A command adds the groups it takes; where its meaning is narrower than the shared
+wording (a seed that only orders the samples, a JSON file of scores), it passes its own help text."""
+
+from __future__ import annotations
+
+import argparse
+
+from coref.cli import output_file
+
+DATA_DIR_HELP = "folder holding the corpora (default: $ENTITYLM_DATA; sample needs none)"
+
+
+def add_data_dir(parser: argparse.ArgumentParser, help: str = DATA_DIR_HELP, **options) -> None:
+    """``--data-dir``: the folder of the corpora; left out, :func:`coref.corpora.registry.data_root` reads
+    ``$ENTITYLM_DATA``."""
+    parser.add_argument("--data-dir", help=help, **options)
+
+
+def add_corpus_split(parser: argparse.ArgumentParser, *, corpus: str | None = "sample", split: str | None = "test",
+                     corpus_help: str = "corpus name, or several joined with '+'",
+                     split_help: str = "the split to evaluate", required: bool = False) -> None:
+    """``--corpus`` (a name of :mod:`coref.corpora.registry`, or several joined with '+'; ``required`` makes it
+    so) and ``--split``; ``split=None`` leaves ``--split`` out."""
+    if required:
+        parser.add_argument("--corpus", required=True, help=corpus_help)
+    else:
+        parser.add_argument("--corpus", default=corpus, help=corpus_help)
+    if split is not None:
+        parser.add_argument("--split", default=split, help=split_help)
+
+
+def add_seed(parser: argparse.ArgumentParser, default: int = 0, help: str = "random seed") -> None:
+    """``--seed``: a run with the same seed and options gives the same result (:func:`inference.runtime.set_seed`)."""
+    parser.add_argument("--seed", type=int, default=default, help=help)
+
+
+def add_device(parser: argparse.ArgumentParser) -> None:
+    """``--device``: auto (CUDA when there is a GPU), cpu or cuda (:func:`inference.runtime.resolve_device`)."""
+    parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
+
+
+def add_json(parser: argparse.ArgumentParser, help: str = "also write the results as JSON") -> None:
+    """``--json OUT``: the command's result also written, atomically, as JSON to OUT."""
+    parser.add_argument("--json", metavar="OUT", type=output_file, help=help)

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import ast
 import re
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from entitylm.__main__ import COMMANDS
+
 ROOT = Path(__file__).resolve().parents[1]
 # Where commands are documented: the README (the front door) and the pages of the documentation site.
 DOCUMENTATION = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+ENTITYLM = Path(sys.executable).parent / "entitylm"  # the console script `pip install -e .` puts beside python
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -56,16 +61,74 @@ def test_torch_is_installed_before_the_package():
     assert "TORCH_SPEC ?= torch==2.13.0" in makefile
 
 
+def _scripts() -> dict[str, str]:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+
+
+def _entry_point_target(module: str) -> str:
+    """``PACKAGE.MODULE:main`` that the documented entry-point module ``module`` runs, read from its source."""
+    path = ROOT / module.replace(".", "/")
+    path = path / "__main__.py" if path.is_dir() else path.with_suffix(".py")
+    imports = [node for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.ImportFrom)]
+    (target,) = [node.module for node in imports if any(alias.name == "main" for alias in node.names)]
+    return f"{target}:main"
+
+
 def test_every_command_the_docs_show_has_a_console_script():
-    """`python -m coref.X` / `python -m inference.X` in the README or the docs: each is also `entitylm-X` after
-    installing, and each console script is documented."""
-    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    modules = {name: target.removesuffix(":main") for name, target in scripts.items()}
+    """`python -m coref.X` / `python -m inference.X` in the README or the docs: each is a command of `entitylm` and
+    has its `entitylm-X` console script, which runs the same `main` as the module does; each command is documented."""
+    scripts = _scripts()
     shown = {}
     for page in DOCUMENTATION:
         for module in re.findall(r"python -m ((?:coref|inference)\.\w+)", page.read_text(encoding="utf-8")):
             shown.setdefault(module, page.relative_to(ROOT))
-    missing = {module: str(page) for module, page in shown.items() if module not in modules.values()}
-    assert shown and not missing, f"no console script for {missing}"
-    assert set(modules.values()) <= set(shown), f"undocumented commands: {sorted(set(modules.values()) - set(shown))}"
-    assert all(name == "entitylm-" + module.split(".")[1].replace("_", "-") for name, module in modules.items())
+    commands = {module: name for name, (module, _) in COMMANDS.items()}
+    missing = {module: str(page) for module, page in shown.items() if module not in commands}
+    assert shown and not missing, f"no entitylm command for {missing}"
+    assert set(commands) <= set(shown), f"undocumented commands: {sorted(set(commands) - set(shown))}"
+    assert set(scripts) == {"entitylm"} | {f"entitylm-{name}" for name in COMMANDS}
+    assert all(name == module.split(".")[1].replace("_", "-") for module, name in commands.items())
+    wrong = {name: scripts[f"entitylm-{name}"] for module, name in commands.items()
+             if scripts[f"entitylm-{name}"] != _entry_point_target(module)}
+    assert not wrong, f"console scripts that do not run their python -m module's main: {wrong}"
+
+
+def test_the_entitylm_script_is_installed():
+    assert _scripts()["entitylm"] == "entitylm.__main__:main"
+    assert ENTITYLM.is_file(), f"{ENTITYLM} missing: run `pip install -e .`"
+
+
+def test_entitylm_help_lists_every_command_with_one_line():
+    done = subprocess.run([ENTITYLM, "--help"], capture_output=True, text=True, check=True)
+    listed = dict(re.findall(r"^  ([a-z][a-z-]+)  +(\S.*)$", done.stdout, flags=re.MULTILINE))
+    assert set(listed) == set(COMMANDS)
+    assert done.stderr == ""
+
+
+def test_a_command_runs_through_entitylm_as_through_its_module(tmp_path):
+    """`entitylm score` is `python -m coref.score`: the same output and status, the same one-line error."""
+    key = ROOT / "coref" / "corpora" / "data" / "sample_dev.conll"
+    for args in ([key, key], [key, tmp_path / "missing.conll"]):
+        through = subprocess.run([ENTITYLM, "score", *args], capture_output=True, text=True)
+        module = subprocess.run([sys.executable, "-m", "coref.score", *args], capture_output=True, text=True)
+        assert (through.returncode, through.stdout, through.stderr) == (module.returncode, module.stdout,
+                                                                         module.stderr)
+    assert through.returncode == 2 and len(through.stderr.splitlines()) == 1 and "missing.conll" in through.stderr
+    assert subprocess.run([ENTITYLM, "score", "--help"], capture_output=True).returncode == 0
+    unknown = subprocess.run([ENTITYLM, "scor"], capture_output=True, text=True)
+    assert unknown.returncode == 2 and len(unknown.stderr.splitlines()) == 1 and "'scor'" in unknown.stderr
+
+
+def test_import_entitylm_is_the_notebook_api_without_loading_torch():
+    """`import entitylm as elm` gives inference.api's own objects; torch loads with the first of them, so the
+    command line's `entitylm --help` stays quick."""
+    quick = "import sys, entitylm; assert 'torch' not in sys.modules; print(len(entitylm.__all__))"
+    count = subprocess.run([sys.executable, "-c", quick], capture_output=True, text=True, check=True).stdout
+    import entitylm as elm
+    import inference.api as api
+
+    assert elm.__all__ == api.__all__ and int(count) == len(api.__all__)
+    assert all(getattr(elm, name) is getattr(api, name) for name in api.__all__)
+    assert set(api.__all__) <= set(dir(elm))
+    with pytest.raises(AttributeError, match="no attribute 'nonexistent'"):
+        elm.nonexistent  # noqa: B018

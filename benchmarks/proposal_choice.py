@@ -28,7 +28,7 @@ from coref.cli import Parser, integer, output_file, output_folder, real, run_mai
 from generative.entitynlm.model import PROPOSAL_CONTEXTS
 from inference.evaluation import marginal_ppl
 from inference.training.checkpoint import Checkpoint
-from inference.common import USER_ERRORS
+from inference.commands.cli import USER_ERRORS
 
 CORPORA = ("litbank", "ontogum")
 

@@ -26,7 +26,7 @@ from coref.io.atomic import write_text_atomic
 from coref.cli import Parser, integer, output_folder, run_main
 from generative.entitynlm.model import PROPOSAL_CONTEXTS
 from inference.evaluation import marginal_ppl
-from inference.common import USER_ERRORS
+from inference.commands.cli import USER_ERRORS
 
 CORPORA = ("litbank", "ontogum")
 

@@ -41,7 +41,8 @@ from coref.corpora.preprocess import EOS
 from generative.entitynlm.model import PROPOSAL_CONTEXTS
 from inference.evaluation import marginal_ppl
 from inference.training.checkpoint import entitynlm_checkpoint
-from inference.common import USER_ERRORS, resolve_device, set_seed
+from inference.commands.cli import USER_ERRORS
+from inference.runtime import resolve_device, set_seed
 
 SAMPLERS = marginal_ppl.SAMPLERS
 

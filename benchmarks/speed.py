@@ -37,7 +37,9 @@ from generative.layers.batch import batches_by_length, make_batch
 from generative.entitynlm.model import PROPOSAL_CONTEXTS, Annotation, EntityNLMConfig, EntityProposal
 from generative.baselines.rnnlm import RNNLM, RNNLMConfig
 from inference.training.checkpoint import Checkpoint, entitynlm_modules, pretrained
-from inference.common import USER_ERRORS, prepared_documents, resolve_device, set_seed
+from inference.commands.cli import USER_ERRORS
+from inference.data import prepared_documents
+from inference.runtime import resolve_device, set_seed
 from inference.algorithms.importance import estimate_marginal
 
 

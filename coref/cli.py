@@ -10,7 +10,7 @@ contract, which ``tests/test_bad_input.py`` checks on a table of bad inputs:
 - ``--help`` shows every option with its default, under the module's whole docstring.
 
 It lives in ``coref`` (which imports neither pyro nor the other packages) so that the coreference commands share
-it too; :mod:`inference.common` builds on it.
+it too; :mod:`inference.commands.cli` builds on it.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from inference.evaluation import marginal_ppl
 from inference.evaluation import perplexity
 from inference.training import mneme as story_lm
 from inference.training.checkpoint import Checkpoint, entitynlm_modules, pretrained
-from inference.common import set_seed
+from inference.runtime import set_seed
 from inference.algorithms.importance import estimate_marginal
 from inference.algorithms.posterior import tokenize
 from inference.evaluation.rerank import candidate_log_joint, gold_mention_split, noise_free

@@ -20,7 +20,7 @@ from coref.corpora.preprocess import EOS
 from generative.layers.batch import make_batch
 from inference.evaluation import diagnostics
 from inference.training.checkpoint import Checkpoint, entitynlm_checkpoint, entitynlm_modules, language_model, pretrained
-from inference.common import prepared_documents
+from inference.data import prepared_documents
 from inference.algorithms.smc import sample_structures
 
 

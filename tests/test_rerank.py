@@ -35,7 +35,7 @@ from coref.resolution.ranker import MentionRanker, resolver_documents
 from generative.layers.batch import make_batch
 from inference.evaluation import rerank as cli
 from inference.training.checkpoint import Checkpoint, pretrained
-from inference.common import prepared_documents
+from inference.data import prepared_documents
 from tests.test_kbest import random_table, table
 
 

@@ -27,7 +27,8 @@ from coref.io.atomic import write_text_atomic
 from coref.cli import Parser, integer, output_file, real, run_main
 from coref.corpora.stories import PromptedStory, prompt_tokens
 from generative.mneme import MnemeLM
-from inference.common import USER_ERRORS, resolve_device
+from inference.commands.cli import USER_ERRORS
+from inference.runtime import resolve_device
 from inference.training.mneme import EOS, StoryVocabulary, corpus_parts, load_split, load_story_lm, never_drawn
 
 

@@ -59,7 +59,9 @@ from coref.corpora.preprocess import EOS, Vocabulary, drop_singletons, kept_toke
 from generative.layers.batch import batches_by_length
 from generative.entitynlm.model import PROPOSAL_CONTEXTS, EntityNLM, EntityNLMConfig, EntityProposal
 from inference.training.checkpoint import PROPOSAL_WEIGHTS, Checkpoint, entitynlm_checkpoint, entitynlm_modules
-from inference.common import prepared_documents, resolve_device, run_command, set_seed
+from inference.commands.cli import run_command
+from inference.data import prepared_documents
+from inference.runtime import resolve_device, set_seed
 from inference.algorithms.smc import ParticleStructures, sample_structures, stream_to_document
 
 METHODS = {"sir": "never", "smc": "sentence"}

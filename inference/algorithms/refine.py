@@ -41,7 +41,9 @@ from inference.training.checkpoint import (
     module_weights,
     read_torch_file,
 )
-from inference.common import changed_options, prepared_documents, resolve_device, run_command, set_seed
+from inference.commands.cli import run_command
+from inference.data import prepared_documents
+from inference.runtime import changed_options, resolve_device, set_seed
 from inference.algorithms.importance import ImportanceEstimate, importance_log_densities, log_importance_weights
 
 

@@ -11,7 +11,7 @@ from numbers import Integral
 from typing import TextIO
 
 from coref.document import Document
-from inference.common import set_seed
+from inference.runtime import set_seed
 from inference.evaluation.marginal_ppl import random_state, restore_random_state
 from inference.algorithms.posterior import tokenize
 

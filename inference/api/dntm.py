@@ -27,7 +27,7 @@ from generative.layers.batch import make_batch, token_stream
 from generative.dntm import DNTMConfig
 from inference.api.base import Texts, _html_table, as_documents
 from inference.api.language_model import LanguageModel
-from inference.common import language_model_documents
+from inference.data import language_model_documents
 from inference.evaluation.entity_cloze import Cloze, mean_quantile, sample_clozes, sentence_scores
 from inference.evaluation.perplexity import GROUPS, document_log_probs, group_table
 from inference.algorithms.posterior import TOKEN, tokenize
@@ -249,7 +249,7 @@ class DynamicTextModel(LanguageModel):
         return originals, prepared
 
     def documents(self, corpus: str, split: str, data_dir: str | None = None) -> list[Document]:
-        """A corpus split as the commands give it to the DNTM (``inference.common.language_model_documents``):
+        """A corpus split as the commands give it to the DNTM (``inference.data.language_model_documents``):
         anonymised, documents of more than 50 chains left out, the vocabulary applied."""
         return language_model_documents("anonymised", corpus, split, data_dir, self.checkpoint.preprocess,
                                         self.checkpoint.vocabulary, quiet=True)

@@ -15,7 +15,7 @@ from inference.api.language_model import LanguageModel
 from inference.api.reader import Reader
 from inference.api.mneme import StoryLanguageModel
 from inference.training.checkpoint import Checkpoint, pretrained
-from inference.common import resolve_device
+from inference.runtime import resolve_device
 from inference.training.coref_gru import READERS, is_reader_file, load_reader
 from inference.training.mneme import MODELS as STORY_MODELS
 from inference.training.mneme import is_story_lm_file, load_story_lm

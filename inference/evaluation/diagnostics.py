@@ -62,7 +62,9 @@ from inference.training.checkpoint import (
     language_model,
     pretrained,
 )
-from inference.common import prepared_documents, resolve_device, run_command, set_seed
+from inference.commands.cli import run_command
+from inference.data import prepared_documents
+from inference.runtime import resolve_device, set_seed
 from inference.algorithms.smc import ParticleStructures, sample_structures
 
 GROUPS = ("all", "mention", "outside", "eos")

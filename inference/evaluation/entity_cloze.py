@@ -33,7 +33,9 @@ from coref.cli import Parser, integer
 from coref.document import Document, Mention
 from generative.registry import LANGUAGE_MODELS
 from inference.training.checkpoint import Checkpoint, CheckpointError
-from inference.common import language_model_documents, resolve_device, run_command, set_seed
+from inference.commands.cli import run_command
+from inference.data import language_model_documents
+from inference.runtime import resolve_device, set_seed
 from inference.evaluation.perplexity import document_log_probs, evaluation_parser
 
 

@@ -41,7 +41,9 @@ from coref.corpora.preprocess import Vocabulary
 from generative.layers.batch import batches_by_length, stream_positions
 from generative.entitynlm.model import Annotation, EntityNLM
 from inference.training.checkpoint import CheckpointError, entitynlm_checkpoint, entitynlm_modules
-from inference.common import prepared_documents, resolve_device, run_command, set_seed
+from inference.commands.cli import run_command
+from inference.data import prepared_documents
+from inference.runtime import resolve_device, set_seed
 
 NEW = -1  # the prediction "a new entity"
 PAPER = {"always-new": 31.08, "shallow features": 45.34, "Modi et al. (2017)": 62.65, "EntityNLM": 74.23,

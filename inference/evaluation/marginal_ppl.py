@@ -53,7 +53,9 @@ from inference.training.checkpoint import (
     ngram_model,
     pretrained,
 )
-from inference.common import prepared_documents, resolve_device, run_command, set_seed
+from inference.commands.cli import run_command
+from inference.data import prepared_documents
+from inference.runtime import resolve_device, set_seed
 from inference.algorithms.importance import ImportanceEstimate, psis_khat
 from inference.algorithms.smc import ParticleStructures, importance_sampling, sample_structures
 

@@ -49,7 +49,8 @@ from coref.io.atomic import atomic_path, write_text_atomic
 from coref.cli import Parser, integer, output_file, output_folder, progress, real, run_main
 from coref.corpora.stories import PromptedStory
 from generative.mneme import MnemeBatch, MnemeLM, parameter_count
-from inference.common import USER_ERRORS, resolve_device
+from inference.commands.cli import USER_ERRORS
+from inference.runtime import resolve_device
 from inference.evaluation.entity_usage import HUMAN, Annotator, draw_stories, gap_closed, summary
 from inference.algorithms.generate import probability
 from inference.training.mneme import (

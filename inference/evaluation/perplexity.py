@@ -40,7 +40,9 @@ from coref.document import Document
 from generative.layers.batch import TokenStream, batches_by_length, token_stream
 from generative.registry import LANGUAGE_MODELS, model_kind
 from inference.training.checkpoint import Checkpoint, CheckpointError, language_model, ngram_model
-from inference.common import language_model_documents, resolve_device, run_command, set_seed
+from inference.commands.cli import run_command
+from inference.data import language_model_documents
+from inference.runtime import resolve_device, set_seed
 
 GROUPS = ("all", "reappearing_entities", "following_entities", "non_entities")
 # The paper's buckets: Figure 4 (token position), Figure 5 (occurrence of the entity a token follows), Figure 6

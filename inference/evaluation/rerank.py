@@ -68,7 +68,8 @@ from coref.resolution.ranker import (
 from generative.layers.batch import make_batch
 from generative.entitynlm.model import Annotation, EntityNLM
 from inference.training.checkpoint import Checkpoint, entitynlm_checkpoint, entitynlm_modules
-from inference.common import USER_ERRORS, resolve_device, set_seed
+from inference.commands.cli import USER_ERRORS
+from inference.runtime import resolve_device, set_seed
 
 CACHE_FORMAT = 1
 
@@ -194,7 +195,7 @@ def candidate_log_joint(
 def gold_mention_documents(document: Document, checkpoint: Checkpoint) -> tuple[Document, Document]:
     """A corpus document with its gold mentions as reranking reads it: the resolver's document (EntityNLM's
     preprocessing with case and numbers kept, :func:`coref.resolution.ranker.resolver_documents`) and EntityNLM's (the
-    checkpoint's preprocessing and vocabulary, :func:`inference.common.prepared_documents`), the same mentions."""
+    checkpoint's preprocessing and vocabulary, :func:`inference.data.prepared_documents`), the same mentions."""
     return (preprocess_document(document, RESOLVER_PREPROCESSING)[0],
             preprocess_document(document, checkpoint.preprocess, checkpoint.vocabulary)[0])
 

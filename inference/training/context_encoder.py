@@ -55,7 +55,8 @@ from coref.document import Document
 from coref.corpora.preprocess import EOS, SPECIALS, Vocabulary, preprocess_documents
 from generative.dntm import ContextEncoder, DynamicNeuralTextModel, sample_negatives
 from inference.training.checkpoint import CheckpointError, read_torch_file
-from inference.common import USER_ERRORS, resolve_device, set_seed
+from inference.commands.cli import USER_ERRORS
+from inference.runtime import resolve_device, set_seed
 
 FORMAT = "entitylm-context-encoder/1"
 LAMBADA_TEXTS = ("lambada", "lambada-dev")

@@ -51,7 +51,7 @@ from generative.coref_gru import (
     non_overlapping,
 )
 from inference.training.checkpoint import CheckpointError, format_tag, module_weights, read_torch_file
-from inference.common import changed_options, resolve_device, set_seed
+from inference.runtime import changed_options, resolve_device, set_seed
 
 READERS = {  # name: (reader class, recurrent layer)
     "ga_gru": (GatedAttentionReader, "gru"),

@@ -27,7 +27,7 @@ from coref.io.atomic import atomic_path, write_text_atomic
 from coref.cli import Parser, integer, output_folder, real, run_main
 from inference.training import train
 from inference.training.checkpoint import PROPOSAL_WEIGHTS, Checkpoint
-from inference.common import USER_ERRORS
+from inference.commands.cli import USER_ERRORS
 
 PAPER_SIZES = (32, 48, 64, 128, 256)
 PAPER_DROPOUTS = (0.2, 0.5)

@@ -60,7 +60,8 @@ from coref.corpora.registry import CorpusError, DataDir
 from coref.corpora.stories import GOLD_CORPORA, SEP, STORY_CORPORA, PromptedStory, load_stories, prompt_tokens
 from generative.mneme import PRESETS, MnemeBatch, MnemeConfig, MnemeExample, MnemeLM, make_batch, parameter_count
 from inference.training.checkpoint import CheckpointError, format_tag, module_weights, read_torch_file
-from inference.common import USER_ERRORS, changed_options, resolve_device, set_seed
+from inference.commands.cli import USER_ERRORS
+from inference.runtime import changed_options, resolve_device, set_seed
 
 MODELS = tuple(PRESETS)  # vanilla, s_mneme, d_mneme, d_mneme_no_mi, d_mneme_no_es
 FORMAT = "entitylm-story-lm-1"

@@ -49,15 +49,9 @@ from generative.baselines.rnnlm import RNNLMConfig
 from inference.training import coref_gru as reading
 from inference.training import mneme as story_lm
 from inference.training.checkpoint import PROPOSAL_WEIGHTS, Checkpoint, module_weights
-from inference.common import (
-    USER_ERRORS,
-    changed_options,
-    language_model_documents,
-    language_model_preprocess,
-    language_model_vocabulary,
-    resolve_device,
-    set_seed,
-)
+from inference.commands.cli import USER_ERRORS
+from inference.data import language_model_documents, language_model_preprocess, language_model_vocabulary
+from inference.runtime import changed_options, resolve_device, set_seed
 from inference.training.context_encoder import load_context_encoder
 from inference.training.coref_gru import READERS
 

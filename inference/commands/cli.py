@@ -1,0 +1,31 @@
+"""How a command runs: its result printed and, with ``--json OUT``, written; bad input in one line with exit status 2,
+Ctrl-C in one line with status 130 (the contract of :mod:`coref.cli`, which ``tests/test_bad_input.py`` checks)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+
+from coref import cli
+from coref.io.atomic import write_text_atomic
+
+# What bad input raises: the commands report these in one line (exit status 2), never as a traceback. Every
+# input error of entitylm is a ValueError (CorpusError, ConllError, CheckpointError, ...); non-finite
+# importance weights raise FloatingPointError.
+USER_ERRORS = (*cli.USER_ERRORS, FloatingPointError)
+
+
+def run_command(run: Callable[[argparse.Namespace], dict], format_result: Callable[[dict], str],
+                args: argparse.Namespace) -> int:
+    """Run a command: the result is printed and, with ``--json OUT``, written to OUT; bad input gives one line on
+    stderr and exit status 2, Ctrl-C one line and status 130 (:func:`coref.cli.run_main`)."""
+
+    def body() -> int:
+        result = run(args)
+        print(format_result(result))
+        if getattr(args, "json", None):
+            write_text_atomic(args.json, json.dumps(result, indent=2) + "\n")
+        return 0
+
+    return cli.run_main(body, USER_ERRORS)

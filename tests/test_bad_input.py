@@ -443,7 +443,7 @@ def inputs(tmp_path_factory) -> dict[str, str]:
         "rerank_cache": str(root / "rerank_cache"),
         "cache_name": cache_name,
         "quality_out": str(root / "quality_out"),
-        "sample": str(ROOT / "coref" / "data" / "sample_test.conll"),
+        "sample": str(ROOT / "coref" / "corpora" / "data" / "sample_test.conll"),
         "data_binary": litbank_folder(root / "data_binary", b"", split_table=noise),
         "data_empty": litbank_folder(root / "data_empty", b""),
         "data_unfinished": litbank_folder(root / "data_unfinished", files["unfinished"]),

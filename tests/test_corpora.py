@@ -71,7 +71,7 @@ def test_sample_documents_are_the_size_the_corpus_promises():
 
 def test_sample_files_are_exactly_what_the_writer_emits():
     for split in SAMPLE_COUNTS:
-        path = ROOT / "coref" / "data" / f"sample_{split}.conll"
+        path = ROOT / "coref" / "corpora" / "data" / f"sample_{split}.conll"
         documents, _ = read_conll(path, strict=True)
         assert format_conll(documents) == path.read_text(encoding="utf-8")
 
@@ -116,7 +116,7 @@ def test_data_dir_comes_from_the_argument_before_the_environment(tmp_path, monke
 
 def test_missing_data_dir_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.delenv(DATA_ENV, raising=False)
-    with pytest.raises(CorpusError, match=f"--data-dir DIR or set {DATA_ENV}.*coref.corpora.registry download litbank"):
+    with pytest.raises(CorpusError, match=f"--data-dir DIR or set {DATA_ENV}.*coref.corpora download litbank"):
         resolve_data_dir()
     with pytest.raises(CorpusError, match=re.escape(f"{tmp_path / 'nowhere'} (from --data-dir) is not an existing")):
         resolve_data_dir(tmp_path / "nowhere")
@@ -287,7 +287,7 @@ def test_gum_splits_md_gives_the_ontogum_split_table(ontogum_dir):
 
 
 def test_the_packaged_litbank_protocol_is_the_shared_split_table(litbank_dir):
-    packaged = (ROOT / "coref" / "data" / "litbank_splits.tsv").read_text()
+    packaged = (ROOT / "coref" / "corpora" / "data" / "litbank_splits.tsv").read_text()
     assert packaged == (litbank_dir / "splits.tsv").read_text()
 
 

@@ -1,4 +1,4 @@
-"""The fast known-annotation log-likelihood (generative.entitynlm.gold) equals the Pyro program's, values and gradients.
+"""The known-annotation log-likelihood (generative.entitynlm.annotated) equals the Pyro program's, values and gradients.
 
 The Pyro program is EntityNLM's definition; training, reranking and the diagnostics use the fast path, so it
 must be the same function of the parameters: checked on real LitBank and OntoGUM documents, batched with

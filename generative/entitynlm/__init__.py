@@ -1,2 +1,2 @@
-"""EntityNLM (Ji et al. 2017): the Pyro model with its proposals (`model`) and the exact
-log-likelihood of a known annotation that trains it (`gold`)."""
+"""EntityNLM (Ji et al. 2017): the Pyro program and its proposal (`model`), the config and conditional
+distributions (`heads`), the per-token state (`state`), log p of a known annotation for training (`annotated`)."""

@@ -20,15 +20,13 @@ documents.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 
+from generative.entitynlm.heads import EntityHeads, EntityNLMConfig
+from generative.entitynlm.state import Annotation, EntityTable
 from generative.layers.batch import DocumentBatch
-
-if TYPE_CHECKING:  # the model's module imports this one
-    from generative.entitynlm.model import Annotation, EntityHeads, EntityNLMConfig, EntityTable
 
 
 @dataclass(frozen=True)
@@ -142,8 +140,6 @@ def annotation_terms(
 def _candidate_table(heads: EntityHeads, config: EntityNLMConfig, rows: int, slots: int, like: torch.Tensor,
                      noise: torch.Tensor | None) -> EntityTable:
     """An entity table (particle dimension 1) whose slot k holds the k-th new entity's embedding (eq. 7)."""
-    from generative.entitynlm.model import EntityTable  # the table is the program's; imported late (no cycle)
-
     table = EntityTable.empty(1, rows, config.hidden_size, like, capacity=slots)
     prototype = heads.mention_type.entity_prototype.expand(1, rows, slots, config.hidden_size)
     if config.new_entity_scale > 0:

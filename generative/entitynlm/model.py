@@ -23,15 +23,16 @@ AFTER x_t: it sees the word it annotates. Everything is batched over a ``particl
 the lockstep sampler of :mod:`inference.algorithms.smc` swaps in one that calls the same distributions without Pyro's
 messengers, and is tested to draw and weigh exactly as the program does.
 
-The paper's equations are the default; ``EntityNLMConfig`` names the reference code's variants where they are
-cheap (reference-notes §1.11): exponential sentence distance, and the swapped-delta / W_T entity update.
+The conditional distributions and the config are in :mod:`generative.entitynlm.heads`, the per-particle state
+in :mod:`generative.entitynlm.state`. The paper's equations are the default; ``EntityNLMConfig`` names the
+reference code's variants where they are cheap (reference-notes §1.11): exponential sentence distance, and the
+swapped-delta / W_T entity update.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import pyro
 import pyro.distributions as dist
@@ -41,281 +42,18 @@ from pyro.nn import PyroModule
 from torch import nn
 
 from coref.document import EntityAnnotation
+from generative.entitynlm.annotated import AnnotationTerms, annotation_terms
+from generative.entitynlm.heads import PROPOSAL_CONTEXTS, EntityHeads, EntityNLMConfig
+from generative.entitynlm.state import Annotation, Choice, EntityTable, MentionState
 from generative.layers.batch import DocumentBatch
-from generative.layers.config import LanguageModelConfig
 from generative.layers.density import LogDensity
 from generative.layers.encoder import BidirectionalWordEncoder, WordEncoder
-from generative.entitynlm.gold import AnnotationTerms, annotation_terms
 from generative.layers.softmax import make_softmax
 
-PROPOSAL_CONTEXTS = ("forward", "bidirectional")  # what the proposal reads: x_<=t (the paper's), or all of x
 NEW_ENTITY_SITE = "new_entity"  # the eq. 7 noise sites: a density, not part of the structure's probability
-IMPOSSIBLE = -1e4  # logit of an unavailable entity slot: a large negative number, not -inf (NaN-safe)
-GROWTH_INTERVAL = 32  # the entity table is resized at most once per this many steps (one host sync)
-
-
-@dataclass(frozen=True)
-class EntityNLMConfig(LanguageModelConfig):
-    """Sizes and modelling choices; the defaults are the paper's.
-
-    ``hidden_size`` is also the entity-embedding size: eq. 8 mixes entity embeddings with LSTM states.
-    ``distance``: "paper" scores w_dist . f(e) with f = [log(1 + tokens since e was last mentioned),
-    log(1 + sentences since)] and f = 0 for the new entity (eq. 4); "reference" is the DyNet code's
-    exp(lambda * (last sentence of e - current sentence)). ``update``: "paper" is eq. 8; "reference" is the
-    code's delta = sigmoid(e W h), e <- normalise((1 - delta) e + delta W_T h).
-    """
-
-    max_mention_length: int = 25
-    new_entity_scale: float = 0.01  # sigma of eq. 7; 0 makes new entities deterministic (tests enumerate)
-    distance: str = "paper"
-    update: str = "paper"
-    proposal: str = "forward"  # the proposal the commands use by default (a key of PROPOSAL_CONTEXTS)
-
-    def __post_init__(self) -> None:
-        if self.proposal not in PROPOSAL_CONTEXTS:
-            raise ValueError(f"proposal must be one of {PROPOSAL_CONTEXTS}, got {self.proposal!r}")
-        if self.distance not in ("paper", "reference"):
-            raise ValueError(f"distance must be 'paper' or 'reference', got {self.distance!r}")
-        if self.update not in ("paper", "reference"):
-            raise ValueError(f"update must be 'paper' or 'reference', got {self.update!r}")
-
-
-# ---- the conditional distributions, one small module each ----------------------------------------------------
-
-
-class MentionTypeHead(nn.Module):
-    """p(R_t = r | h) proportional to exp(h^T W_r r_r) (eq. 3); r_1 is also the new-entity prototype (eq. 7)."""
-
-    def __init__(self, hidden_size: int) -> None:
-        super().__init__()
-        self.type_embeddings = nn.Parameter(torch.randn(2, hidden_size) / hidden_size**0.5)
-        self.bilinear = nn.Linear(hidden_size, hidden_size, bias=False)
-
-    def forward(self, h: torch.Tensor) -> dist.Categorical:
-        return dist.Categorical(logits=self.bilinear(h) @ self.type_embeddings.T)
-
-    @property
-    def entity_prototype(self) -> torch.Tensor:
-        return self.type_embeddings[1]
-
-
-class EntityHead(nn.Module):
-    """p(E_t = e | R_t = 1, h) proportional to exp(h^T W_entity e_e + w_dist^T f(e)), known entities and new (eq. 4)."""
-
-    def __init__(self, hidden_size: int, distance: str) -> None:
-        super().__init__()
-        self.bilinear = nn.Linear(hidden_size, hidden_size, bias=False)
-        self.distance = distance
-        self.distance_weights = nn.Parameter(torch.zeros(2 if distance == "paper" else 1))
-
-    def forward(
-        self, h: torch.Tensor, entities: EntityTable, position: int | torch.Tensor, sentence: torch.Tensor,
-        rows: torch.Tensor | None = None,
-    ) -> dist.Categorical:
-        """The choice at token ``position`` (a step, or (P, B) steps) of sentence ``sentence`` (P, B).
-
-        ``rows`` (P, B), when given, are the (particle, document) pairs whose E is drawn at this step (a mention
-        starts there): only their entity tables are scored, and every other row gets placeholder logits 0, a draw
-        the caller discards and a density it masks out. The categorical keeps its full (P, B, C) shape, so a
-        sampler consumes the same random numbers; a book's step then reads the tables of the few particles that
-        start a mention, not all of them.
-        """
-        embeddings, last_position, last_sentence = entities.scored()
-        projected = self.bilinear(h)
-        if rows is None:
-            # (P, B, C); an einsum, not a batched matmul: P x B tiny matrix-vector products ran 3-4x slower
-            scores = torch.einsum("pbcd,bd->pbc", embeddings, projected)
-            return dist.Categorical(logits=self._logits(scores, entities.slots() - entities.count[..., None],
-                                                        _column(position), sentence, last_position, last_sentence))
-        index = rows.nonzero(as_tuple=True)
-        scores = torch.einsum("kcd,kd->kc", embeddings[index], projected[index[-1]])
-        at = position if isinstance(position, int) else position[index][..., None]
-        logits = scores.new_zeros(last_position.shape)
-        logits[index] = self._logits(scores, entities.slots() - entities.count[index][..., None], at,
-                                     sentence[index], last_position[index], last_sentence[index])
-        return dist.Categorical(logits=logits)
-
-    def _logits(self, scores: torch.Tensor, past_count: torch.Tensor, position: int | torch.Tensor,
-                sentence: torch.Tensor, last_position: torch.Tensor, last_sentence: torch.Tensor) -> torch.Tensor:
-        """Eq. 4's logits from the bilinear ``scores``: the distance term for known entities, unavailable slots
-        made impossible. ``past_count`` is each slot's index minus the number of known entities: negative for
-        a known entity, 0 for the new-entity candidate, positive for an unavailable slot."""
-        known, available = past_count < 0, past_count <= 0
-        if self.distance == "paper":
-            tokens_since = (position - last_position).clamp(min=0)
-            sentences_since = (sentence[..., None] - last_sentence).clamp(min=0)
-            features = torch.stack([tokens_since.log1p(), sentences_since.log1p()], dim=-1)
-            scores = scores + known * (features @ self.distance_weights)
-        else:  # the reference code: exp(lambda * (last sentence - current sentence)), the new slot's last is 0
-            scores = scores + torch.exp(self.distance_weights * (last_sentence - sentence[..., None]))
-        return torch.where(available, scores, torch.full_like(scores, IMPOSSIBLE))
-
-
-class LengthHead(nn.Module):
-    """p(L_t = l | h, e) proportional to exp(W_length,l^T [h; e] + b_l) (eq. 5); the value is l - 1.
-
-    W_length [h; e] is computed as W_h h + W_e e, so the shared h part is not repeated per particle.
-    """
-
-    def __init__(self, hidden_size: int, max_mention_length: int) -> None:
-        super().__init__()
-        self.from_state = nn.Linear(hidden_size, max_mention_length)
-        self.from_entity = nn.Linear(hidden_size, max_mention_length, bias=False)
-
-    def forward(self, h: torch.Tensor, entity: torch.Tensor) -> dist.Categorical:
-        return dist.Categorical(logits=self.from_state(h) + self.from_entity(entity))
-
-
-class EntityUpdate(nn.Module):
-    """The new embedding of the mentioned entity after reading h_t (eq. 8, or the reference code's form)."""
-
-    def __init__(self, hidden_size: int, form: str) -> None:
-        super().__init__()
-        self.gate = nn.Linear(hidden_size, hidden_size, bias=False)
-        self.project = nn.Linear(hidden_size, hidden_size, bias=False) if form == "reference" else None
-
-    def forward(self, h: torch.Tensor, entity: torch.Tensor) -> torch.Tensor:
-        delta = torch.sigmoid((self.gate(h) * entity).sum(-1, keepdim=True))
-        if self.project is None:
-            return F.normalize(delta * entity + (1 - delta) * h, dim=-1)
-        return F.normalize((1 - delta) * entity + delta * self.project(h), dim=-1)
-
-
-class EntityHeads(nn.Module):
-    """The R, E, L heads and the entity update: what model and proposal each have one of."""
-
-    def __init__(self, config: EntityNLMConfig) -> None:
-        super().__init__()
-        self.mention_type = MentionTypeHead(config.hidden_size)
-        self.entity = EntityHead(config.hidden_size, config.distance)
-        self.length = LengthHead(config.hidden_size, config.max_mention_length)
-        self.update = EntityUpdate(config.hidden_size, config.update)
-
-
-# ---- per-particle state --------------------------------------------------------------------------------------
-
-
-@dataclass
-class EntityTable:
-    """The entities of every (particle, document): slot k holds entity k + 1; slot ``count`` the new candidate.
-
-    ``embeddings`` (P, B, C, D), ``last_position`` and ``last_sentence`` (P, B, C) of each entity's latest
-    mention token, ``count`` (P, B). The first ``width`` slots are the ones eq. 4 scores (known entities, the
-    candidate, and unavailable slots with probability 0); ``width`` grows by the same rule as ever
-    (:meth:`reserve`), which fixes how many random numbers the E site draws, while the storage behind it grows by
-    doubling, so a book's table is copied O(log C) times, not once per growth check. Writes are scatters of one
-    row per (particle, document), in place unless autograd is recording.
-    """
-
-    embeddings: torch.Tensor
-    last_position: torch.Tensor
-    last_sentence: torch.Tensor
-    count: torch.Tensor
-    width: int
-
-    @classmethod
-    def empty(cls, particles: int, documents: int, size: int, like: torch.Tensor,
-              capacity: int = GROWTH_INTERVAL + 1) -> EntityTable:
-        zeros = like.new_zeros((particles, documents, capacity))
-        return cls(like.new_zeros((particles, documents, capacity, size)), zeros, zeros.clone(), zeros[..., 0].long(),
-                   capacity)
-
-    def scored(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The embeddings, last positions and last sentences of the ``width`` slots that eq. 4 scores (views)."""
-        return (self.embeddings[..., :self.width, :], self.last_position[..., :self.width],
-                self.last_sentence[..., :self.width])
-
-    def slots(self) -> torch.Tensor:
-        return torch.arange(self.width, device=self.count.device)
-
-    def reserve(self, step: int) -> None:
-        """Widen to GROWTH_INTERVAL more entities than the most any row has, checking (one host sync) every
-        GROWTH_INTERVAL steps: no row can then run out of slots before the next check."""
-        if step % GROWTH_INTERVAL:
-            return
-        self.width = max(self.width, int(self.count.max()) + GROWTH_INTERVAL + 1)
-        extra = self.width - self.embeddings.shape[-2]
-        if extra > 0:
-            extra = max(extra, self.embeddings.shape[-2])  # doubling: amortised O(1) copying per entity
-            self.embeddings = F.pad(self.embeddings, (0, 0, 0, extra))
-            self.last_position = F.pad(self.last_position, (0, extra))
-            self.last_sentence = F.pad(self.last_sentence, (0, extra))
-
-    def gather(self, slot: torch.Tensor) -> torch.Tensor:
-        """The embedding in ``slot`` (P, B) of each (particle, document)."""
-        return self.embeddings.gather(-2, self._row_index(slot)).squeeze(-2)
-
-    def write(self, where: torch.Tensor, slot: torch.Tensor, embedding: torch.Tensor) -> None:
-        """Put ``embedding`` (P, B, D) into ``slot`` (P, B) where ``where`` (P, B) holds."""
-        self.embeddings = _put(self.embeddings, where, slot, embedding)
-
-    def mention(self, where: torch.Tensor, slot: torch.Tensor, embedding: torch.Tensor, position: int | torch.Tensor,
-                sentence: torch.Tensor) -> None:
-        """An entity mentioned at ``position`` (a step, or (P, B) steps): its updated embedding and where it was
-        last seen."""
-        self.write(where, slot, embedding)
-        for name, value in (("last_position", _column(position)), ("last_sentence", sentence[..., None])):
-            table = getattr(self, name)
-            rows = torch.as_tensor(value).to(table).expand(*where.shape, 1)[..., 0]
-            setattr(self, name, _put(table, where, slot, rows))
-
-    def _row_index(self, slot: torch.Tensor) -> torch.Tensor:
-        return slot.clamp(min=0)[..., None, None].expand(*slot.shape, 1, self.embeddings.shape[-1])
-
-
-def _put(table: torch.Tensor, where: torch.Tensor, slot: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    """``table`` (P, B, C, ...) with ``rows`` (P, B, ...) in slot ``slot`` (P, B) where ``where`` (P, B) holds.
-
-    In place, touching only the rows written (a step writes a few of P x B), unless autograd is recording: then a
-    new table by one scatter, as autograd may need the old one.
-    """
-    if not torch.is_grad_enabled():
-        written = where.nonzero(as_tuple=True)
-        table[(*written, slot[written])] = rows[written]
-        return table
-    index = slot.clamp(min=0).view(*slot.shape, 1, *([1] * (rows.dim() - 2))).expand(*slot.shape, 1, *rows.shape[2:])
-    kept = torch.where(where.view(*where.shape, *([1] * (rows.dim() - 2))), rows, table.gather(2, index).squeeze(2))
-    return table.scatter(2, index, kept.unsqueeze(2))
-
-
-@dataclass
-class MentionState:
-    """R, E (as a slot, -1 outside mentions) and L of the previous token, per (particle, document)."""
-
-    R: torch.Tensor
-    E: torch.Tensor
-    L: torch.Tensor
-    needs_candidate: torch.Tensor  # the new-entity candidate was used up (or none exists yet)
-
-
-@dataclass
-class Choice:
-    """What step t chose (R, E as a slot, L) and the entity embedding it read, awaiting the update with h_t."""
-
-    t: int
-    valid: torch.Tensor
-    sentence: torch.Tensor
-    R: torch.Tensor
-    E: torch.Tensor
-    L: torch.Tensor
-    entity: torch.Tensor
 
 
 # ---- the program shared by model and guide -------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Annotation:
-    """Values to observe at the R/E/L sites, E as a slot (entity - 1, 0 outside mentions): (B, T) tensors for
-    one annotation per document (the gold), or (P, B, T) for one per particle (reranking's candidates)."""
-
-    R: torch.Tensor
-    E: torch.Tensor
-    L: torch.Tensor
-
-    @classmethod
-    def of(cls, batch: DocumentBatch) -> Annotation:
-        return cls(batch.R, (batch.E - 1).clamp(min=0), batch.L - 1)
 
 
 Site = Callable[[str, int, dist.TorchDistribution, torch.Tensor, torch.Tensor | None], torch.Tensor]
@@ -334,8 +72,8 @@ class EntityTracker:
     LSTM states; the model adds the word site.
 
     ``site`` is the sample statement: :func:`pyro_site` makes this the Pyro program; the lockstep sampler
-    (:mod:`inference.algorithms.smc`) passes handlers that draw and score the same distributions directly, without Pyro's
-    per-site messenger stack.
+    (:mod:`inference.algorithms.smc`) passes handlers that draw and score the same distributions directly,
+    without Pyro's per-site messenger stack.
     """
 
     def __init__(
@@ -434,11 +172,6 @@ class EntityTracker:
         self.entities.write(needed, self.entities.count, F.normalize(prototype, dim=-1))
 
 
-def _column(position: int | torch.Tensor) -> torch.Tensor | int:
-    """A step, or (P, B) steps made to broadcast against the (P, B, C) entity slots."""
-    return position if isinstance(position, int) else position[..., None]
-
-
 def _at(gold: Annotation | None, name: str, t: int) -> torch.Tensor | None:
     return None if gold is None else getattr(gold, name)[..., t]
 
@@ -526,7 +259,8 @@ class EntityNLM(PyroModule):
         """log p(R, E, L, X) (eq. 12) of each annotation, (P, B) for (P, B, T) annotations ((1, B) for (B, T)):
         P candidate structures of the same words in one run, sharing the LSTM, as reranking needs.
 
-        Computed the fast way (:mod:`generative.entitynlm.gold`), equal to :meth:`program_log_joint`; ``noise`` as there.
+        Computed the fast way (:mod:`generative.entitynlm.annotated`), equal to :meth:`program_log_joint`;
+        ``noise`` as there.
         """
         terms = self.token_log_probs(batch, annotation, noise)
         return terms.total.view(-1, batch.size)
@@ -603,7 +337,7 @@ class EntityProposal(PyroModule):
     def log_likelihood(self, batch: DocumentBatch, noise: torch.Tensor | None = None) -> torch.Tensor:
         """log Q(R, E, L | X) of the gold annotation, per document (B,): the proposal's supervised objective.
 
-        Computed the fast way (:mod:`generative.entitynlm.gold`), equal to :meth:`program_log_likelihood`.
+        Computed the fast way (:mod:`generative.entitynlm.annotated`), equal to :meth:`program_log_likelihood`.
         """
         states = self.encoder(batch)[:, 1:]  # h_t, having read x_t: what the heads and the update read
         return annotation_terms(self.heads, self.config, batch, Annotation.of(batch), states, states, noise).total

@@ -1,0 +1,158 @@
+"""EntityNLM's parameters: its config and the conditional distributions of the story, one small module each --
+p(R_t) (eq. 3), p(E_t) (eq. 4), p(L_t) (eq. 5), the new-entity prototype (eq. 7) and the entity update (eq. 8).
+
+The model and the proposal (:mod:`generative.entitynlm.model`) each hold one :class:`EntityHeads`; the
+known-annotation path (:mod:`generative.entitynlm.annotated`) reads the same heads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyro.distributions as dist
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from generative.entitynlm.state import EntityTable, column
+from generative.layers.config import LanguageModelConfig
+
+PROPOSAL_CONTEXTS = ("forward", "bidirectional")  # what the proposal reads: x_<=t (the paper's), or all of x
+IMPOSSIBLE = -1e4  # logit of an unavailable entity slot: a large negative number, not -inf (NaN-safe)
+
+
+@dataclass(frozen=True)
+class EntityNLMConfig(LanguageModelConfig):
+    """Sizes and modelling choices; the defaults are the paper's.
+
+    ``hidden_size`` is also the entity-embedding size: eq. 8 mixes entity embeddings with LSTM states.
+    ``distance``: "paper" scores w_dist . f(e) with f = [log(1 + tokens since e was last mentioned),
+    log(1 + sentences since)] and f = 0 for the new entity (eq. 4); "reference" is the DyNet code's
+    exp(lambda * (last sentence of e - current sentence)). ``update``: "paper" is eq. 8; "reference" is the
+    code's delta = sigmoid(e W h), e <- normalise((1 - delta) e + delta W_T h).
+    """
+
+    max_mention_length: int = 25
+    new_entity_scale: float = 0.01  # sigma of eq. 7; 0 makes new entities deterministic (tests enumerate)
+    distance: str = "paper"
+    update: str = "paper"
+    proposal: str = "forward"  # the proposal the commands use by default (a key of PROPOSAL_CONTEXTS)
+
+    def __post_init__(self) -> None:
+        if self.proposal not in PROPOSAL_CONTEXTS:
+            raise ValueError(f"proposal must be one of {PROPOSAL_CONTEXTS}, got {self.proposal!r}")
+        if self.distance not in ("paper", "reference"):
+            raise ValueError(f"distance must be 'paper' or 'reference', got {self.distance!r}")
+        if self.update not in ("paper", "reference"):
+            raise ValueError(f"update must be 'paper' or 'reference', got {self.update!r}")
+
+
+class MentionTypeHead(nn.Module):
+    """p(R_t = r | h) proportional to exp(h^T W_r r_r) (eq. 3); r_1 is also the new-entity prototype (eq. 7)."""
+
+    def __init__(self, hidden_size: int) -> None:
+        super().__init__()
+        self.type_embeddings = nn.Parameter(torch.randn(2, hidden_size) / hidden_size**0.5)
+        self.bilinear = nn.Linear(hidden_size, hidden_size, bias=False)
+
+    def forward(self, h: torch.Tensor) -> dist.Categorical:
+        return dist.Categorical(logits=self.bilinear(h) @ self.type_embeddings.T)
+
+    @property
+    def entity_prototype(self) -> torch.Tensor:
+        return self.type_embeddings[1]
+
+
+class EntityHead(nn.Module):
+    """p(E_t = e | R_t = 1, h) proportional to exp(h^T W_entity e_e + w_dist^T f(e)), known entities and new (eq. 4)."""
+
+    def __init__(self, hidden_size: int, distance: str) -> None:
+        super().__init__()
+        self.bilinear = nn.Linear(hidden_size, hidden_size, bias=False)
+        self.distance = distance
+        self.distance_weights = nn.Parameter(torch.zeros(2 if distance == "paper" else 1))
+
+    def forward(
+        self, h: torch.Tensor, entities: EntityTable, position: int | torch.Tensor, sentence: torch.Tensor,
+        rows: torch.Tensor | None = None,
+    ) -> dist.Categorical:
+        """The choice at token ``position`` (a step, or (P, B) steps) of sentence ``sentence`` (P, B).
+
+        ``rows`` (P, B), when given, are the (particle, document) pairs whose E is drawn at this step (a mention
+        starts there): only their entity tables are scored, and every other row gets placeholder logits 0, a draw
+        the caller discards and a density it masks out. The categorical keeps its full (P, B, C) shape, so a
+        sampler consumes the same random numbers; a book's step then reads the tables of the few particles that
+        start a mention, not all of them.
+        """
+        embeddings, last_position, last_sentence = entities.scored()
+        projected = self.bilinear(h)
+        if rows is None:
+            # (P, B, C); an einsum, not a batched matmul: P x B tiny matrix-vector products ran 3-4x slower
+            scores = torch.einsum("pbcd,bd->pbc", embeddings, projected)
+            return dist.Categorical(logits=self._logits(scores, entities.slots() - entities.count[..., None],
+                                                        column(position), sentence, last_position, last_sentence))
+        index = rows.nonzero(as_tuple=True)
+        scores = torch.einsum("kcd,kd->kc", embeddings[index], projected[index[-1]])
+        at = position if isinstance(position, int) else position[index][..., None]
+        logits = scores.new_zeros(last_position.shape)
+        logits[index] = self._logits(scores, entities.slots() - entities.count[index][..., None], at,
+                                     sentence[index], last_position[index], last_sentence[index])
+        return dist.Categorical(logits=logits)
+
+    def _logits(self, scores: torch.Tensor, past_count: torch.Tensor, position: int | torch.Tensor,
+                sentence: torch.Tensor, last_position: torch.Tensor, last_sentence: torch.Tensor) -> torch.Tensor:
+        """Eq. 4's logits from the bilinear ``scores``: the distance term for known entities, unavailable slots
+        made impossible. ``past_count`` is each slot's index minus the number of known entities: negative for
+        a known entity, 0 for the new-entity candidate, positive for an unavailable slot."""
+        known, available = past_count < 0, past_count <= 0
+        if self.distance == "paper":
+            tokens_since = (position - last_position).clamp(min=0)
+            sentences_since = (sentence[..., None] - last_sentence).clamp(min=0)
+            features = torch.stack([tokens_since.log1p(), sentences_since.log1p()], dim=-1)
+            scores = scores + known * (features @ self.distance_weights)
+        else:  # the reference code: exp(lambda * (last sentence - current sentence)), the new slot's last is 0
+            scores = scores + torch.exp(self.distance_weights * (last_sentence - sentence[..., None]))
+        return torch.where(available, scores, torch.full_like(scores, IMPOSSIBLE))
+
+
+class LengthHead(nn.Module):
+    """p(L_t = l | h, e) proportional to exp(W_length,l^T [h; e] + b_l) (eq. 5); the value is l - 1.
+
+    W_length [h; e] is computed as W_h h + W_e e, so the shared h part is not repeated per particle.
+    """
+
+    def __init__(self, hidden_size: int, max_mention_length: int) -> None:
+        super().__init__()
+        self.from_state = nn.Linear(hidden_size, max_mention_length)
+        self.from_entity = nn.Linear(hidden_size, max_mention_length, bias=False)
+
+    def forward(self, h: torch.Tensor, entity: torch.Tensor) -> dist.Categorical:
+        return dist.Categorical(logits=self.from_state(h) + self.from_entity(entity))
+
+
+class EntityUpdate(nn.Module):
+    """The new embedding of the mentioned entity after reading h_t (eq. 8, or the reference code's form)."""
+
+    def __init__(self, hidden_size: int, form: str) -> None:
+        super().__init__()
+        self.gate = nn.Linear(hidden_size, hidden_size, bias=False)
+        self.project = nn.Linear(hidden_size, hidden_size, bias=False) if form == "reference" else None
+
+    def forward(self, h: torch.Tensor, entity: torch.Tensor) -> torch.Tensor:
+        delta = torch.sigmoid((self.gate(h) * entity).sum(-1, keepdim=True))
+        if self.project is None:
+            return F.normalize(delta * entity + (1 - delta) * h, dim=-1)
+        return F.normalize((1 - delta) * entity + delta * self.project(h), dim=-1)
+
+
+class EntityHeads(nn.Module):
+    """The R, E, L heads and the entity update: what model and proposal each have one of."""
+
+    def __init__(self, config: EntityNLMConfig) -> None:
+        super().__init__()
+        self.mention_type = MentionTypeHead(config.hidden_size)
+        self.entity = EntityHead(config.hidden_size, config.distance)
+        self.length = LengthHead(config.hidden_size, config.max_mention_length)
+        self.update = EntityUpdate(config.hidden_size, config.update)
+
+

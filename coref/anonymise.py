@@ -1,8 +1,8 @@
-"""`python -m coref.anonymise`, as the docs show it: the command is :mod:`coref.corpora.anonymise`."""
+"""`python -m coref.anonymise`, as the docs show it: the command is :mod:`inference.commands.anonymise`."""
 
 if __name__ == "__main__":
     import sys
 
-    from coref.corpora.anonymise import main
+    from inference.commands.anonymise import main
 
     sys.exit(main())

@@ -1,8 +1,8 @@
-"""`python -m coref.score`, as the docs show it: the command is :mod:`coref.metrics.score`."""
+"""`python -m coref.score`, as the docs show it: the command is :mod:`inference.commands.score`."""
 
 if __name__ == "__main__":
     import sys
 
-    from coref.metrics.score import main
+    from inference.commands.score import main
 
     sys.exit(main())

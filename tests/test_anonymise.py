@@ -17,7 +17,6 @@ from coref.corpora.anonymise import (
     anonymised_corpus,
     anonymised_vocabulary,
     first_entity_id,
-    main,
     restore,
     source_spans,
     table1,
@@ -26,6 +25,7 @@ from coref.io.conll import write_conll
 from coref.corpora.registry import CorpusError
 from coref.document import Document, Mention, encoding_problems
 from coref.corpora.preprocess import NUM, SPECIALS, UNK, Vocabulary, apply_vocabulary, preprocess_document
+from inference.commands.anonymise import main
 
 
 def document(text: str, mentions=(), sentences=None, id: str = "doc") -> Document:

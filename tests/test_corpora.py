@@ -24,13 +24,13 @@ from coref.corpora.registry import (
     conll2012_files,
     corpus_stats,
     load_corpus,
-    main,
     parse_gum_splits,
     parse_split_table,
     resolve_data_dir,
 )
 from coref.document import encoding_problems
 from coref.corpora.preprocess import PreprocessConfig, preprocess_document, preprocess_documents
+from inference.commands.corpora import main
 
 ROOT = Path(__file__).resolve().parents[1]
 

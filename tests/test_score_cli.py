@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from coref.metrics.score import main
+from inference.commands.score import main
 
 # reference-notes §3.5: She linked to the wrong entity, "him" missed, "waved" a spurious singleton.
 SENTENCES = (

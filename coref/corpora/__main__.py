@@ -1,7 +1,8 @@
-"""`python -m coref.corpora`, as the docs show it: the command is :mod:`coref.corpora.registry`."""
+"""`python -m coref.corpora`, as the docs show it: the command is :mod:`inference.commands.corpora`."""
 
-import sys
+if __name__ == "__main__":
+    import sys
 
-from coref.corpora.registry import main
+    from inference.commands.corpora import main
 
-sys.exit(main())
+    sys.exit(main())

@@ -16,25 +16,18 @@ vocabulary is the 10K most frequent words, and only documents with at most 50 ch
 - :func:`table1` gives the paper's Table 1 rows. The sentence marks are the project's ``<s>`` and ``</s>``,
   which :mod:`generative.layers.batch` puts around every sentence, so they are not tokens of the documents here.
 
-Command line::
-
-    python -m coref.anonymise stats --corpus NAME [--data-dir D] [--json OUT]
+Its command is :mod:`inference.commands.anonymise` (``python -m coref.anonymise stats``).
 """
 
 from __future__ import annotations
 
-import argparse
-import inspect
-import json
 import sys
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from coref.io.atomic import write_text_atomic
-from coref.cli import Parser, output_file, run_subcommand
-from coref.corpora.registry import DATA_ENV, Corpus, DataDir, available_splits, dropped_report, load_corpus
+from coref.corpora.registry import Corpus, DataDir, dropped_report, load_corpus
 from coref.document import Document, Mention, encoding_problems
 from coref.corpora.preprocess import SPECIALS, UNK, PreprocessConfig, PreprocessReport, Vocabulary, preprocess_documents
 
@@ -224,6 +217,17 @@ def split_stats(split: AnonymisedSplit) -> dict:
     }
 
 
+def stats_json(name: str, splits: Sequence[AnonymisedSplit]) -> dict:
+    """The numbers of ``python -m coref.anonymise stats --json``: the preprocessing, the chain limit and
+    :func:`split_stats` of each split."""
+    return {
+        "corpus": name,
+        "preprocess": ANONYMISED_PREPROCESS.to_dict(),
+        "max_chains": MAX_CHAINS,
+        "splits": {split.corpus.split: split_stats(split) for split in splits},
+    }
+
+
 def format_table(name: str, splits: Sequence[AnonymisedSplit]) -> str:
     """Table 1 with one column per split, after the documents read and dropped and the kept tokens and chains."""
     stats = [split_stats(split) for split in splits]
@@ -255,46 +259,3 @@ def dropped_lines(split: AnonymisedSplit) -> str:
         lines.extend(f"  {id} part {part}: {chains} chains" for id, part, chains in split.dropped)
     lines.append(dropped_report(split.corpus, split.preprocessing))
     return "\n".join(lines)
-
-
-# ---- command line -------------------------------------------------------------------------------------------
-
-
-def _stats_command(args: argparse.Namespace) -> int:
-    """Print the paper's Table 1 (documents, average sentences, chains, chains mentioned more than once, mentions
-    per chain) with one column per split of the anonymised corpus, the documents dropped for more than 50 chains,
-    and what preprocessing changed."""
-    splits = [anonymised_corpus(args.corpus, split, args.data_dir) for split in available_splits(args.corpus)]
-    print(format_table(args.corpus, splits))
-    print("\n".join(dropped_lines(split) for split in splits))
-    if args.json:
-        result = {
-            "corpus": args.corpus,
-            "preprocess": ANONYMISED_PREPROCESS.to_dict(),
-            "max_chains": MAX_CHAINS,
-            "splits": {split.corpus.split: split_stats(split) for split in splits},
-        }
-        write_text_atomic(args.json, json.dumps(result, indent=2) + "\n")
-    return 0
-
-
-def _parser() -> Parser:
-    parser = Parser(prog="python -m coref.anonymise", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    stats = commands.add_parser("stats", help="the paper's Table 1 for each split of an anonymised corpus",
-                                description=inspect.getdoc(_stats_command))
-    stats.add_argument("--corpus", required=True,
-                       help="a corpus of coref.corpora.registry (ontogum, litbank, sample, ...), or several joined with '+'")
-    stats.add_argument("--data-dir", help=f"folder holding the corpora (default: ${DATA_ENV}; sample needs none)")
-    stats.add_argument("--json", metavar="OUT", type=output_file, help="also write the numbers as JSON to OUT")
-    stats.set_defaults(run=_stats_command)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line and return its exit status (2 and one line on stderr for bad input)."""
-    return run_subcommand(_parser(), argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -24,21 +24,15 @@ that ``python -m coref.corpora download`` writes::
 malformed mention is dropped and reported in :attr:`Corpus.problems`, so that one annotation error does not
 stop a whole-corpus run; ``strict=True`` makes it an error instead.
 
-Command line::
-
-    python -m coref.corpora stats --corpus NAME [--split S] [--data-dir D] [--json OUT] [--strict] [--preprocess]
-    python -m coref.corpora download litbank|ontogum --to DIR [--mirror URL]
+Its command is :mod:`inference.commands.corpora` (``python -m coref.corpora stats|download``).
 """
 
 from __future__ import annotations
 
-import argparse
-import inspect
 import json
 import os
 import re
 import shutil
-import sys
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
@@ -47,7 +41,7 @@ from importlib.resources import as_file, files
 from pathlib import Path
 
 from coref.io.atomic import atomic_path, write_text_atomic
-from coref.cli import Parser, output_file, output_folder, progress, run_subcommand
+from coref.cli import progress
 from coref.io.conll import Problem, read_conll, read_utf8
 from coref.document import Document
 from coref.corpora.inscript import InscriptError, LabelCounts, read_story
@@ -452,6 +446,24 @@ def stats_json(name: str, corpora: Sequence[Corpus]) -> dict:
     }
 
 
+def corpus_summary(name: str, split: str | None = None, data_dir: DataDir = None, *, strict: bool = False,
+                   preprocess: bool = False) -> tuple[dict, str]:
+    """The numbers of one split (or, with ``split=None``, of every split the corpus has) as read from the files,
+    as JSON (:func:`stats_json`, with each split's preprocessing report when ``preprocess``) and as the text
+    ``python -m coref.corpora stats`` prints: the table, then every problem the lenient reader worked around
+    (:func:`dropped_report`)."""
+    splits = [canonical_split(name, split)] if split else list(available_splits(name))
+    corpora = [load_corpus(name, one, data_dir, strict=strict) for one in splits]
+    result = stats_json(name, corpora)
+    lines = [format_stats(name, corpora)]
+    for corpus in corpora:
+        report = preprocess_documents(corpus.documents)[1] if preprocess else None
+        lines.append(dropped_report(corpus, report))
+        if report is not None:
+            result["splits"][corpus.split]["preprocessing"] = report.to_dict()
+    return result, "\n".join(line for line in lines if line)
+
+
 # ---- download -----------------------------------------------------------------------------------------------
 
 
@@ -522,69 +534,3 @@ def download_ontogum(to: Path, mirror: str = RAW_GITHUB) -> dict[str, list[str]]
 
 
 DOWNLOADERS = {"litbank": download_litbank, "ontogum": download_ontogum}
-
-
-# ---- command line -------------------------------------------------------------------------------------------
-
-
-def _stats_command(args: argparse.Namespace) -> int:
-    """Count documents, sentences, tokens, mentions and entities of each split as the files hold them (before
-    preprocessing), and list every problem the lenient reader worked around as FILE:LINE: reason."""
-    splits = [canonical_split(args.corpus, args.split)] if args.split else list(available_splits(args.corpus))
-    corpora = [load_corpus(args.corpus, split, args.data_dir, strict=args.strict) for split in splits]
-    result = stats_json(args.corpus, corpora)
-    lines = [format_stats(args.corpus, corpora)]
-    for corpus in corpora:
-        report = preprocess_documents(corpus.documents)[1] if args.preprocess else None
-        lines.append(dropped_report(corpus, report))
-        if report is not None:
-            result["splits"][corpus.split]["preprocessing"] = report.to_dict()
-    print("\n".join(line for line in lines if line))
-    if args.json:
-        write_text_atomic(args.json, json.dumps(result, indent=2) + "\n")
-    return 0
-
-
-def _download_command(args: argparse.Namespace) -> int:
-    """Fetch a public corpus (pinned commits, over HTTPS) into the layout the loader expects; files are written
-    atomically, so a re-run resumes an interrupted download."""
-    table = DOWNLOADERS[args.corpus](Path(args.to), args.mirror)
-    sizes = ", ".join(f"{split} {len(documents)}" for split, documents in table.items())
-    print(f"{args.corpus}: documents {sizes} in {Path(args.to) / args.corpus}; load with --data-dir {args.to}")
-    return 0
-
-
-def _parser() -> Parser:
-    parser = Parser(prog="python -m coref.corpora", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-
-    stats = commands.add_parser("stats", help="count documents, sentences, tokens, mentions and entities per split",
-                                description=inspect.getdoc(_stats_command))
-    stats.add_argument("--corpus", required=True, help=f"{', '.join(SPLITS)}, or several joined with '+'")
-    stats.add_argument("--split", help="one split (default: all the corpus has)")
-    stats.add_argument("--data-dir", help=f"folder holding the corpora (default: ${DATA_ENV}; sample needs none)")
-    stats.add_argument("--json", metavar="OUT", type=output_file, help="also write the numbers as JSON to OUT")
-    stats.add_argument("--strict", action="store_true", help="make every problem (malformed mention) an error")
-    stats.add_argument(
-        "--preprocess", action="store_true", help="also report what the paper's preprocessing removes from each split"
-    )
-    stats.set_defaults(run=_stats_command)
-
-    download = commands.add_parser("download", help="fetch a public corpus into the layout the loader expects",
-                                   description=inspect.getdoc(_download_command))
-    download.add_argument("corpus", choices=sorted(DOWNLOADERS), help="the corpus to fetch")
-    download.add_argument("--to", required=True, metavar="DIR", type=output_folder,
-                          help="data directory to create or complete")
-    download.add_argument("--mirror", default=RAW_GITHUB, metavar="URL",
-                          help="replaces the GitHub prefix of every URL (file:// works)")
-    download.set_defaults(run=_download_command)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line and return its exit status (2 and one line on stderr for bad input)."""
-    return run_subcommand(_parser(), argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

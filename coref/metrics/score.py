@@ -1,38 +1,16 @@
-"""Score a coreference response file against a key file, as the official CoNLL-2012 scorer does.
-
-``python -m coref.score KEY RESPONSE [--json OUT]`` (console script ``entitylm-score``) reads both
-CoNLL-2012-family files with :func:`coref.io.conll.read_conll`, scores every metric of :mod:`coref.metrics.coreference`, and
-prints recall, precision and F1 as percentages (rounded to 2 decimals; the Perl scorer truncates instead) with
-the CoNLL F1. ``--json`` writes :meth:`CorefEvaluation.to_json` (fractions in [0, 1]).
-
-It reads exactly what the official scorer reads: every mention, nested, crossing or repeated, nothing repaired.
-What the official scorer dies on (an unclosed bracket, a close without an open) and what it cannot score (a
-file with no document) is an error naming FILE:LINE, found before key and response are compared; it exits with
-status 2 and one line. What the scoring did the official way (repeated response spans dropped, unmatched
-documents) is reported on stderr.
+"""Scoring a coreference response file against a key file as the official CoNLL-2012 scorer does: both read
+strictly (:func:`coref.io.conll.read_conll`), every metric of :mod:`coref.metrics.coreference`, the table of
+recall, precision and F1 in percent, and the warnings about what the official way of scoring changed. Its command
+is :mod:`inference.commands.score` (``python -m coref.score``).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from coref.io.atomic import write_text_atomic
-from coref.cli import Parser, output_file, run_main
 from coref.io.conll import read_conll
 from coref.metrics.coreference import METRICS, CorefEvaluation, EvaluationError, evaluate
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="python -m coref.score", description=__doc__)
-    parser.add_argument("key", type=Path, help="gold CoNLL-2012 file")
-    parser.add_argument("response", type=Path, help="system CoNLL-2012 file")
-    parser.add_argument("--json", type=output_file, metavar="OUT", help="also write the scores as JSON to OUT")
-    return parser
-
 
 TABLE_ROWS = ("mentions", *METRICS)  # mention identification, then every metric
 
@@ -71,27 +49,13 @@ def scoring_warnings(evaluation: CorefEvaluation) -> list[str]:
     return lines
 
 
-def _score(args: argparse.Namespace) -> int:
-    key, _ = read_conll(args.key, strict=True)
-    response, _ = read_conll(args.response, strict=True)
+def score_files(key: str | Path, response: str | Path) -> CorefEvaluation:
+    """Every metric of ``response`` against ``key``, both CoNLL-2012-family files read strictly: what the official
+    scorer dies on is an error naming FILE:LINE, found before the two are compared; a pair that cannot be
+    scored (no document) is an :class:`EvaluationError` naming both files."""
+    key_documents, _ = read_conll(key, strict=True)
+    response_documents, _ = read_conll(response, strict=True)
     try:
-        evaluation = evaluate(key, response)
+        return evaluate(key_documents, response_documents)
     except EvaluationError as error:
-        raise EvaluationError(f"{args.key} against {args.response}: {error}") from None
-    if args.json is not None:
-        write_text_atomic(args.json, json.dumps(evaluation.to_json(), indent=2) + "\n")
-    for line in scoring_warnings(evaluation):
-        print(line, file=sys.stderr)
-    print(format_table(evaluation))
-    return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit status: 0, 2 for input that cannot be scored (one line on stderr, nothing
-    written), 130 for Ctrl-C."""
-    args = _parser().parse_args(argv)
-    return run_main(lambda: _score(args))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        raise EvaluationError(f"{key} against {response}: {error}") from None

@@ -6,15 +6,15 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from coref.document import Document
 from coref.io.conll import format_conll, read_conll
 from coref.io.html import document_html
-from coref.document import Document
-from coref.metrics.coreference import CorefEvaluation, Score, evaluate
-from coref.resolution.pipeline import CorefPipeline, bundled_pipeline, clusters, format_clusters
-from coref.metrics.score import TABLE_ROWS, format_table, scoring_warnings
 from coref.io.text import TokenizedText
 from coref.io.text import tokenize as tokenize_text
-from inference.api.base import _html_table
+from coref.metrics.coreference import CorefEvaluation, Score, evaluate
+from coref.metrics.score import TABLE_ROWS, format_table, scoring_warnings
+from coref.resolution.pipeline import CorefPipeline, bundled_pipeline, clusters, format_clusters
+from inference.api.tables import html_table
 
 # ---- coreference resolution and scoring -------------------------------------------------------------------------
 
@@ -67,8 +67,8 @@ def _annotations(value: Annotations, side: str) -> list[Document]:
 
 @dataclass(frozen=True)
 class Scores:
-    """A response's scores against a key (:class:`coref.metrics.coreference.CorefEvaluation`): ``scores["muc"].f1`` etc.,
-    fractions in [0, 1]; ``conll_f1`` the mean F1 of MUC, B3 and CEAFe; ``warnings`` what the official scorer's
+    """A response's scores against a key (:class:`coref.metrics.coreference.CorefEvaluation`): ``scores["muc"].f1``
+    etc., fractions in [0, 1]; ``conll_f1`` the mean F1 of MUC, B3 and CEAFe; ``warnings`` what the official scorer's
     rules did that changes figures (repeated spans, unmatched documents)."""
 
     evaluation: CorefEvaluation
@@ -92,7 +92,7 @@ class Scores:
         rows = [(name, *(f"{100 * value:.2f}" for value in (self[name].recall, self[name].precision, self[name].f1)))
                 for name in self.metrics]
         caption = f"CoNLL F1 {100 * self.conll_f1:.2f} ({self.evaluation.documents} key documents)"
-        return _html_table(("metric", "recall", "precision", "F1"), rows, caption)
+        return html_table(("metric", "recall", "precision", "F1"), rows, caption)
 
 
 def score(key: Annotations, response: Annotations, metrics: Sequence[str] = TABLE_ROWS) -> Scores:

@@ -7,8 +7,8 @@
 - :func:`babi`: a bAbI task's questions (:func:`coref.corpora.babi.load_babi`), with :data:`BABI_PRONOUNS`.
 
 ``data_dir`` defaults to ``$ENTITYLM_DATA``; the ``sample`` corpus is bundled in the package and needs none. An
-unknown corpus or split is a ValueError (:class:`coref.corpora.registry.CorpusError`) naming the choices. Documents print
-with their mentions in brackets through :func:`bracketed`.
+unknown corpus or split is a ValueError (:class:`coref.corpora.registry.CorpusError`) naming the choices. Documents
+print with their mentions in brackets through :func:`bracketed`.
 """
 
 from __future__ import annotations
@@ -18,15 +18,15 @@ from coref.corpora.anonymise import table1 as anonymised_stats
 from coref.corpora.babi import PRONOUNS as BABI_PRONOUNS
 from coref.corpora.babi import BabiExample, load_babi
 from coref.corpora.registry import load_corpus
-from coref.document import Document, Mention, bracketed
 from coref.corpora.stories import PromptedStory, load_stories, story_stats
+from coref.document import Document, Mention, bracketed
 
 
 def documents(corpus: str, split: str, data_dir: str | None = None) -> list[Document]:
     """The documents of one split (``train``, ``dev``, ``test``) of a named corpus (``sample``, ``litbank``,
     ``ontogum``, ``conll2012``, ``inscript``, or several joined by ``+``) as annotated, with their gold mentions
-    and clusters, before any model's preprocessing: :func:`coref.corpora.registry.load_corpus`'s documents (read leniently:
-    malformed mentions are dropped, as the commands read them)."""
+    and clusters, before any model's preprocessing: :func:`coref.corpora.registry.load_corpus`'s documents (read
+    leniently: malformed mentions are dropped, as the commands read them)."""
     return list(load_corpus(corpus, split, data_dir).documents)
 
 
@@ -50,8 +50,8 @@ def stories(corpus: str, split: str, data_dir: str | None = None, max_tokens: in
 
 def babi(task: int, split: str, data_dir: str | None = None, size: str = "1k") -> list[BabiExample]:
     """The questions of one split (``train``, ``dev``: the last 10% of the training stories, ``test``) of bAbI task
-    ``task`` (1-20), in file order, with their coreference chains (:func:`coref.corpora.babi.load_babi`; the release under
-    ``DATA/babi``). A question's ``.document``, ``.question``, ``.answer``, ``.sentences`` and ``.clusters`` are
+    ``task`` (1-20), in file order, with their coreference chains (:func:`coref.corpora.babi.load_babi`; the release
+    under ``DATA/babi``). A question's ``.document``, ``.question``, ``.answer``, ``.sentences`` and ``.clusters`` are
     what :meth:`Reader.question` and :meth:`Reader.answer` read."""
     return load_babi(task, split, data_dir, size)
 

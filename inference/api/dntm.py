@@ -21,16 +21,17 @@ import numpy as np
 import torch
 
 from coref.corpora.anonymise import ANONYMISED_PREPROCESS, ENTITY_TOKENS, anonymise
-from coref.document import Document, Mention
 from coref.corpora.preprocess import apply_vocabulary, preprocess_document
-from generative.layers.batch import make_batch, token_stream
+from coref.document import Document, Mention
 from generative.dntm import DNTMConfig
-from inference.api.base import Texts, _html_table, as_documents
+from generative.layers.batch import make_batch, token_stream
+from inference.algorithms.posterior import TOKEN, tokenize
+from inference.api.arguments import Texts, as_documents
 from inference.api.language_model import LanguageModel
+from inference.api.tables import html_table
 from inference.data import language_model_documents
 from inference.evaluation.entity_cloze import Cloze, mean_quantile, sample_clozes, sentence_scores
 from inference.evaluation.perplexity import GROUPS, document_log_probs, group_table
-from inference.algorithms.posterior import TOKEN, tokenize
 
 ENTITY = re.compile(r"<unk(\d+)>")
 ANONYMISED_TOKEN = re.compile(r"<unk\d+>|" + TOKEN.pattern)  # a text's tokens, an entity's <unkK> one of them
@@ -38,7 +39,7 @@ BATCH_TOKENS = 32_000  # padded tokens per batch, the commands' default
 
 
 def anonymised_text(text: str, id: str = "text") -> Document:
-    """A text whose entities are written ``<unkK>`` as an anonymised Document: tokenised as ``inference.algorithms.posterior
+    """A text whose entities are written ``<unkK>`` as an anonymised Document: tokenised as ``entitylm posterior
     --text`` does, each ``<unkK>`` one token and a one-token mention of entity K. The entities must be numbered
     1, 2, ... in order of first appearance, as the anonymised data numbers its chains; else ValueError."""
     document = tokenize(text, id, ANONYMISED_TOKEN)
@@ -87,7 +88,7 @@ class TokenGroups:
         return "\n".join([*lines, *(f"{group:<22}{value:>12}{tokens:>8}" for group, value, tokens in self.rows())])
 
     def _repr_html_(self) -> str:
-        return _html_table(("group", "perplexity", "tokens"), self.rows(), f"{self.documents} documents")
+        return html_table(("group", "perplexity", "tokens"), self.rows(), f"{self.documents} documents")
 
 
 @dataclass(frozen=True, eq=False)  # numpy fields
@@ -144,14 +145,14 @@ class EntityStates:
 
     def _repr_html_(self) -> str:
         head = ("sentence", *(f"<unk{k}>" for k in range(1, self.entities + 1)))
-        return _html_table(head, self.rows(), f"{self.summary()}: ‖d‖ after each sentence, * where it mentions "
+        return html_table(head, self.rows(), f"{self.summary()}: ‖d‖ after each sentence, * where it mentions "
                                               "the entity")
 
 
 @dataclass(frozen=True)
 class ClozeScore:
-    """One entity cloze (:class:`inference.evaluation.entity_cloze.Cloze`: a sentence whose first mention of an entity seen
-    before is the slot) and ``scores[k]``: log p(the sentence with the slot filled by ``<unkK>`` | the document
+    """One entity cloze (:class:`inference.evaluation.entity_cloze.Cloze`: a sentence whose first mention of an entity
+    seen before is the slot) and ``scores[k]``: log p(the sentence with the slot filled by ``<unkK>`` | the document
     before it), for every candidate k (the entities mentioned before the sentence)."""
 
     cloze: Cloze
@@ -185,7 +186,7 @@ class ClozeScore:
                 f"log p per candidate: {cells}; quantile {self.quantile:.2f})")
 
     def _repr_html_(self) -> str:
-        return _html_table(("candidate", "log p (nats)", ""), self.rows(),
+        return html_table(("candidate", "log p (nats)", ""), self.rows(),
                            f"sentence {self.cloze.sentence}: {self.sentence()}")
 
 
@@ -220,7 +221,7 @@ class Clozes(Sequence[ClozeScore]):
     def _repr_html_(self) -> str:
         rows = [(c.cloze.document.id, c.cloze.sentence, c.sentence(), len(c.cloze.candidates), f"{c.quantile:.2f}")
                 for c in self.clozes]
-        return _html_table(("document", "sentence", "cloze", "candidates", "quantile"), rows, self.summary())
+        return html_table(("document", "sentence", "cloze", "candidates", "quantile"), rows, self.summary())
 
 
 # ---- the model ------------------------------------------------------------------------------------------------

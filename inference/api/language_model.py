@@ -11,15 +11,11 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
+from coref.corpora.preprocess import BOS, EOS, preprocess_document
+from coref.document import Document, EntityAnnotation, bracketed, decode_entities
 from coref.io.conll import format_conll
 from coref.io.html import document_html
-from coref.document import Document, EntityAnnotation, bracketed, decode_entities
-from coref.corpora.preprocess import BOS, EOS, preprocess_document
 from generative.entitynlm.model import EntityNLM, EntityNLMConfig, EntityProposal
-from inference.api.base import Texts, _check_sampling, _html_table, _number, as_documents, seeded
-from inference.api.reranking import Reranking, Resolver, check_rerank_options, resolver_of
-from inference.training.checkpoint import Checkpoint, entitynlm_modules, language_model
-from inference.evaluation.marginal_ppl import particle_batches, run_samplers
 from inference.algorithms.posterior import (
     AntecedentRanking,
     CoreferenceMarginals,
@@ -30,7 +26,12 @@ from inference.algorithms.posterior import (
     original_posteriors,
     posterior_proposal,
 )
+from inference.api.arguments import Texts, as_documents, check_sampling, seeded
+from inference.api.reranking import Reranking, Resolver, check_rerank_options, resolver_of
+from inference.api.tables import formatted, html_table
+from inference.evaluation.marginal_ppl import particle_batches, run_samplers
 from inference.evaluation.rerank import gold_mention_documents, noise_free, rerank_document
+from inference.training.checkpoint import Checkpoint, entitynlm_modules, language_model
 
 POSTERIOR_METHODS = {"is": "sir", "smc": "smc"}  # a sampler's name in inference.algorithms.posterior
 
@@ -43,7 +44,7 @@ LIKELIHOOD_COLUMNS = ("document", "tokens", "log p (nats)", "perplexity", "ESS",
 @dataclass(frozen=True)
 class Likelihood:
     """One document's log-likelihood: ``log_p`` (nats; for EntityNLM the estimate log p_hat(x), exact for the
-    RNNLM) over ``tokens`` predicted tokens (words and sentence ends, as the perplexities of inference.evaluation.marginal_ppl
+    RNNLM) over ``tokens`` predicted tokens (words and sentence ends, as the perplexities of ``entitylm marginal-ppl``
     count them). For EntityNLM also the ESS and PSIS k-hat of the weights (None: ArviZ could not fit one, see
     ``statistics["psis_khat_note"]``) and every statistic the command reports (``statistics``)."""
 
@@ -63,18 +64,18 @@ class Likelihood:
 
     def row(self) -> tuple[str, ...]:
         return (self.document, str(self.tokens), f"{self.log_p:.2f}", f"{self.perplexity:.2f}",
-                _number(self.ess, ".1f"), _number(self.psis_khat, ".2f"))
+                formatted(self.ess, ".1f"), formatted(self.psis_khat, ".2f"))
 
     def __repr__(self) -> str:
         how = "exact" if self.sampler == "exact" else f"{self.sampler.upper()}, {self.particles} particles"
         text = (f"Likelihood({self.document!r}: log p = {self.log_p:.2f} nats over {self.tokens} tokens, "
                 f"perplexity {self.perplexity:.2f}, {how}")
         if self.sampler != "exact":
-            text += f", ESS {_number(self.ess, '.1f')}, PSIS k-hat {_number(self.psis_khat, '.2f')}"
+            text += f", ESS {formatted(self.ess, '.1f')}, PSIS k-hat {formatted(self.psis_khat, '.2f')}"
         return text + ")"
 
     def _repr_html_(self) -> str:
-        return _html_table(LIKELIHOOD_COLUMNS, [self.row()])
+        return html_table(LIKELIHOOD_COLUMNS, [self.row()])
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,7 @@ class Likelihoods(Sequence[Likelihood]):
         return "\n".join([*lines, self.summary()])
 
     def _repr_html_(self) -> str:
-        return _html_table(LIKELIHOOD_COLUMNS, [result.row() for result in self], caption=self.summary())
+        return html_table(LIKELIHOOD_COLUMNS, [result.row() for result in self], caption=self.summary())
 
 
 # ---- posterior coreference ----------------------------------------------------------------------------------------
@@ -144,7 +145,8 @@ class PosteriorCoreference:
 
     @classmethod
     def of(cls, posterior: Posterior, sampler: str, proposal: str) -> PosteriorCoreference:
-        """The posterior of :func:`inference.algorithms.posterior.original_posteriors` (structures on the original tokens)."""
+        """The posterior of :func:`inference.algorithms.posterior.original_posteriors` (structures on the original
+        tokens)."""
         return cls(posterior.document, posterior.structures, posterior.weights, posterior.log_joint,
                    posterior.log_marginal, posterior.ess, posterior.resamplings, sampler, proposal,
                    posterior.map_structure, coreference_marginals(posterior.structures, posterior.weights))
@@ -279,8 +281,8 @@ class LanguageModel:
 
     def read(self, text: Texts) -> tuple[list[Document], list[Document]]:
         """The texts as Documents (:func:`as_documents`) and as the model reads them: the checkpoint's
-        preprocessing and vocabulary (words outside it become ``<unk>``), as ``inference.evaluation.marginal_ppl`` prepares
-        a corpus."""
+        preprocessing and vocabulary (words outside it become ``<unk>``), as ``inference.evaluation.marginal_ppl``
+        prepares a corpus."""
         originals = as_documents(text)
         vocabulary = self.checkpoint.vocabulary
         return originals, [preprocess_document(d, self.checkpoint.preprocess, vocabulary)[0] for d in originals]
@@ -291,10 +293,10 @@ class LanguageModel:
         perplexity). EntityNLM estimates it from ``particles`` annotations drawn from its proposal, by ``sampler``
         "smc" (sequential Monte Carlo resampling at sentence ends: less variance, the command's default) or
         "is" (importance sampling, the paper's eq. 11); the RNNLM computes it exactly. A Document is read the
-        way the corpora are (``inference.evaluation.marginal_ppl``: its mentions, if any, decide which punctuation is kept,
-        and are otherwise not used); documents are batched as that command does (``batch_tokens`` particles x
+        way the corpora are (``inference.evaluation.marginal_ppl``: its mentions, if any, decide which punctuation is
+        kept, and are otherwise not used); documents are batched as that command does (``batch_tokens`` particles x
         tokens), so a corpus's documents get the command's numbers for the same random state."""
-        _check_sampling(particles, sampler)
+        check_sampling(particles, sampler)
         originals, prepared = self.read(text)
         vocabulary = self.checkpoint.vocabulary
         per_particle = particles if self.kind == "entitynlm" else 1
@@ -329,7 +331,7 @@ class LanguageModel:
         resolver on LitBank and OntoGUM, see ``python -m inference.posterior --help``). ``proposal``: forward or
         bidirectional (default: forward where the checkpoint has it, as the command)."""
         self._require_entitynlm("posterior")
-        _check_sampling(particles, sampler)
+        check_sampling(particles, sampler)
         if not isinstance(text, (str, Document)):
             raise ValueError(f"posterior takes one text (a str or a Document), not a {type(text).__name__}")
         model, guide = self.modules(posterior_proposal(self.checkpoint, proposal))

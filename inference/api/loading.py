@@ -9,7 +9,7 @@ from pathlib import Path
 
 from coref.cli import INTERRUPTED
 from inference.training import train as train_command
-from inference.api.base import _Capture, _flags, kept_random_state
+from inference.api.arguments import _Capture, _flags, kept_random_state
 from inference.api.dntm import DynamicTextModel
 from inference.api.language_model import LanguageModel
 from inference.api.reader import Reader

@@ -13,16 +13,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from coref.io.html import document_html
-from coref.document import Document, bracketed
-from coref.metrics.stories import StoryMetrics, story_metrics
 from coref.corpora.stories import PromptedStory, prompt_tokens
+from coref.document import Document, bracketed
+from coref.io.html import document_html
 from coref.io.text import tokenize as tokenize_text
+from coref.metrics.stories import StoryMetrics, story_metrics
 from generative.mneme import MnemeConfig, MnemeExample, MnemeLM, parameter_count
 from generative.mneme import make_batch as make_story_batch
-from inference.api.base import _cell, _html_table, _number
-from inference.evaluation.entity_usage import Annotator, story_text
 from inference.algorithms.generate import entity_story, sample_story
+from inference.api.tables import cell, formatted, html_table
+from inference.evaluation.entity_usage import Annotator, story_text
 from inference.evaluation.mneme import Tally
 from inference.training.mneme import StoryLMCheckpoint, StoryVocabulary, encode_story
 
@@ -54,8 +54,8 @@ class StoryLikelihood:
     def summary(self) -> str:
         """One line: the story's name, log p, perplexity, -log p_e and -log p_r, and the cache size."""
         return (f"{self.story.id}: log p = {self.log_p:.2f} nats over {self.tokens} tokens, perplexity "
-                f"{self.perplexity:.2f}, -log p_e {_number(self.entity_nll, '.2f')} over {self.mention_tokens} "
-                f"mention tokens, -log p_r {_number(self.other_nll, '.2f')} (cache {self.cache_size})")
+                f"{self.perplexity:.2f}, -log p_e {formatted(self.entity_nll, '.2f')} over {self.mention_tokens} "
+                f"mention tokens, -log p_r {formatted(self.other_nll, '.2f')} (cache {self.cache_size})")
 
     def __repr__(self) -> str:
         shown = " ".join(self.unknown[:10]) + (" ..." if len(self.unknown) > 10 else "")
@@ -90,7 +90,7 @@ class MemoryAttention:
 
     def _repr_html_(self) -> str:
         rows = [(slot, *(f"{w:.2f}" for w in self.weights[:, j])) for j, slot in enumerate(self.slots)]
-        return _html_table(("slot", *(f"{start}-{end - 1}" for start, end in self.chunks)), rows,
+        return html_table(("slot", *(f"{start}-{end - 1}" for start, end in self.chunks)), rows,
                            "mean memory attention of the last layer per chunk (columns: token spans)")
 
 
@@ -155,20 +155,20 @@ class GeneratedStory:
             lines.append(f"prompt words read as <unk>: {' '.join(self.unknown)}")
         if self.document is not None:
             lines.append(bracketed(self.document))
-            lines.append("metrics: " + ", ".join(f"{name} {_cell(value)}" for name, value in self.metrics.items()))
+            lines.append("metrics: " + ", ".join(f"{name} {cell(value)}" for name, value in self.metrics.items()))
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
         if self.document is None:
             return f"<p>{escape(self.summary())}</p>"
-        metrics = _html_table(tuple(self.metrics), [tuple(map(_cell, self.metrics.values()))])
+        metrics = html_table(tuple(self.metrics), [tuple(map(cell, self.metrics.values()))])
         return document_html(self.document, title=self.summary()) + metrics
 
 
 @cache
 def story_annotator() -> Annotator:
-    """The coreference pipeline and POS tagger that annotate generated stories (:class:`inference.evaluation.entity_usage.
-    Annotator`, the bundled models), loaded once per process."""
+    """The coreference pipeline and POS tagger that annotate generated stories
+    (:class:`inference.evaluation.entity_usage. Annotator`, the bundled models), loaded once per process."""
     return Annotator.load()
 
 

@@ -2,11 +2,11 @@
 the C-GRU's attention over relation types per token, layer and direction, and the same questions without the
 coreference chains.
 
-A question is given as the library represents it: a :class:`coref.corpora.babi.BabiExample` (``coref.corpora.babi.load_babi``),
-a bAbI story in the file format (a string, its last question asked; :func:`coref.corpora.babi.parse_babi`), or a
-:class:`generative.coref_gru.ReadingExample` of word ids (:meth:`Reader.examples`: a task's split as
-``python -m inference.train`` reads it, LAMBADA and WikiHop included). Answers are those of the trained model's
-``answer_logits``, accuracies those of :func:`inference.training.coref_gru.accuracy`.
+A question is given as the library represents it: a :class:`coref.corpora.babi.BabiExample`
+(``coref.corpora.babi.load_babi``), a bAbI story in the file format (a string, its last question asked;
+:func:`coref.corpora.babi.parse_babi`), or a :class:`generative.coref_gru.ReadingExample` of word ids
+(:meth:`Reader.examples`: a task's split as ``entitylm train`` reads it, LAMBADA and WikiHop included). Answers
+are those of the trained model's ``answer_logits``, accuracies those of :func:`inference.training.coref_gru.accuracy`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from matplotlib.figure import Figure
 
 from coref.corpora.babi import BabiExample, parse_babi
 from generative.coref_gru import GatedAttentionReader, ReaderConfig, ReadingExample, make_reading_batch, parameter_count
-from inference.api.base import _html_table
+from inference.api.tables import html_table
 from inference.training.coref_gru import (
     EVAL_BATCH,
     ReadingData,
@@ -87,7 +87,7 @@ class Answer:
     def _repr_html_(self) -> str:
         rows = [(answer, f"{p:.3f}", "right" if answer == self.question.answer else "")
                 for answer, p in self.probabilities.items()]
-        return _html_table(("answer", "p", ""), rows, self.summary())
+        return html_table(("answer", "p", ""), rows, self.summary())
 
 
 @dataclass(frozen=True, eq=False)  # numpy fields
@@ -130,7 +130,7 @@ class RelationAttention:
                           "state) per layer and direction", *lines])
 
     def _repr_html_(self) -> str:
-        return _html_table(self.headers(), self.rows(),
+        return html_table(self.headers(), self.rows(),
                            "coreferent attention (mass on the other mention's state) per layer and direction")
 
     def plot(self, title: str = "") -> Figure:
@@ -181,7 +181,7 @@ class WordPreferences:
 
     def _repr_html_(self) -> str:
         rows = [(word, f"{fw:.3f}", f"{bw:.3f}") for word, (fw, bw) in self.values.items()]
-        return _html_table(("word", "forward", "backward"), rows, "layer 1's attention on the coreferent state")
+        return html_table(("word", "forward", "backward"), rows, "layer 1's attention on the coreferent state")
 
 
 class Reader:
@@ -315,8 +315,8 @@ class Reader:
 
     def accuracy(self, questions: str | Sequence[Story] = "test", chains: bool = True,
                  data_dir: str | None = None) -> float:
-        """The fraction of questions answered right (:func:`inference.training.coref_gru.accuracy`): a split's name (read
-        from ``data_dir``) or a list of questions; ``chains=False`` reads every story without its chains."""
+        """The fraction of questions answered right (:func:`inference.training.coref_gru.accuracy`): a split's name
+        (read from ``data_dir``) or a list of questions; ``chains=False`` reads every story without its chains."""
         examples = self.examples(questions, data_dir) if isinstance(questions, str) else \
             [self.question(story).example for story in questions]
         if not examples:

@@ -4,10 +4,10 @@
 
 The candidates are those of ``python -m inference.rerank`` (:func:`inference.evaluation.rerank.rerank_document`): the
 resolver scores every antecedent arc over the document's gold mentions, a k-best generator
-(:mod:`coref.resolution.kbest`) turns the table into a list of antecedent trees, and every distinct partition is scored by
-EntityNLM's log p(R, E, L, X) (eq. 12) with its new-entity embedding at its mean, so scores are deterministic.
-The choices are those of :mod:`coref.resolution.rerank`: the base one-best, EntityNLM alone, EntityNLM + ``weight`` x the
-resolver's tree score, and the oracle (best CoNLL F1 against the document's own clusters).
+(:mod:`coref.resolution.kbest`) turns the table into a list of antecedent trees, and every distinct partition is scored
+by EntityNLM's log p(R, E, L, X) (eq. 12) with its new-entity embedding at its mean, so scores are deterministic.
+The choices are those of :mod:`coref.resolution.rerank`: the base one-best, EntityNLM alone, EntityNLM + ``weight`` x
+the resolver's tree score, and the oracle (best CoNLL F1 against the document's own clusters).
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ import numpy as np
 
 from coref.document import Document
 from coref.resolution.kbest import Partition, document_with_clusters
+from coref.resolution.pipeline import BUNDLED as BUNDLED_COREF
+from coref.resolution.ranker import MentionRanker, resolver_documents, resolver_syntax
 from coref.resolution.rerank import (
     GENERATORS,
     Candidate,
@@ -30,9 +32,7 @@ from coref.resolution.rerank import (
     interpolated_choice,
     oracle_choice,
 )
-from coref.resolution.pipeline import BUNDLED as BUNDLED_COREF
-from coref.resolution.ranker import MentionRanker, resolver_documents, resolver_syntax
-from inference.api.base import _html_table
+from inference.api.tables import html_table
 
 Resolver = MentionRanker | str | os.PathLike | None
 
@@ -116,7 +116,8 @@ class Reranking:
 
     @property
     def choices(self) -> dict[str, int]:
-        """The candidate each system chooses (:mod:`coref.resolution.rerank`'s choosers, ties to the resolver's order)."""
+        """The candidate each system chooses (:mod:`coref.resolution.rerank`'s choosers, ties to the resolver's
+        order)."""
         chosen = {"base": base_choice(self.candidates), "EntityNLM": interpolated_choice(self.candidates, 0.0)}
         if self.weight is not None:
             chosen["interpolated"] = interpolated_choice(self.candidates, self.weight)
@@ -178,4 +179,4 @@ class Reranking:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        return _html_table(self.HEADERS, self.rows(), self.summary())
+        return html_table(self.HEADERS, self.rows(), self.summary())

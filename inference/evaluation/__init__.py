@@ -1,2 +1,2 @@
-"""The papers' evaluations: perplexities (marginal and per token group), diagnostics,
-entity prediction and cloze, reranking, story-LM metrics."""
+"""The papers' evaluations: perplexities (marginal and per token group), diagnostics, entity prediction and
+cloze, reranking, the story LMs' metrics and the entity usage of generated stories."""

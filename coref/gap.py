@@ -1,8 +1,8 @@
-"""`python -m coref.gap`, as the docs show it: the command is :mod:`coref.corpora.gap`."""
+"""`python -m coref.gap`, as the docs show it: the command is :mod:`inference.commands.gap`."""
 
 if __name__ == "__main__":
     import sys
 
-    from coref.corpora.gap import main
+    from inference.commands.gap import main
 
     sys.exit(main())

@@ -1,8 +1,8 @@
-"""`python -m coref.resolve`, as the docs show it: the command is :mod:`coref.resolution.pipeline`."""
+"""`python -m coref.resolve`, as the docs show it: the command is :mod:`inference.commands.resolve`."""
 
 if __name__ == "__main__":
     import sys
 
-    from coref.resolution.pipeline import main
+    from inference.commands.resolve import main
 
     sys.exit(main())

@@ -15,7 +15,8 @@ from coref.corpora.registry import joined_text, load_corpus
 from coref.resolution.kbest import ROOT, document_with_clusters, greedy_tree
 from coref.resolution.mentions import MAX_SENTENCE_TOKENS, sentence_windows
 from coref.metrics.coreference import evaluate
-from coref.resolution.pipeline import BUNDLED, main, resolve
+from coref.resolution.pipeline import BUNDLED, resolve
+from inference.commands.resolve import main
 from coref.resolution.ranker import (
     ANTECEDENT_WINDOW,
     FAR_MATCHES,

@@ -12,9 +12,10 @@ from coref.resolution import ranker as resolver
 from coref.corpora.registry import load_corpus
 from coref.document import Document, Mention
 from coref.resolution.mentions import MentionDetectorConfig, train_detector
-from coref.resolution.pipeline import BUNDLED, CorefPipeline, clusters, main, resolve
+from coref.resolution.pipeline import BUNDLED, CorefPipeline, clusters, resolve
 from coref.resolution.ranker import MentionRanker, lowercased, with_predicted_mentions
 from coref.io.text import tokenize
+from inference.commands.resolve import main
 
 STORY = ("Maria opened a small bakery on Elm Street. Every morning, she baked bread before dawn. "
          "Her brother Tomas delivered the bread to the cafes. He drove an old van.")

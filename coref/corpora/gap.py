@@ -11,25 +11,20 @@ TAB-separated, a header row, 11 columns (``ID, Text, Pronoun, Pronoun-offset, A,
 B-coref, URL``), offsets 0-based characters into ``Text``. A row that breaks this format is a
 :class:`GapError` naming ``FILE:LINE``.
 
-The command scores the raw-text pipeline of :mod:`coref.resolution.pipeline` (the snippet-context setting: the URL unused)::
-
-    python -m coref.gap --split test --data-dir DATA [--detector M --resolver R] [--json OUT]
+Its command, :mod:`inference.commands.gap` (``python -m coref.gap``), scores the raw-text pipeline of
+:mod:`coref.resolution.pipeline`.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from coref.io.atomic import write_text_atomic
-from coref.cli import FileLineError, Parser, integer, output_file, progress, run_main
+from coref.cli import FileLineError, progress
 from coref.io.conll import read_utf8
 from coref.corpora.registry import CorpusError, DataDir, resolve_data_dir
 from coref.document import Document, Mention
-from coref.io.text import TokenizedText, tokenize
+from coref.io.text import TokenizedText
 
 SPLIT_FILES = {"dev": "gap-development.tsv", "test": "gap-test.tsv", "validation": "gap-validation.tsv"}
 SPLIT_ALIASES = {"development": "dev"}  # the file's own name
@@ -242,22 +237,8 @@ def evaluate_gap(examples: Sequence[GapExample], resolve: Callable[[str], tuple[
     return {**gap_scores(examples, decisions), "examples": len(examples), "pronoun_without_mention": unresolved}
 
 
-
-# ---- command line -------------------------------------------------------------------------------------------
-
-
-def build_parser() -> Parser:
-    parser = Parser(prog="python -m coref.gap", description=__doc__)
-    parser.add_argument("--split", default="test", help="dev, test or validation")
-    parser.add_argument("--data-dir", help="folder holding gap/ (default: $ENTITYLM_DATA)")
-    parser.add_argument("--detector", help="mention detector (default: the bundled one)")
-    parser.add_argument("--resolver", help="mention ranker trained on that detector's mentions (default: bundled)")
-    parser.add_argument("--limit", type=integer(1), help="score only the first N examples (a quick look)")
-    parser.add_argument("--json", type=output_file, help="also write the scores as JSON here")
-    return parser
-
-
 def format_scores(scores: dict) -> str:
+    """The scores of :func:`evaluate_gap` as a table in percent, then the bias and the counts."""
     lines = [f"{'':<10}{'precision':>10}{'recall':>8}{'F1':>8}"]
     for group in ("masculine", "feminine", "overall"):
         score = scores[group]
@@ -267,29 +248,3 @@ def format_scores(scores: dict) -> str:
     lines.append(f"bias (F/M): {bias}; {scores['examples']} examples, the pronoun unmentioned in "
                  f"{scores['pronoun_without_mention']}")
     return "\n".join(lines)
-
-
-def run(args: argparse.Namespace) -> int:
-    from coref.resolution.pipeline import CorefPipeline  # the detector needs torch; the dataset code does not
-
-    examples = load_gap(args.split, args.data_dir)[: args.limit]
-    pipeline = CorefPipeline.load(args.detector, args.resolver)
-
-    def resolve(text: str) -> tuple[Document, TokenizedText]:
-        tokenized = tokenize(text)
-        return pipeline.resolve(tokenized), tokenized
-
-    scores = {"split": args.split, **evaluate_gap(examples, resolve)}
-    print(format_scores(scores))
-    if args.json:
-        write_text_atomic(args.json, json.dumps(scores, indent=2) + "\n")
-    return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return run_main(lambda: run(args))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

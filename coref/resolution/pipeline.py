@@ -1,50 +1,39 @@
-"""Coreference of raw text, end to end: tokens -> mentions -> clusters, as one call and one command.
-
-    python -m coref.resolve --text "Anna met her brother in Paris. She thanked him."
-    python -m coref.resolve --file story.txt --out story.conll --json story.json
-    python -m coref.resolve --conll IN.conll --out OUT.conll   # a CoNLL file's tokens; its own mentions ignored
+"""Coreference of raw text, end to end: tokens -> mentions -> clusters, as one call (its command, ``python -m
+coref.resolve``, is :mod:`inference.commands.resolve`).
 
     >>> from coref.resolution.pipeline import resolve
     >>> document = resolve("Anna met her brother. She thanked him.")   # a coref.document.Document
 
 Three steps, each a module of its own: :mod:`coref.io.text` tokenises the text and splits its sentences (the
-corpora's Penn Treebank conventions, character offsets kept); the mention detector of :mod:`coref.resolution.mentions`
-proposes mentions from the tokens alone; the mention ranker of :mod:`coref.resolution.ranker`, trained on that detector's
-mentions of the same corpus (``python -m coref.resolver train --detector``), links each mention to an earlier one
-or starts a new entity. A mention linked to nothing is a singleton: written only by a model of a corpus that
-annotates singletons (LitBank), dropped otherwise (OntoNotes style), so "not a mention" and "mentioned once"
-are the same decision. The models bundled in ``coref/pretrained`` (see :data:`BUNDLED`) need no data directory.
-
-Output: a readable list of the entities on stdout; ``--out`` the CoNLL file (``-``: stdout); ``--json`` the
-clusters with token and character offsets. With ``--conll`` each document is written under its own header, its
-part as the input wrote it (``part 0`` stays ``part 0``), so the official scorer matches it with the input's key.
+corpora's Penn Treebank conventions, character offsets kept); the mention detector of
+:mod:`coref.resolution.mentions` proposes mentions from the tokens alone; the mention ranker of
+:mod:`coref.resolution.ranker`, trained on that detector's mentions of the same corpus (``python -m coref.resolver
+train --detector``), links each mention to an earlier one or starts a new entity. A mention linked to nothing is a
+singleton: written only by a model of a corpus that annotates singletons (LitBank), dropped otherwise (OntoNotes
+style), so "not a mention" and "mentioned once" are the same decision. The models bundled in ``coref/pretrained``
+(see :data:`BUNDLED`) need no data directory.
 
 A whole book is one document: time and memory grow linearly with its length (the ranker scores a bounded list of
 antecedent candidates, :mod:`coref.resolution.ranker`; the detector reads an overlong sentence in windows,
-:mod:`coref.resolution.mentions`). A 120K-word text took about 15 s and 0.85 GB on 2 cores; on a terminal a progress bar
-follows the ranking of a long text.
+:mod:`coref.resolution.mentions`). A 120K-word text took about 15 s and 0.85 GB on 2 cores; on a terminal a progress
+bar follows the ranking of a long text.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from coref.io.atomic import atomic_path, write_text_atomic
-from coref.cli import Parser, output_file, run_main
-from coref.io.conll import format_conll, read_conll, read_utf8
+from coref.io.conll import read_conll, read_utf8
 from coref.document import Document
 from coref.resolution.mentions import MentionDetector
 from coref.resolution.ranker import MentionRanker, with_predicted_mentions
 from coref.io.text import TokenizedText, tokenize
 
 PRETRAINED = Path(__file__).parent / "pretrained"
-BUNDLED = {"detector": PRETRAINED / "mentions.pt", "resolver": PRETRAINED / "resolver.npz"}
+BUNDLED = {"detector": PRETRAINED / "mentions.pt", "resolver": PRETRAINED / "resolver.pt"}
 
 
 @dataclass
@@ -110,54 +99,23 @@ def format_clusters(document: Document, tokenized: TokenizedText | None = None) 
     return "\n".join(lines)
 
 
-# ---- command line -------------------------------------------------------------------------------------------
+def read_inputs(text: str | None = None, file: str | Path | None = None,
+                conll: str | Path | None = None) -> list[tuple[Document, TokenizedText | None]]:
+    """The documents to resolve, each with its tokenisation (None for a CoNLL document, which comes tokenised):
+    one of ``text``, a UTF-8 text ``file`` (the document is named after it; an empty one is an error naming it),
+    or the documents of a ``conll`` file (their tokens and sentences; read strictly, their mentions ignored)."""
+    if conll is not None:
+        return [(document, None) for document in read_conll(conll, strict=True)[0]]
+    if text is None:
+        text = read_utf8(file)
+        if not text.strip():
+            raise ValueError(f"{file}:1: cannot tokenize an empty or whitespace-only text")
+    tokenized = tokenize(text)
+    name = "text" if file is None else Path(file).stem
+    return [(Document(name, tokenized.tokens, tokenized.sentences), tokenized)]
 
 
-def build_parser() -> Parser:
-    parser = Parser(prog="python -m coref.resolve", description=__doc__)
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--text", help="the text to resolve")
-    source.add_argument("--file", help="a UTF-8 text file to resolve")
-    source.add_argument("--conll", help="a CoNLL file whose documents' tokens and sentences are resolved")
-    parser.add_argument("--out", type=output_file, help="write the CoNLL here ('-': stdout)")
-    parser.add_argument("--json", type=output_file, help="write the clusters (token and character offsets) here")
-    parser.add_argument("--detector", help="a mention detector (python -m coref.mentions; default: the bundled one)")
-    parser.add_argument("--resolver", help="a mention ranker trained on that detector's mentions "
-                        "(python -m coref.resolver train --detector; default: the bundled one)")
-    return parser
-
-
-def run(args: argparse.Namespace) -> int:
-    if args.conll is not None:  # the input is read and checked before the models load
-        inputs = [(document, None) for document in read_conll(args.conll, strict=True)[0]]
-    else:
-        text = args.text if args.text is not None else read_utf8(args.file)
-        if args.file is not None and not text.strip():
-            raise ValueError(f"{args.file}:1: cannot tokenize an empty or whitespace-only text")
-        tokenized = tokenize(text)
-        name = "text" if args.file is None else Path(args.file).stem
-        inputs = [(Document(name, tokenized.tokens, tokenized.sentences), tokenized)]
-    pipeline = CorefPipeline.load(args.detector, args.resolver)
-    documents = pipeline.resolve_documents([document for document, _ in inputs])
-    tokenizations = [tokenized for _, tokenized in inputs]
-    if args.out == "-":
-        print(format_conll(documents), end="")
-    else:
-        print("\n".join(format_clusters(document, found) for document, found in zip(documents, tokenizations)))
-    if args.out not in (None, "-"):
-        with atomic_path(args.out) as partial:
-            Path(partial).write_text(format_conll(documents), encoding="utf-8")
-    if args.json:
-        result = {"documents": [{"id": document.id, "part": document.part, "clusters": clusters(document, found)}
-                                for document, found in zip(documents, tokenizations)]}
-        write_text_atomic(args.json, json.dumps(result, indent=2, ensure_ascii=False) + "\n")
-    return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return run_main(lambda: run(args))
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def clusters_json(documents: Sequence[Document], tokenizations: Sequence[TokenizedText | None]) -> dict:
+    """Each document's id, part and :func:`clusters` (character offsets where its tokenisation is given)."""
+    return {"documents": [{"id": document.id, "part": document.part, "clusters": clusters(document, found)}
+                          for document, found in zip(documents, tokenizations)]}

@@ -1,0 +1,64 @@
+"""The GAP coreference dataset (Webster et al. 2018): loading, decisions from a resolved document, and its metric.
+
+GAP gives a Wikipedia paragraph, an ambiguous pronoun and two names, A and B, all by character offset, and
+says whether each name corefers with the pronoun (both may be FALSE). A coreference resolver answers by
+clustering mentions in the tokenised paragraph; :func:`gap_decisions` reads its two answers off the clusters,
+:func:`gap_scores` scores them as GAP's ``gap_scorer.py`` does, and :func:`evaluate_gap` does both over a split
+with any resolver.
+
+The files live at ``DATA/gap/gap-{development,test,validation}.tsv`` (splits ``dev``, ``test``, ``validation``):
+TAB-separated, a header row, 11 columns (``ID, Text, Pronoun, Pronoun-offset, A, A-offset, A-coref, B, B-offset,
+B-coref, URL``), offsets 0-based characters into ``Text``. A row that breaks this format is a
+:class:`GapError` naming ``FILE:LINE``.
+
+The command scores the raw-text pipeline of :mod:`coref.resolution.pipeline` (the snippet-context setting: the URL
+unused)::
+
+    python -m coref.gap --split test --data-dir DATA [--detector M --resolver R] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from coref.cli import Parser, integer, run_main
+from coref.corpora.gap import evaluate_gap, format_scores, load_gap
+from coref.document import Document
+from coref.io.atomic import write_text_atomic
+from coref.io.text import TokenizedText, tokenize
+from coref.resolution.pipeline import CorefPipeline
+from inference.commands.options import add_data_dir, add_json
+
+
+def build_parser() -> Parser:
+    """The split, the models, --limit and --json."""
+    parser = Parser(prog="python -m coref.gap", description=__doc__)
+    parser.add_argument("--split", default="test", help="dev, test or validation")
+    add_data_dir(parser, help="folder holding gap/ (default: $ENTITYLM_DATA)")
+    parser.add_argument("--detector", help="mention detector (default: the bundled one)")
+    parser.add_argument("--resolver", help="mention ranker trained on that detector's mentions (default: bundled)")
+    parser.add_argument("--limit", type=integer(1), help="score only the first N examples (a quick look)")
+    add_json(parser, help="also write the scores as JSON here")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Score the pipeline on a GAP split; returns the exit status."""
+    args = build_parser().parse_args(argv)
+
+    def score() -> int:
+        examples = load_gap(args.split, args.data_dir)[: args.limit]
+        pipeline = CorefPipeline.load(args.detector, args.resolver)
+
+        def resolve(text: str) -> tuple[Document, TokenizedText]:
+            tokenized = tokenize(text)
+            return pipeline.resolve(tokenized), tokenized
+
+        scores = {"split": args.split, **evaluate_gap(examples, resolve)}
+        print(format_scores(scores))
+        if args.json:
+            write_text_atomic(args.json, json.dumps(scores, indent=2) + "\n")
+        return 0
+
+    return run_main(score)

@@ -290,14 +290,22 @@ def _brackets(coreference: str) -> tuple[list[int], list[int], list[int]] | None
 
 
 @dataclass(frozen=True)
-class _ConlluToken:
+class ConlluWord:
+    """A syntactic word of a CoNLL-U file: its line, its sentence (0, 1, ... in file order) and its TAB-separated
+    columns as written (ID, FORM, LEMMA, UPOS, XPOS, FEATS, HEAD, DEPREL, ...)."""
+
     line: int
-    form: str
     sentence: int
+    columns: tuple[str, ...]
+
+    @property
+    def form(self) -> str:
+        return self.columns[1]
 
 
-def _read_conllu_tokens(path: str) -> list[_ConlluToken]:
-    """The syntactic words of a CoNLL-U file (integer IDs: no multiword ranges, no empty nodes)."""
+def read_conllu_words(path: str) -> list[ConlluWord]:
+    """The syntactic words of a CoNLL-U file (integer IDs: no multiword ranges, no empty nodes), the tokens a
+    CoNLL file read with it is aligned to; a line that is not a token line raises :class:`ConllError`."""
     tokens, sentence, in_sentence = [], 0, False
     for number, line in enumerate(_lines_of(read_utf8(path)), start=1):
         line = line.rstrip("\r")
@@ -311,7 +319,7 @@ def _read_conllu_tokens(path: str) -> list[_ConlluToken]:
         if len(columns) < 2 or not (columns[0].isdigit() or _CONLLU_SKIPPED_ID.fullmatch(columns[0])):
             raise ConllError(path, number, f"not a CoNLL-U token line (ID TAB FORM ...): {line[:40]!r}")
         if columns[0].isdigit():
-            tokens.append(_ConlluToken(number, columns[1], sentence))
+            tokens.append(ConlluWord(number, sentence, tuple(columns)))
             in_sentence = True
     return tokens
 
@@ -324,7 +332,7 @@ def _conllu_sentences_per_document(
     Word forms must agree; an empty CoNLL word (OntoGUM writes the token ``|`` that way) takes the CoNLL-U form,
     which is a problem to report. A sentence may not run across a document boundary.
     """
-    aligned = _read_conllu_tokens(conllu)
+    aligned = read_conllu_words(conllu)
     sentences, offset = [], 0
     for raw in raw_documents:
         counterparts = aligned[offset : offset + len(raw.tokens)]
@@ -347,7 +355,7 @@ def _conllu_sentences_per_document(
 def _check_same_word(
     raw: _RawDocument,
     token: _Token,
-    counterpart: _ConlluToken,
+    counterpart: ConlluWord,
     path: str,
     conllu: str,
     complain: _Complaints,
@@ -363,7 +371,7 @@ def _check_same_word(
     token.word = counterpart.form
 
 
-def _sentence_spans(tokens: Sequence[_ConlluToken]) -> list[tuple[int, int]]:
+def _sentence_spans(tokens: Sequence[ConlluWord]) -> list[tuple[int, int]]:
     """Half-open spans of the runs of tokens from one CoNLL-U sentence."""
     starts = [i for i, token in enumerate(tokens) if i == 0 or token.sentence != tokens[i - 1].sentence]
     return list(zip(starts, starts[1:] + [len(tokens)]))

@@ -61,7 +61,7 @@ from tqdm import tqdm
 from coref.io.atomic import atomic_path, write_text_atomic
 from coref.cli import Parser, integer, output_file, real, run_subcommand
 from coref.cli import progress as progress_bar
-from coref.io.conll import ConllError, read_utf8, write_conll
+from coref.io.conll import ConllError, read_conllu_words, write_conll
 from coref.corpora.registry import corpus_names, load_corpus, resolve_data_dir
 from coref.document import Document, Mention
 from coref.resolution.kbest import ROOT, clusters, document_with_clusters, tree_from_antecedents
@@ -168,28 +168,23 @@ class Syntax:
 
 
 def read_conllu_syntax(path: str | os.PathLike) -> Syntax:
-    """The parse in a CoNLL-U file, sentences concatenated, over its syntactic words (as coref.io.conll aligns them).
-
-    Multiword-token ranges and empty nodes are skipped, like :func:`coref.io.conll._read_conllu_tokens` does, so
-    token ``t`` here is token ``t`` of the CoNLL file read with that CoNLL-U file.
-    """
-    form, upos, xpos, head, deprel = [], [], [], [], []
-    sentence_start = 0
-    for number, line in enumerate(read_utf8(path).splitlines(), start=1):
-        if not line.strip():
-            sentence_start = len(form)
-            continue
-        columns = line.split("\t")
-        if line.startswith("#") or not columns[0].isdigit():
-            continue
-        if len(columns) < 8 or not columns[6].isdigit():
-            raise ConllError(str(path), number, "a CoNLL-U word line needs 10 TAB-separated columns and a HEAD")
-        form.append(columns[1])
-        upos.append(columns[3])
-        xpos.append(columns[4])
-        head.append(sentence_start + int(columns[6]) - 1 if int(columns[6]) else -1)
-        deprel.append(columns[7])
-    return Syntax(tuple(form), tuple(upos), tuple(xpos), tuple(head), tuple(deprel))
+    """The parse in a CoNLL-U file, sentences concatenated, over its syntactic words: those of
+    :func:`coref.io.conll.read_conllu_words`, so token ``t`` here is token ``t`` of the CoNLL file read with that
+    CoNLL-U file. HEAD (1-based in its sentence, 0 for the root) becomes a token index, -1 for the root."""
+    words = read_conllu_words(str(path))
+    sentence_start: dict[int, int] = {}
+    for index, word in enumerate(words):
+        sentence_start.setdefault(word.sentence, index)
+        if len(word.columns) < 8 or not word.columns[6].isdigit():
+            raise ConllError(str(path), word.line, "a CoNLL-U word line needs 10 TAB-separated columns and a HEAD")
+    heads = [int(word.columns[6]) for word in words]
+    return Syntax(
+        tuple(word.form for word in words),
+        tuple(word.columns[3] for word in words),
+        tuple(word.columns[4] for word in words),
+        tuple(sentence_start[word.sentence] + head - 1 if head else -1 for word, head in zip(words, heads)),
+        tuple(word.columns[7] for word in words),
+    )
 
 
 # ---- documents ----------------------------------------------------------------------------------------------

@@ -145,3 +145,12 @@ def test_no_import_circle():
                if len(component) > 1]
     shown = "\n  ".join(" -> ".join([*(a for a, _ in circle), circle[0][0]]) for circle in circles)
     assert not circles, f"import circles:\n  {shown}"
+
+
+def test_every_package_says_what_lives_there():
+    """The map reads from the packages themselves: each ``__init__.py`` opens with a docstring saying what is inside."""
+    silent = [name for name, path in MODULES.items() if path.name == "__init__.py"
+              and not ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))]
+    folders = {path.parent for path in MODULES.values()}
+    unpackaged = sorted(str(folder.relative_to(ROOT)) for folder in folders if not (folder / "__init__.py").is_file())
+    assert not silent and not unpackaged, f"packages without a docstring: {silent}; folders without one: {unpackaged}"

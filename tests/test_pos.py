@@ -124,7 +124,7 @@ def test_a_file_that_is_not_a_tagger_is_one_error_naming_it(tmp_path, capsys):
     other = tmp_path / "other.pt"
     torch.save({"format": "entitylm-pos-tagger", "version": 1, "config": {"bogus": 1}}, other)
     for path, says in [(noise, "not a part-of-speech tagger"), (COREF_BUNDLED["detector"], "not a part-of-speech "
-                       "tagger"), (other, "not a complete part-of-speech tagger"),
+                       "tagger"), (other, "not a part-of-speech tagger \\(incomplete"),
                        (tmp_path / "absent.pt", "no such part-of-speech tagger file")]:
         with pytest.raises(PosModelError, match=f"{path}: {says}"):
             PosTagger.load(path)

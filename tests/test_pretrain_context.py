@@ -17,6 +17,7 @@ from generative.layers.batch import make_batch
 from generative.dntm import ContextEncoder, DNTMConfig, DynamicNeuralTextModel, sentence_batch
 from inference.training import context_encoder as pretrain_context
 from inference.training import train
+from coref.io.checkpoint import load
 from inference.training.checkpoint import Checkpoint, CheckpointError
 from inference.training.context_encoder import (
     encode_sentences,
@@ -63,17 +64,19 @@ def last_line_error(capsys) -> str:
 
 
 def test_pretraining_lowers_the_held_out_loss_and_keeps_the_best(pretrained, sample_vocabulary):
-    payload = torch.load(pretrained, weights_only=True)
-    assert payload["format"] == pretrain_context.FORMAT and payload["size"] == SIZE and payload["steps"] == 60
-    assert Vocabulary.from_dict(payload["vocabulary"]) == sample_vocabulary  # train.py's ids
-    assert payload["options"]["corpus"] == "sample" and payload["options"]["max_sentence_tokens"] == 32
-    assert payload["state_dict"]["embedding.weight"].shape == (len(sample_vocabulary), SIZE)
-    assert set(payload["state_dict"]) == set(ContextEncoder(1, 1).state_dict())
-    history = payload["history"]
+    checkpoint = load(pretrained)
+    assert checkpoint.kind == "context_encoder" and checkpoint.config == {"size": SIZE}
+    assert checkpoint.training["steps"] == 60
+    assert Vocabulary.from_dict(checkpoint.vocabulary) == sample_vocabulary  # train.py's ids
+    options = checkpoint.training["args"]
+    assert options["corpus"] == "sample" and options["max_sentence_tokens"] == 32
+    assert checkpoint.weights["model"]["embedding.weight"].shape == (len(sample_vocabulary), SIZE)
+    assert set(checkpoint.weights["model"]) == set(ContextEncoder(1, 1).state_dict())
+    history = checkpoint.training["history"]
     assert [record["step"] for record in history] == [0, 20, 40, 60]
-    assert payload["best"]["held_out_loss"] == min(record["held_out_loss"] for record in history)
-    assert payload["best"]["held_out_loss"] < history[0]["held_out_loss"] - 0.1  # it learns
-    text = payload["text"]["sample/train"]
+    assert checkpoint.training["best"]["held_out_loss"] == min(record["held_out_loss"] for record in history)
+    assert checkpoint.training["best"]["held_out_loss"] < history[0]["held_out_loss"] - 0.1  # it learns
+    text = checkpoint.training["text"]["sample/train"]
     assert text["sentences"] == 39 and text["sentences_dropped"] == 0
 
 
@@ -194,7 +197,7 @@ def test_loading_freezes_the_encoder_and_gives_entities_unks_vector(pretrained, 
     model = dntm(sample_vocabulary)
     said = load_context_encoder(model, pretrained, sample_vocabulary)
     assert "frozen" in said and "input and output embeddings initialised" in said
-    saved = torch.load(pretrained, weights_only=True)["state_dict"]
+    saved = load(pretrained).weights["model"]
     pretrained_embeddings = saved["embedding.weight"]
     first, unk = first_entity_id(sample_vocabulary), sample_vocabulary.unk_id
     entities = slice(first, first + len(ENTITY_TOKENS))
@@ -239,11 +242,11 @@ def test_a_file_that_is_no_context_encoder_is_refused_in_one_line(tmp_path, pret
     with pytest.raises(CheckpointError, match="random: not an entitylm context encoder"):
         read_context_encoder(tmp_path / "random")
     torch.save({"format": "something else"}, tmp_path / "other.pt")
-    with pytest.raises(CheckpointError, match="other.pt: not a context encoder written by"):
+    with pytest.raises(CheckpointError, match="other.pt: not an entitylm context encoder"):
         read_context_encoder(tmp_path / "other.pt")
-    payload = torch.load(pretrained, weights_only=True)
-    del payload["state_dict"]["project.bias"]
-    torch.save(payload, tmp_path / "broken.pt")
+    checkpoint = load(pretrained)
+    del checkpoint.weights["model"]["project.bias"]
+    checkpoint.save(tmp_path / "broken.pt")
     with pytest.raises(CheckpointError, match="broken.pt: not a usable context encoder") as error:
         read_context_encoder(tmp_path / "broken.pt")
     assert "\n" not in str(error.value)
@@ -261,7 +264,7 @@ def test_training_a_dntm_on_the_pretrained_encoder_keeps_it_frozen(pretrained, t
     assert "context encoder loaded and frozen" in capsys.readouterr().err
     checkpoint = Checkpoint.load(out / "last.pt")
     assert checkpoint.training["args"]["context_encoder"] == str(pretrained)
-    weights, saved = checkpoint.weights["model"], torch.load(pretrained, weights_only=True)["state_dict"]
+    weights, saved = checkpoint.weights["model"], load(pretrained).weights["model"]
     for name in ("lstm.weight_ih_l0", "project.weight"):
         assert torch.equal(weights[f"context_encoder.{name}"], saved[name])  # frozen: unchanged by training
     # Resuming with another encoder (or none) would mix two configurations.

@@ -16,6 +16,7 @@ from inference.evaluation import entity_usage
 from inference.algorithms import generate
 from inference.evaluation import mneme as mneme_eval
 from inference.training import mneme as story_lm
+from coref.io.checkpoint import FORMAT, VERSION
 from inference.training import train
 
 TINY = ["--corpus", "sample", "--d-model", "16", "--layers", "1", "--heads", "2", "--d-ff", "32", "--chunk", "8",
@@ -154,7 +155,7 @@ def test_load_story_lm_round_trips(tmp_path):
     assert checkpoint.max_tokens == 1000 and checkpoint.training == {"note": 1}
     batch = story_lm.story_batches([story_lm.encode_story(story, vocabulary) for story in stories], 10_000)[0]
     assert torch.equal(loaded.token_log_probs(batch), model.token_log_probs(batch))
-    torch.save({"format": story_lm.FORMAT, "model": "d_mneme"}, tmp_path / "incomplete.pt")
+    torch.save({"format": FORMAT, "version": VERSION, "kind": "d_mneme"}, tmp_path / "incomplete.pt")
     with pytest.raises(ValueError, match="incomplete.pt: not an entitylm story LM checkpoint"):
         story_lm.load_story_lm(tmp_path / "incomplete.pt")
 

@@ -26,8 +26,8 @@ after each epoch at the best threshold, and the best epoch's weights are kept; i
 above which a span is a mention) is stored in the model. ``max_width`` is chosen from the training data as the
 smallest width that covers ``coverage`` (99%) of the training mentions.
 
-A model is one file (``torch.save`` of a dict with a format tag, the config, the vocabulary, float16 weights and
-what training reported), a few MB. Mentions are scored as exact spans (:func:`mention_scores`).
+A model is one checkpoint (:mod:`coref.io.checkpoint`, kind ``mention_detector``: the config, the vocabulary,
+float16 weights and what training reported), a few MB. Mentions are scored as exact spans (:func:`mention_scores`).
 
 Command line::
 
@@ -60,14 +60,14 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from tqdm import tqdm
 
-from coref.io.atomic import atomic_path, write_text_atomic
+from coref.io.atomic import write_text_atomic
+from coref.io.checkpoint import Checkpoint, CheckpointError, load
 from coref.cli import Parser, integer, output_file, real, run_subcommand
 from coref.cli import progress as progress_bar
 from coref.corpora.registry import canonical_split, load_corpus
 from coref.document import Document
 
-MODEL_FORMAT = "entitylm-mention-detector"
-FORMAT_VERSION = 1  # bump whenever the inputs or the modules change: old weights would mean something else
+KIND = "mention_detector"  # its kind of checkpoint (coref.io.checkpoint)
 PAD, UNK = "<pad>", "<unk>"
 # word shapes; 0 is padding
 CAPITALISED, ALL_CAPS, DIGITS, PUNCTUATION, OTHER = range(1, 6)
@@ -79,7 +79,7 @@ MAX_SENTENCE_TOKENS = 512
 Span = tuple[int, int]
 
 
-class MentionModelError(ValueError):
+class MentionModelError(CheckpointError):
     """A file that is not a saved :class:`MentionDetector` (or one this code cannot read); the message names it."""
 
 
@@ -351,47 +351,33 @@ class MentionDetector(nn.Module):
 
     # -- files --
 
-    def save(self, path: str | os.PathLike) -> None:
-        """Write the model atomically: format tag, config, vocabulary, float16 weights and training info."""
-        payload = {
-            "format": MODEL_FORMAT,
-            "version": FORMAT_VERSION,
-            "config": asdict(self.config),
-            "vocabulary": self.vocabulary,
-            "weights": {name: tensor.detach().cpu().half() if tensor.is_floating_point() else tensor.detach().cpu()
-                        for name, tensor in self.state_dict().items()},
-            "info": self.info,
-        }
-        with atomic_path(path) as partial:
-            torch.save(payload, partial)
+    def checkpoint(self) -> Checkpoint:
+        """The model as a :class:`~coref.io.checkpoint.Checkpoint` (its training info as the training record)."""
+        return Checkpoint(KIND, asdict(self.config), {"words": list(self.vocabulary)}, {"model": self.state_dict()},
+                          self.info)
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> MentionDetector:
-        """Read a model :meth:`save` wrote (weights back in float32); anything else is a
-        :class:`MentionModelError` naming the file."""
-        path = Path(path)
-        if not path.is_file():
-            raise MentionModelError(f"{path}: no such mention detector file")
+    def from_checkpoint(cls, checkpoint: Checkpoint, path: str | os.PathLike) -> MentionDetector:
+        """The model a checkpoint holds, in eval mode; a :class:`MentionModelError` naming ``path`` if incomplete."""
         try:
-            payload = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as error:  # torch raises many kinds (and long messages) for a file that is not its own
-            raise MentionModelError(f"{path}: not a mention detector (not a file torch can read: "
-                                    f"{type(error).__name__})") from error
-        if not isinstance(payload, dict) or payload.get("format") != MODEL_FORMAT:
-            raise MentionModelError(f"{path}: not a mention detector (no {MODEL_FORMAT!r} format tag)")
-        if payload.get("version") != FORMAT_VERSION:
-            raise MentionModelError(f"{path}: a mention detector of format version {payload.get('version')}, but "
-                                    f"this code reads version {FORMAT_VERSION}: retrain it")
-        try:
-            model = cls(MentionDetectorConfig.from_dict(payload["config"]), payload["vocabulary"])
-            model.load_state_dict({name: tensor.float() if tensor.is_floating_point() else tensor
-                                   for name, tensor in payload["weights"].items()})
-            model.info = dict(payload["info"])
+            model = cls(MentionDetectorConfig.from_dict(checkpoint.config), checkpoint.vocabulary["words"])
+            model.load_state_dict(checkpoint.weights["model"])
         except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as error:
             raise MentionModelError(f"{path}: not a complete mention detector "
                                     f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})"
                                     ) from error
+        model.info = dict(checkpoint.training)
         return model.eval()
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the model atomically, its weights in float16 (:meth:`Checkpoint.save`)."""
+        self.checkpoint().save(path, half=True)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> MentionDetector:
+        """Read a model :meth:`save` (or an earlier version) wrote, weights back in float32; anything else is a
+        :class:`MentionModelError` naming the file."""
+        return cls.from_checkpoint(load(path, "mention detector", {KIND}, MentionModelError), path)
 
 
 def _logit(probability: float) -> float:

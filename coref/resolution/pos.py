@@ -17,8 +17,8 @@ hashed suffixes of 1, 2 and 3 letters, which carry most of what a tagger knows a
 unknown word's embedding is learnt on frequent contexts too. Cross-entropy, Adam, shuffled batches of sentences
 of similar length; the weights of the epoch with the best dev accuracy are kept.
 
-A model is one file (``torch.save`` of a dict with a format tag, the config, the vocabulary, the tag set, float16
-weights and what training reported), under 2 MB. Tagging is batched over all the sentences of all the
+A model is one checkpoint (:mod:`coref.io.checkpoint`, kind ``pos_tagger``: the config, the vocabulary, the tag
+set, float16 weights and what training reported), under 2 MB. Tagging is batched over all the sentences of all the
 documents given, on the CPU, without gradients.
 
 Command line::
@@ -47,7 +47,8 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from tqdm import tqdm
 
-from coref.io.atomic import atomic_path, write_text_atomic
+from coref.io.atomic import write_text_atomic
+from coref.io.checkpoint import Checkpoint, CheckpointError, load
 from coref.cli import Parser, integer, output_file, real, run_subcommand
 from coref.cli import progress as progress_bar
 from coref.corpora.registry import DataDir, canonical_split, load_corpus, resolve_data_dir
@@ -63,14 +64,13 @@ from coref.resolution.mentions import (
 )
 from coref.resolution.ranker import read_conllu_syntax
 
-MODEL_FORMAT = "entitylm-pos-tagger"
-FORMAT_VERSION = 1  # bump whenever the inputs or the modules change: old weights would mean something else
+KIND = "pos_tagger"  # its kind of checkpoint (coref.io.checkpoint)
 BUNDLED = Path(__file__).parent / "pretrained" / "pos.pt"
 SUFFIX_LENGTHS = (1, 2, 3)
 CORPUS = "ontogum"  # the one corpus here with gold part-of-speech tags (its CoNLL-U files)
 
 
-class PosModelError(ValueError):
+class PosModelError(CheckpointError):
     """A file that is not a saved :class:`PosTagger` (or one this code cannot read); the message names it."""
 
 
@@ -198,46 +198,35 @@ class PosTagger(nn.Module):
 
     # -- files --
 
-    def save(self, path: str | os.PathLike) -> None:
-        """Write the model atomically: format tag, config, vocabulary, tags, float16 weights and training info."""
-        payload = {
-            "format": MODEL_FORMAT,
-            "version": FORMAT_VERSION,
-            "config": asdict(self.config),
-            "vocabulary": self.vocabulary,
-            "tags": self.tags,
-            "weights": {name: tensor.detach().cpu().half() for name, tensor in self.state_dict().items()},
-            "info": self.info,
-        }
-        with atomic_path(path) as partial:
-            torch.save(payload, partial)
+    def checkpoint(self) -> Checkpoint:
+        """The tagger as a :class:`~coref.io.checkpoint.Checkpoint` (its training info as the training record)."""
+        return Checkpoint(KIND, asdict(self.config), {"words": list(self.vocabulary), "tags": list(self.tags)},
+                          {"model": self.state_dict()}, self.info)
 
     @classmethod
-    def load(cls, path: str | os.PathLike | None = None) -> PosTagger:
-        """The tagger :meth:`save` wrote to ``path`` (default: the bundled one), weights back in float32; anything
-        else is a :class:`PosModelError` naming the file."""
-        path = Path(BUNDLED if path is None else path)
-        if not path.is_file():
-            raise PosModelError(f"{path}: no such part-of-speech tagger file")
+    def from_checkpoint(cls, checkpoint: Checkpoint, path: str | os.PathLike) -> PosTagger:
+        """The tagger a checkpoint holds, in eval mode; a :class:`PosModelError` naming ``path`` if incomplete."""
         try:
-            payload = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as error:  # torch raises many kinds (and long messages) for a file that is not its own
-            raise PosModelError(f"{path}: not a part-of-speech tagger (not a file torch can read: "
-                                f"{type(error).__name__})") from error
-        if not isinstance(payload, dict) or payload.get("format") != MODEL_FORMAT:
-            raise PosModelError(f"{path}: not a part-of-speech tagger (no {MODEL_FORMAT!r} format tag)")
-        if payload.get("version") != FORMAT_VERSION:
-            raise PosModelError(f"{path}: a part-of-speech tagger of format version {payload.get('version')}, but "
-                                f"this code reads version {FORMAT_VERSION}: retrain it")
-        try:
-            model = cls(PosTaggerConfig(**payload["config"]), payload["vocabulary"], payload["tags"])
-            model.load_state_dict({name: tensor.float() for name, tensor in payload["weights"].items()})
-            model.info = dict(payload["info"])
+            model = cls(PosTaggerConfig(**checkpoint.config), checkpoint.vocabulary["words"],
+                        checkpoint.vocabulary["tags"])
+            model.load_state_dict(checkpoint.weights["model"])
         except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as error:
             reason = str(error).splitlines()[0] if str(error) else ""
             raise PosModelError(f"{path}: not a complete part-of-speech tagger ({type(error).__name__}: {reason})"
                                 ) from error
+        model.info = dict(checkpoint.training)
         return model.eval()
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the tagger atomically, its weights in float16 (:meth:`Checkpoint.save`)."""
+        self.checkpoint().save(path, half=True)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike | None = None) -> PosTagger:
+        """The tagger :meth:`save` (or an earlier version) wrote to ``path`` (default: the bundled one), weights
+        back in float32; anything else is a :class:`PosModelError` naming the file."""
+        path = Path(BUNDLED if path is None else path)
+        return cls.from_checkpoint(load(path, "part-of-speech tagger", {KIND}, PosModelError), path)
 
 
 # ---- training and scoring -----------------------------------------------------------------------------------

@@ -47,7 +47,6 @@ import json
 import os
 import sys
 import time
-import zipfile
 import zlib
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -55,10 +54,12 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
+import torch
 from scipy import sparse
 from tqdm import tqdm
 
 from coref.io.atomic import atomic_path, write_text_atomic
+from coref.io.checkpoint import Checkpoint, CheckpointError, load
 from coref.cli import Parser, integer, output_file, real, run_subcommand
 from coref.cli import progress as progress_bar
 from coref.io.conll import ConllError, read_conllu_words, write_conll
@@ -79,9 +80,8 @@ from coref.metrics.score import format_table
 # The paper's preprocessing but with case and numbers kept: the same tokens, spans and mentions as EntityNLM's.
 RESOLVER_PREPROCESSING = PreprocessConfig(lowercase=False, replace_numbers=False)
 
-MODEL_FORMAT = "entitylm-mention-ranker"
+KIND = "mention_ranker"  # its kind of checkpoint (coref.io.checkpoint)
 FEATURE_VERSION = 1  # bump whenever features or hashing change: old weights would mean something else
-MODEL_ARRAYS = ("format", "feature_version", "hash_bits", "indices", "values", "settings")
 HASH_BITS = 22  # 4M weights; cort uses 2^24 for far more training data
 # Bounded antecedent candidates (candidate_antecedents): the window covers every LitBank / OntoGUM document
 # (at most 501 mentions), so those are ranked over all earlier mentions exactly as by the full table.
@@ -126,7 +126,7 @@ PRONOUN, PROPER, NOMINAL, DEMONSTRATIVE = range(4)  # mention types, the conjunc
 TYPE_COUNT = 4
 
 
-class ResolverModelError(ValueError):
+class ResolverModelError(CheckpointError):
     """A file that is not a saved :class:`MentionRanker` (or one this code cannot read); the message names it."""
 
 
@@ -740,51 +740,42 @@ class MentionRanker:
         clustered = document_with_clusters(document, partition)
         return clustered if self.keeps_singletons else clustered.replace(mentions=drop_singletons(clustered.mentions))
 
-    def save(self, path: str | os.PathLike) -> None:
-        """Write the model atomically as a compressed ``.npz``: the nonzero weights, format tag and settings."""
-        nonzero = np.flatnonzero(self.weights).astype(np.uint32)
-        with atomic_path(path) as partial, open(partial, "wb") as file:
-            np.savez_compressed(
-                file,
-                format=np.array(MODEL_FORMAT),
-                feature_version=np.array(FEATURE_VERSION),
-                hash_bits=np.array(HASH_BITS),
-                indices=nonzero,
-                values=self.weights[nonzero],
-                settings=np.array(json.dumps(self.settings)),
-            )
+    def checkpoint(self) -> Checkpoint:
+        """The model as a :class:`~coref.io.checkpoint.Checkpoint`: its nonzero weights (indices and values, as
+        tensors), the feature version and hash size as its config, its settings as the training record."""
+        nonzero = np.flatnonzero(self.weights)
+        weights = {"indices": torch.from_numpy(nonzero.astype(np.int32)), "values": torch.from_numpy(
+            self.weights[nonzero])}
+        return Checkpoint(KIND, {"feature_version": FEATURE_VERSION, "hash_bits": HASH_BITS}, {}, weights,
+                          dict(self.settings))
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> MentionRanker:
-        """Read a model :meth:`save` wrote; anything else is a :class:`ResolverModelError` naming the file."""
-        stored = _read_archive(path)
-        if str(stored.get("format", "")) != MODEL_FORMAT:
-            raise ResolverModelError(f"{path}: not a resolver model (no {MODEL_FORMAT!r} format tag)")
-        missing = sorted(set(MODEL_ARRAYS) - stored.keys())
-        if missing:
-            raise ResolverModelError(f"{path}: incomplete resolver model (no {', '.join(missing)})")
-        version, bits = int(stored["feature_version"]), int(stored["hash_bits"])
+    def from_checkpoint(cls, checkpoint: Checkpoint, path: str | os.PathLike) -> MentionRanker:
+        """The model a checkpoint holds; a :class:`ResolverModelError` naming ``path`` if its features are not
+        this code's."""
+        version, bits = checkpoint.config.get("feature_version"), checkpoint.config.get("hash_bits")
         if (version, bits) != (FEATURE_VERSION, HASH_BITS):
             raise ResolverModelError(
                 f"{path}: features version {version} with 2^{bits} weights, but this code has version "
                 f"{FEATURE_VERSION} with 2^{HASH_BITS}: retrain the model"
             )
-        weights = np.zeros(1 << HASH_BITS, dtype=np.float32)
-        weights[stored["indices"]] = stored["values"]
-        return cls(weights, json.loads(str(stored["settings"])))
+        try:
+            weights = np.zeros(1 << HASH_BITS, dtype=np.float32)
+            weights[checkpoint.weights["indices"].long().numpy()] = checkpoint.weights["values"].numpy()
+        except (KeyError, IndexError, ValueError) as error:
+            raise ResolverModelError(f"{path}: incomplete resolver model ({type(error).__name__}: {error})"
+                                     ) from error
+        return cls(weights, checkpoint.training)
 
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the model atomically (:meth:`checkpoint`)."""
+        self.checkpoint().save(path)
 
-def _read_archive(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    """The arrays of an ``.npz`` file, or a :class:`ResolverModelError` naming the file."""
-    if not Path(path).is_file():
-        raise ResolverModelError(f"{path}: no such resolver model file")
-    if not zipfile.is_zipfile(path):
-        raise ResolverModelError(f"{path}: not a resolver model (not an .npz archive)")
-    try:
-        with np.load(path, allow_pickle=False) as loaded:
-            return {name: loaded[name] for name in loaded.files}
-    except (OSError, ValueError, zipfile.BadZipFile) as error:
-        raise ResolverModelError(f"{path}: not a resolver model ({error})") from error
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> MentionRanker:
+        """Read a model :meth:`save` wrote (or an earlier version's ``.npz``); anything else is a
+        :class:`ResolverModelError` naming the file."""
+        return cls.from_checkpoint(load(path, "resolver model", {KIND}, ResolverModelError), path)
 
 
 def _per_document(documents: Sequence[Document], syntax: Sequence[Syntax | None] | None) -> list[Syntax | None]:

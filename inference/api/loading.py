@@ -8,6 +8,7 @@ from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 from coref.cli import INTERRUPTED
+from coref.io import checkpoint as stored
 from inference.training import train as train_command
 from inference.api.arguments import _Capture, _flags, kept_random_state
 from inference.api.dntm import DynamicTextModel
@@ -16,9 +17,9 @@ from inference.api.reader import Reader
 from inference.api.mneme import StoryLanguageModel
 from inference.training.checkpoint import Checkpoint, pretrained
 from inference.runtime import resolve_device
-from inference.training.coref_gru import READERS, is_reader_file, load_reader
+from inference.training.coref_gru import READERS, load_reader
 from inference.training.mneme import MODELS as STORY_MODELS
-from inference.training.mneme import is_story_lm_file, load_story_lm
+from inference.training.mneme import load_story_lm
 
 BUNDLED = {"entitynlm": "entitynlm.pt", "rnnlm": "rnnlm.pt"}  # load() names -> inference/pretrained files
 TRAINABLE = (*BUNDLED, "dntm", *READERS, *STORY_MODELS)  # what train() trains and load() then reads
@@ -40,10 +41,11 @@ def load(name_or_path: str | os.PathLike = "entitynlm", device: str = "cpu") -> 
         if not path.is_file():
             raise ValueError(f"{name!r}: neither a bundled model ({', '.join(map(repr, BUNDLED))}) nor a "
                              "checkpoint file")
+    kind = stored.load(path).kind
     with kept_random_state():  # building a module draws initial weights, which the checkpoint's then replace
-        if is_story_lm_file(path):
+        if kind in STORY_MODELS:
             return StoryLanguageModel(path, *load_story_lm(path, resolve_device(device)))
-        if is_reader_file(path):
+        if kind in READERS:
             device_ = resolve_device(device)
             return Reader(path, *load_reader(path, device_), device_)
         checkpoint = Checkpoint.load(path)

@@ -1,10 +1,11 @@
-"""Checkpoints: a trained model with everything needed to use it again (vocabulary, preprocessing, options).
+"""Language-model checkpoints: the models of :data:`generative.registry.LANGUAGE_MODELS` and the n-gram.
 
-One file per trained model, written atomically with ``torch.save`` and read with ``weights_only=True``:
-``{"format", "kind", "config", "vocabulary", "preprocess", "weights", "training"}``. ``kind`` is a model of
+They are files of the one format of :mod:`coref.io.checkpoint`; :class:`Checkpoint` is their typed view, the
+vocabulary a :class:`~coref.corpora.preprocess.Vocabulary` and the preprocessing a
+:class:`~coref.corpora.preprocess.PreprocessConfig` (kept in the file's ``data``). ``kind`` is a model of
 :data:`generative.registry.LANGUAGE_MODELS` (``entitynlm``: weights of the model and its proposals; ``rnnlm``,
-``dntm``: the model's) or ``ngram`` (the n-gram's counts).
-Bundled checkpoints store float weights in float16 to stay small; loading restores float32.
+``dntm``: the model's) or ``ngram`` (the n-gram's counts). Bundled checkpoints store float weights in float16 to
+stay small; loading restores float32. Below are the helpers that build models from a checkpoint.
 """
 
 from __future__ import annotations
@@ -18,19 +19,17 @@ from typing import Any
 import torch
 from torch import nn
 
-from coref.io.atomic import atomic_path
 from coref.corpora.preprocess import PreprocessConfig, Vocabulary
-from generative.entitynlm.model import EntityNLM, EntityNLMConfig, EntityProposal
+from coref.io import checkpoint as stored
+from coref.io.checkpoint import CheckpointError, module_weights
 from generative.baselines.ngram import KneserNeyLM
+from generative.entitynlm.model import EntityNLM, EntityNLMConfig, EntityProposal
 from generative.registry import LANGUAGE_MODELS, model_kind
 
-FORMAT = 1
+__all__ = ["Checkpoint", "CheckpointError", "module_weights", "entitynlm_modules", "language_model", "ngram_model",
+           "pretrained", "entitynlm_checkpoint", "PROPOSAL_WEIGHTS", "read_torch_file"]
 KINDS = (*LANGUAGE_MODELS, "ngram")
 PRETRAINED = files("inference") / "pretrained"
-
-
-class CheckpointError(ValueError):
-    """A file that is not a usable checkpoint, or one that does not fit what it is used with."""
 
 
 @dataclass
@@ -42,37 +41,24 @@ class Checkpoint:
     weights: dict[str, Any]
     training: dict[str, Any] = field(default_factory=dict)
 
+    def stored(self) -> stored.Checkpoint:
+        """This checkpoint in the one format of :mod:`coref.io.checkpoint`."""
+        return stored.Checkpoint(self.kind, self.config, self.vocabulary.to_dict(), self.weights, self.training,
+                                 {"preprocess": self.preprocess.to_dict()})
+
     def save(self, path: str | os.PathLike, half: bool = False) -> None:
         """Write atomically; ``half`` stores float tensors as float16 (bundled checkpoints)."""
-        weights = _map_tensors(self.weights, lambda t: t.half() if half and t.is_floating_point() else t.cpu())
-        payload = {
-            "format": FORMAT,
-            "kind": self.kind,
-            "config": self.config,
-            "vocabulary": self.vocabulary.to_dict(),
-            "preprocess": self.preprocess.to_dict(),
-            "weights": weights,
-            "training": self.training,
-        }
-        with atomic_path(path) as temporary:
-            torch.save(payload, temporary)
+        self.stored().save(path, half)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Checkpoint:
-        """Read a checkpoint; a clear :class:`CheckpointError` (naming the file) for anything else."""
-        path = Path(path)
-        payload = read_torch_file(path, "checkpoint")
-        if not isinstance(payload, dict) or payload.get("format") != FORMAT or payload.get("kind") not in KINDS:
-            raise CheckpointError(f"{path}: not an entitylm checkpoint of format {FORMAT}")
+        """Read a language model's checkpoint (of any format version); a one-line :class:`CheckpointError`
+        naming the file for anything else."""
+        checkpoint = stored.load(path, "entitylm checkpoint", KINDS)
         try:
-            return cls(
-                kind=payload["kind"],
-                config=payload["config"],
-                vocabulary=Vocabulary.from_dict(payload["vocabulary"]),
-                preprocess=PreprocessConfig.from_dict(payload["preprocess"]),
-                weights=_map_tensors(payload["weights"], lambda t: t.float() if t.is_floating_point() else t),
-                training=payload["training"],
-            )
+            return cls(checkpoint.kind, checkpoint.config, Vocabulary.from_dict(checkpoint.vocabulary),
+                       PreprocessConfig.from_dict(checkpoint.data["preprocess"]), checkpoint.weights,
+                       checkpoint.training)
         except (KeyError, TypeError, ValueError, AttributeError) as error:
             raise CheckpointError(f"{path}: not an entitylm checkpoint (incomplete: {error!r})") from error
 
@@ -87,34 +73,11 @@ class Checkpoint:
 
 
 def read_torch_file(path: Path, what: str) -> Any:
-    """What ``torch.save`` wrote to ``path`` (tensors and plain containers only: ``weights_only``), or a one-line
-    :class:`CheckpointError` naming the file: a missing file, random bytes or a truncated file (torch raises
-    UnpicklingError, RuntimeError, EOFError or a zip error for those, often with several lines)."""
+    """What ``torch.save`` wrote to ``path`` (``weights_only``), or a one-line :class:`CheckpointError` naming the
+    file ("no such WHAT file", "not an entitylm WHAT"): for files of their own, such as a refinement's state."""
     if not path.is_file():
         raise CheckpointError(f"{path}: no such {what} file")
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:  # torch raises many kinds for a file that is not its own, their messages long
-        raise CheckpointError(f"{path}: not an entitylm {what}: truncated, or not a file torch can read "
-                              f"({type(error).__name__})") from error
-
-
-def format_tag(path: str | os.PathLike) -> object:
-    """The ``format`` entry of a file ``torch.save`` wrote as a dict, None for anything else: a cheap look (the
-    tensors are memory-mapped, not read) that tells the kinds of checkpoint apart before loading one."""
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception:  # not a file torch reads with mmap (missing, random bytes, legacy format): no tag
-        return None
-    return payload.get("format") if isinstance(payload, dict) else None
-
-
-def _map_tensors(value: Any, function) -> Any:
-    if isinstance(value, torch.Tensor):
-        return function(value)
-    if isinstance(value, dict):
-        return {key: _map_tensors(item, function) for key, item in value.items()}
-    return value
+    return stored.read_torch_file(path, f"an entitylm {what}")
 
 
 # ---- from checkpoints to models and back ------------------------------------------------------------------------
@@ -152,11 +115,6 @@ def language_model(checkpoint: Checkpoint, device: torch.device | str = "cpu") -
 
 def ngram_model(checkpoint: Checkpoint) -> KneserNeyLM:
     return KneserNeyLM.from_state_dict(checkpoint.weights["ngram"])
-
-
-def module_weights(module: nn.Module) -> dict[str, torch.Tensor]:
-    """A detached CPU copy of a module's state (kept as the best weights while training goes on)."""
-    return {name: tensor.detach().cpu().clone() for name, tensor in module.state_dict().items()}
 
 
 def pretrained(name: str) -> Path:

@@ -28,8 +28,9 @@ output word embeddings with the pretrained ones, every ``<unkK>`` with ``<unk>``
   holds, are never drawn); Adam; ``--held-out`` of the sentences (2%) are scored every ``--eval-every`` steps
   with fixed negatives, and the weights of the best score are kept.
 
-``--out`` is written atomically at every evaluation (a stopped run leaves its best weights so far):
-``{"format", "size", "vocabulary", "state_dict", "options", "text", "history", "best", "steps"}``.
+``--out`` is written atomically at every evaluation (a stopped run leaves its best weights so far): a
+``context_encoder`` checkpoint of :mod:`coref.io.checkpoint` (config ``size``; training record ``args``,
+``text``, ``history``, ``best``, ``steps``).
 :func:`load_context_encoder` puts it into a DNTM (``inference.training.train --context-encoder``).
 """
 
@@ -47,18 +48,18 @@ from typing import Any
 import torch
 
 from coref.corpora.anonymise import ANONYMISED_PREPROCESS, MAX_CHAINS, anonymised_corpus, anonymised_vocabulary, first_entity_id
-from coref.io.atomic import atomic_path
 from coref.cli import Parser, integer, output_file, progress, real, run_main
 from coref.io.conll import read_utf8
 from coref.corpora.registry import SPLITS, CorpusError, corpus_names, load_corpus, resolve_data_dir
 from coref.document import Document
 from coref.corpora.preprocess import EOS, SPECIALS, Vocabulary, preprocess_documents
 from generative.dntm import ContextEncoder, DynamicNeuralTextModel, sample_negatives
-from inference.training.checkpoint import CheckpointError, read_torch_file
+from coref.io import checkpoint as stored
+from coref.io.checkpoint import CheckpointError
 from inference.commands.cli import USER_ERRORS
 from inference.runtime import resolve_device, set_seed
 
-FORMAT = "entitylm-context-encoder/1"
+KIND = "context_encoder"  # its kind of checkpoint (coref.io.checkpoint)
 LAMBADA_TEXTS = ("lambada", "lambada-dev")
 LAMBADA_DEV = Path("lambada") / "lambada_development_plain_text.txt"
 LAMBADA_TRAIN = Path("lambada") / "train-novels"
@@ -203,23 +204,21 @@ def held_out_loss(encoder: ContextEncoder, tokens: torch.Tensor, lengths: torch.
 
 def save_checkpoint(path: str | Path, encoder_state: dict[str, torch.Tensor], vocabulary: Vocabulary,
                     args: argparse.Namespace, **record: Any) -> None:
-    """Write the pretrained encoder atomically (``record``: text, history, best, steps)."""
-    payload = {"format": FORMAT, "size": args.context_size, "vocabulary": vocabulary.to_dict(),
-               "state_dict": {name: tensor.detach().cpu() for name, tensor in encoder_state.items()},
-               "options": vars(args), **record}
-    with atomic_path(path) as temporary:
-        torch.save(payload, temporary)
+    """Write the pretrained encoder atomically, a ``context_encoder`` checkpoint of :mod:`coref.io.checkpoint`
+    (``record``: text, history, best, steps)."""
+    stored.Checkpoint(KIND, {"size": args.context_size}, vocabulary.to_dict(), {"model": encoder_state},
+                      {"args": vars(args), **record}).save(path)
 
 
 def read_context_encoder(path: str | Path) -> dict[str, Any]:
-    """A checkpoint written by this command (``vocabulary`` as a :class:`Vocabulary`), or a one-line
-    :class:`CheckpointError` naming the file."""
-    path = Path(path)
-    payload = read_torch_file(path, "context encoder")
-    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-        raise CheckpointError(f"{path}: not a context encoder written by python -m inference.pretrain_context")
+    """A context encoder's checkpoint (of any format version) as a dict: ``size``, ``vocabulary`` (a
+    :class:`Vocabulary`), ``state_dict``, ``options`` and the training record (``text``, ``history``, ``best``,
+    ``steps``); a one-line :class:`CheckpointError` naming the file for anything else."""
+    checkpoint = stored.load(path, "entitylm context encoder", {KIND})
     try:
-        payload = {**payload, "vocabulary": Vocabulary.from_dict(payload["vocabulary"]), "size": int(payload["size"])}
+        payload = {**checkpoint.training, "options": checkpoint.training["args"],
+                   "size": int(checkpoint.config["size"]), "vocabulary": Vocabulary.from_dict(checkpoint.vocabulary),
+                   "state_dict": checkpoint.weights["model"]}
         encoder = ContextEncoder(len(payload["vocabulary"]), payload["size"])
         encoder.load_state_dict(payload["state_dict"])
     except (KeyError, TypeError, ValueError, RuntimeError) as error:

@@ -50,7 +50,8 @@ from generative.coref_gru import (
     matched_hidden_size,
     non_overlapping,
 )
-from inference.training.checkpoint import CheckpointError, format_tag, module_weights, read_torch_file
+from coref.io import checkpoint as stored
+from coref.io.checkpoint import module_weights
 from inference.runtime import changed_options, resolve_device, set_seed
 
 READERS = {  # name: (reader class, recurrent layer)
@@ -60,7 +61,6 @@ READERS = {  # name: (reader class, recurrent layer)
     "bi_gru": (BiReader, "gru"),
     "bi_cgru": (BiReader, "cgru"),
 }
-FORMAT = "entitylm-reader-1"
 PAD = "<pad>"
 WIKIHOP_CHAINS = 50  # chains per WikiHop document, the sequential one included (Appendix B)
 LAMBADA_CHAINS = 15  # chains per LAMBADA passage, the sequential one included (Appendix B)
@@ -68,8 +68,8 @@ BEGIN = "@begin"  # starts every LAMBADA query (as in the reference code), so th
 UNKNOWN_TYPES = 100  # per-passage ids @unk1..@unk100 of LAMBADA words unseen in training (reference code)
 ROOT = Path(__file__).resolve().parents[2]
 LAMBADA_PIPELINE = {  # the raw-text pipeline trained on lowercased LitBank (LAMBADA is lowercase)
-    "detector": ROOT / "coref" / "pretrained" / "lowercase" / "mentions.pt",
-    "resolver": ROOT / "coref" / "pretrained" / "lowercase" / "resolver.npz",
+    "detector": ROOT / "coref" / "resolution" / "pretrained" / "lowercase" / "mentions.pt",
+    "resolver": ROOT / "coref" / "resolution" / "pretrained" / "lowercase" / "resolver.pt",
 }
 
 
@@ -327,25 +327,17 @@ def test_report(model: torch.nn.Module, data: ReadingData, device: torch.device)
 
 def save(path: Path, args: argparse.Namespace, data: ReadingData, config: ReaderConfig, weights: dict,
          training: dict) -> None:
-    payload = {"format": FORMAT, "model": args.model, "task": data.task, "chains": args.chains,
-               "config": config.to_dict(), "words": data.words, "classes": data.classes, "weights": weights,
-               "training": training}
-    with atomic_path(path) as temporary:
-        torch.save(payload, temporary)
+    """Write a reader checkpoint atomically, in the one format of :mod:`coref.io.checkpoint`."""
+    stored.Checkpoint(args.model, config.to_dict(), {"words": data.words, "classes": data.classes}, weights,
+                      training, {"task": data.task, "chains": args.chains}).save(path)
 
 
 def load(path: Path) -> dict[str, Any]:
-    """A reader checkpoint :func:`save` wrote, or a one-line error naming the file."""
-    payload = read_torch_file(path, "reader checkpoint")
-    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-        raise CheckpointError(f"{path}: not an entitylm reader checkpoint ({FORMAT})")
-    return payload
-
-
-def is_reader_file(path: str | Path) -> bool:
-    """Whether ``path`` is a file ``torch.save`` wrote with this module's format tag: a cheap look (the tensors
-    are memory-mapped, not read) that tells a reader checkpoint from the others before loading it."""
-    return format_tag(path) == FORMAT
+    """A reader checkpoint (of any format version) as a dict: ``model`` (its kind), ``task``, ``chains``,
+    ``config``, ``words``, ``classes``, ``weights`` and ``training``; a one-line error naming the file."""
+    checkpoint = stored.load(path, "entitylm reader checkpoint", READERS)
+    return {"model": checkpoint.kind, **checkpoint.data, "config": checkpoint.config, **checkpoint.vocabulary,
+            "weights": checkpoint.weights, "training": checkpoint.training}
 
 
 def load_reader(path: str | Path, device: str | torch.device = "cpu") -> tuple[GatedAttentionReader, dict[str, Any]]:
@@ -401,9 +393,9 @@ def train_reader(args: argparse.Namespace) -> int:
     best = module_weights(model)
     if resumed:
         model.load_state_dict(resumed["weights"]["model"])
-        optimizer.load_state_dict(resumed["weights"]["optimizer"])
-        schedule.load_state_dict(resumed["weights"]["schedule"])
-        best, state = resumed["weights"]["best"], resumed["training"]["state"]
+        optimizer.load_state_dict(resumed["training"]["resume"]["optimizer"])
+        schedule.load_state_dict(resumed["training"]["resume"]["schedule"])
+        best, state = resumed["training"]["resume"]["best"], resumed["training"]["state"]
     dev = batches(data.splits["dev"], EVAL_BATCH, data.max_chains, device)
     while state["epoch"] < args.epochs and state["bad_epochs"] < args.patience and state["best_dev"] < 1.0:
         model.train()
@@ -429,9 +421,9 @@ def train_reader(args: argparse.Namespace) -> int:
         print(json.dumps(record), file=sys.stderr)
         training = {"args": vars(args), "state": state}
         save(out / "model.pt", args, data, config, {"model": best}, training)
-        save(out / "last.pt", args, data, config, {"model": module_weights(model), "best": best,
-                                                   "optimizer": optimizer.state_dict(),
-                                                   "schedule": schedule.state_dict()}, training)
+        save(out / "last.pt", args, data, config, {"model": module_weights(model)},
+             {**training, "resume": {"best": best, "optimizer": optimizer.state_dict(),
+                                     "schedule": schedule.state_dict()}})
     model.load_state_dict(best)
     report = test_report(model, data, device)
     summary = {"model": args.model, "task": task, "epochs": state["epoch"], "best_dev_accuracy": state["best_dev"],

@@ -59,12 +59,12 @@ from coref.cli import Parser, integer, output_file, output_folder, progress, rea
 from coref.corpora.registry import CorpusError, DataDir
 from coref.corpora.stories import GOLD_CORPORA, SEP, STORY_CORPORA, PromptedStory, load_stories, prompt_tokens
 from generative.mneme import PRESETS, MnemeBatch, MnemeConfig, MnemeExample, MnemeLM, make_batch, parameter_count
-from inference.training.checkpoint import CheckpointError, format_tag, module_weights, read_torch_file
+from coref.io import checkpoint as stored
+from coref.io.checkpoint import CheckpointError, module_weights
 from inference.commands.cli import USER_ERRORS
 from inference.runtime import changed_options, resolve_device, set_seed
 
 MODELS = tuple(PRESETS)  # vanilla, s_mneme, d_mneme, d_mneme_no_mi, d_mneme_no_es
-FORMAT = "entitylm-story-lm-1"
 PAD, UNK, EOS = "<pad>", "<unk>", "<eos>"
 SPECIALS = (PAD, SEP, UNK, EOS)  # ids 0..3; <pad> is 0, make_batch's padding id
 FREE_ON_RESUME = {"epochs", "patience", "device", "data_dir", "eval_batch_tokens", "resume", "json"}
@@ -205,35 +205,24 @@ class StoryLMCheckpoint:
     training: dict[str, Any]
 
     def save(self, path: Path) -> None:
-        payload = {"format": FORMAT, "model": self.model, "config": self.config.to_dict(),
-                   "words": list(self.vocabulary.words), "max_tokens": self.max_tokens, "weights": self.weights,
-                   "training": self.training}
-        with atomic_path(path) as temporary:
-            torch.save(payload, temporary)
+        """Write atomically, in the one format of :mod:`coref.io.checkpoint`."""
+        stored.Checkpoint(self.model, self.config.to_dict(), {"words": list(self.vocabulary.words)}, self.weights,
+                          self.training, {"max_tokens": self.max_tokens}).save(path)
 
     @classmethod
     def load(cls, path: str | Path) -> StoryLMCheckpoint:
-        """A checkpoint :meth:`save` wrote, or a one-line :class:`CheckpointError` naming the file."""
-        path = Path(path)
-        payload = read_torch_file(path, "story LM checkpoint")
-        if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-            raise CheckpointError(f"{path}: not an entitylm story LM checkpoint ({FORMAT})")
+        """A story LM checkpoint (of any format version), or a one-line :class:`CheckpointError` naming the file."""
+        checkpoint = stored.load(path, "entitylm story LM checkpoint", MODELS)
         try:
-            checkpoint = cls(payload["model"], MnemeConfig.from_dict(payload["config"]),
-                             StoryVocabulary(payload["words"]), payload["max_tokens"], payload["weights"],
-                             payload["training"])
+            story = cls(checkpoint.kind, MnemeConfig.from_dict(checkpoint.config),
+                        StoryVocabulary(checkpoint.vocabulary["words"]), checkpoint.data["max_tokens"],
+                        checkpoint.weights, checkpoint.training)
         except (KeyError, TypeError, ValueError) as error:
             raise CheckpointError(f"{path}: not an entitylm story LM checkpoint (incomplete: {error})") from error
-        if checkpoint.config.vocab_size != len(checkpoint.vocabulary):
-            raise CheckpointError(f"{path}: its model has {checkpoint.config.vocab_size} words, its vocabulary "
-                                  f"{len(checkpoint.vocabulary)}")
-        return checkpoint
-
-
-def is_story_lm_file(path: str | Path) -> bool:
-    """Whether ``path`` is a file ``torch.save`` wrote with this module's format tag: a cheap look (the tensors
-    are memory-mapped, not read) that tells a story LM checkpoint from the others before loading it."""
-    return format_tag(path) == FORMAT
+        if story.config.vocab_size != len(story.vocabulary):
+            raise CheckpointError(f"{path}: its model has {story.config.vocab_size} words, its vocabulary "
+                                  f"{len(story.vocabulary)}")
+        return story
 
 
 def load_story_lm(path: str | Path, device: str | torch.device = "cpu") -> tuple[MnemeLM, StoryLMCheckpoint]:
@@ -298,10 +287,11 @@ def train_story_lm(args: argparse.Namespace) -> int:
     best = module_weights(model)
     if resumed:
         model.load_state_dict(resumed.weights["model"])
-        optimizer.load_state_dict(resumed.weights["optimizer"])
-        schedule.load_state_dict(resumed.weights["schedule"])
-        best, state = resumed.weights["best"], resumed.training["state"]
-        torch.set_rng_state(resumed.weights["rng"])
+        resume = resumed.training["resume"]
+        optimizer.load_state_dict(resume["optimizer"])
+        schedule.load_state_dict(resume["schedule"])
+        best, state = resume["best"], resumed.training["state"]
+        torch.set_rng_state(resume["rng"])
         print(f"resumed from {out / 'last.pt'} after epoch {state['epoch']}", file=sys.stderr)
 
     def checkpoint(weights: dict[str, Any], training: dict[str, Any]) -> StoryLMCheckpoint:
@@ -340,8 +330,9 @@ def train_story_lm(args: argparse.Namespace) -> int:
         print(json.dumps(record), file=sys.stderr)
         training = {"args": vars(args), "state": state}
         checkpoint({"model": best}, training).save(out / "model.pt")
-        checkpoint({"model": module_weights(model), "best": best, "optimizer": optimizer.state_dict(),
-                    "schedule": schedule.state_dict(), "rng": torch.get_rng_state()}, training).save(out / "last.pt")
+        checkpoint({"model": module_weights(model)}, {**training, "resume": {
+            "best": best, "optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(),
+            "rng": torch.get_rng_state()}}).save(out / "last.pt")
 
     summary = {"model": args.model, "corpus": args.corpus, "epochs": state["epoch"], "updates": state["updates"],
                "best_dev_nll": state["best_dev_nll"], "best_dev_perplexity": math.exp(state["best_dev_nll"]),

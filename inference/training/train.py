@@ -272,10 +272,10 @@ def run(args: argparse.Namespace) -> int:
     if resumed:
         for name, module in trainee.modules.items():
             module.load_state_dict(resumed.weights[name])
-        optimizer.load_state_dict(resumed.weights["optimizer"])
-        best_weights = resumed.weights["best"]
+        optimizer.load_state_dict(resumed.training["resume"]["optimizer"])
+        best_weights = resumed.training["resume"]["best"]
         state = resumed.training["state"]
-        torch.set_rng_state(resumed.weights["rng"])
+        torch.set_rng_state(resumed.training["resume"]["rng"])
         print(f"resumed from {out / 'last.pt'} after epoch {state['epoch']}", file=sys.stderr)
 
     def checkpoint(weights: dict, training: dict) -> Checkpoint:
@@ -315,9 +315,9 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(record), file=sys.stderr)
         training = {"args": vars(args), "state": state}
         checkpoint(best_weights, training).save(out / "model.pt")
-        last = {**{n: module_weights(m) for n, m in trainee.modules.items()}, "optimizer": optimizer.state_dict(),
-                "best": best_weights, "rng": torch.get_rng_state()}
-        checkpoint(last, training).save(out / "last.pt")
+        resume = {"optimizer": optimizer.state_dict(), "best": best_weights, "rng": torch.get_rng_state()}
+        checkpoint({n: module_weights(m) for n, m in trainee.modules.items()}, {**training, "resume": resume}
+                   ).save(out / "last.pt")
 
     summary = {"model": trainee.kind, "epochs": state["epoch"], "best_dev_nll": state["best"],
                "best_dev_perplexity": {k: math.exp(v) for k, v in state["best"].items()}}

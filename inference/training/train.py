@@ -37,9 +37,9 @@ from typing import Any
 import torch
 
 from coref.corpora.anonymise import first_entity_id
-from coref.cli import Parser, integer, output_folder, progress, real, run_main
+from coref.cli import Parser, integer, output_folder, real, run_main
 from coref.document import sentence_chunks
-from coref.corpora.preprocess import SPECIALS, Vocabulary, apply_vocabulary
+from coref.corpora.preprocess import SPECIALS, PreprocessConfig, Vocabulary, apply_vocabulary
 from generative.layers.batch import DocumentBatch, batches_by_length, token_stream
 from generative.dntm import MERGES, PLACEMENTS, DNTMConfig
 from generative.entitynlm.model import PROPOSAL_CONTEXTS, EntityNLMConfig, EntityProposal
@@ -48,10 +48,10 @@ from generative.registry import LANGUAGE_MODELS, model_kind
 from generative.baselines.rnnlm import RNNLMConfig
 from inference.training import coref_gru as reading
 from inference.training import mneme as story_lm
-from inference.training.checkpoint import PROPOSAL_WEIGHTS, Checkpoint, module_weights
+from inference.training.checkpoint import PROPOSAL_WEIGHTS, Checkpoint
+from inference.training.loop import Run, Trainer
 from inference.commands.cli import USER_ERRORS
 from inference.data import language_model_documents, language_model_preprocess, language_model_vocabulary
-from inference.runtime import changed_options, resolve_device, set_seed
 from inference.training.context_encoder import load_context_encoder
 from inference.training.coref_gru import READERS
 
@@ -131,20 +131,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 RESUMABLE_CHANGES = frozenset({"epochs", "patience", "resume", "out", "data_dir", "device", "eval_batch_tokens"})
 
 
-def check_out_folder(args: argparse.Namespace, resumed: Checkpoint | None) -> None:
-    """Refuse to start a run in a folder that holds another (its model.pt would sit beside ours until the first
-    epoch ends), and to resume a run with options that define another configuration."""
-    out = Path(args.out)
-    if resumed is None:
-        earlier = [name for name in ("model.pt", "last.pt") if (out / name).exists()]
-        if earlier:
-            raise ValueError(f"{out}: holds an earlier run ({', '.join(earlier)}); pass --resume to continue it "
-                             "with the same options, or choose another --out")
-        return
-    changed = changed_options(resumed.training.get("args", {}), vars(args), RESUMABLE_CHANGES)
-    if changed:
-        raise ValueError(f"{out / 'last.pt'}: a run with other options: {', '.join(changed)}; resume it with the "
-                         "same options or choose another --out")
 # ---- models and objectives --------------------------------------------------------------------------------------
 
 
@@ -162,11 +148,18 @@ def model_config(args: argparse.Namespace, vocabulary: Vocabulary) -> Any:
                       first_entity_id=first_entity_id(vocabulary))
 
 
-class Trainee:
-    """The modules being trained and their objective: per-component log-likelihoods of a batch."""
+class LanguageModelFamily:
+    """The language models as a family of :mod:`inference.training.loop`: the model (EntityNLM also its proposals,
+    each a component with its own dev score), one optimiser for all (their parameters are disjoint), the summed
+    log-likelihood per token as the loss, and the per-token dev NLL of each component as its score."""
 
-    def __init__(self, args: argparse.Namespace, vocabulary: Vocabulary, device: torch.device) -> None:
-        self.kind = args.model
+    order = "torch-per-epoch"
+    schedule = None
+
+    def __init__(self, args: argparse.Namespace, vocabulary: Vocabulary, preprocess: PreprocessConfig,
+                 train_batches: list[DocumentBatch], dev_batches: list[DocumentBatch], device: torch.device) -> None:
+        self.name, self.kind, self.clip_norm = args.model, args.model, args.clip_norm
+        self.vocabulary, self.preprocess = vocabulary, preprocess
         self.config = model_config(args, vocabulary)
         self.modules = {"model": model_kind(args.model).build(self.config, list(vocabulary.counts))}
         if args.model == "entitynlm":
@@ -174,30 +167,49 @@ class Trainee:
                 self.modules[PROPOSAL_WEIGHTS[context]] = EntityProposal(self.config, context=context)
         for module in self.modules.values():
             module.to(device)
-
-    def parameters(self) -> list[torch.nn.Parameter]:
-        return [p for module in self.modules.values() for p in module.parameters()]
-
-    def train(self, mode: bool) -> None:
-        for module in self.modules.values():
-            module.train(mode)
+        self.parameters = [p for module in self.modules.values() for p in module.parameters()]
+        optimizer_class = {"adam": torch.optim.Adam, "adagrad": torch.optim.Adagrad}[args.optimizer]
+        self.optimizer = optimizer_class(self.parameters, lr=args.lr or PAPER_LEARNING_RATES[args.optimizer])
+        self.train_batches, self.dev_batches = train_batches, dev_batches
+        self.train_tokens = sum(batch.num_tokens for batch in train_batches)
 
     def log_likelihoods(self, batch: DocumentBatch) -> dict[str, torch.Tensor]:
         """Summed log-likelihood of the batch for each component (model: joint on gold; proposal: log Q)."""
         return {name: module.log_likelihood(batch).sum() for name, module in self.modules.items()}
 
+    def epoch_batches(self, source: torch.Generator) -> list[DocumentBatch]:
+        return [self.train_batches[i] for i in torch.randperm(len(self.train_batches), generator=source).tolist()]
 
-def evaluate(trainee: Trainee, batches: list[DocumentBatch]) -> dict[str, float]:
-    """Per-token NLL of each component on ``batches`` (dev selection; the paper's objective on dev)."""
-    trainee.train(False)
-    totals: dict[str, float] = {}
-    tokens = sum(batch.num_tokens for batch in batches)
-    with torch.no_grad(), torch.random.fork_rng():
-        torch.manual_seed(0)  # the new-entity noise: every epoch's dev score sees the same draws
-        for batch in batches:
-            for name, value in trainee.log_likelihoods(batch).items():
-                totals[name] = totals.get(name, 0.0) - float(value)
-    return {name: total / tokens for name, total in totals.items()}
+    def step(self, batch: DocumentBatch) -> tuple[dict[str, float], float]:
+        parts = self.log_likelihoods(batch)
+        loss = -sum(parts.values()) / batch.num_tokens
+        self.optimizer.zero_grad()
+        loss.backward()
+        if self.clip_norm:
+            torch.nn.utils.clip_grad_norm_(self.parameters, self.clip_norm)
+        self.optimizer.step()
+        return {name: -float(value.detach()) for name, value in parts.items()}, float(loss.detach())
+
+    def evaluate(self) -> dict[str, float]:
+        """Per-token NLL of each component on the dev batches (dev selection; the paper's objective on dev)."""
+        for module in self.modules.values():
+            module.train(False)
+        totals: dict[str, float] = {}
+        tokens = sum(batch.num_tokens for batch in self.dev_batches)
+        with torch.no_grad(), torch.random.fork_rng():
+            torch.manual_seed(0)  # the new-entity noise: every epoch's dev score sees the same draws
+            for batch in self.dev_batches:
+                for name, value in self.log_likelihoods(batch).items():
+                    totals[name] = totals.get(name, 0.0) - float(value)
+        return {name: total / tokens for name, total in totals.items()}
+
+    def record(self, epoch: int, seconds: float, totals: dict[str, float], scores: dict[str, float]
+               ) -> dict[str, Any]:
+        return {"epoch": epoch, "seconds": seconds, "train_tokens_per_second": self.train_tokens / seconds,
+                "train_nll": {k: v / self.train_tokens for k, v in totals.items()}, "dev_nll": scores}
+
+    def checkpoint(self, weights: dict[str, Any], training: dict[str, Any]) -> Checkpoint:
+        return Checkpoint(self.kind, self.config.to_dict(), self.vocabulary, self.preprocess, weights, training)
 
 
 # ---- the n-gram ---------------------------------------------------------------------------------------------
@@ -241,14 +253,13 @@ def reading_model(argv: Sequence[str]) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
-    set_seed(args.seed)
-    device = resolve_device(args.device)
     data = "entity" if args.model == "ngram" else model_kind(args.model).data
     preprocess = language_model_preprocess(data, args.keep_singletons)
     if args.context_encoder and args.model != "dntm":
         raise ValueError(f"--context-encoder: only --model dntm has a context encoder, not {args.model}")
-    resumed = Checkpoint.load(out / "last.pt") if args.resume else None
-    check_out_folder(args, resumed)
+    trainer = Trainer(Run(out, args.epochs, args.seed, vars(args), patience=args.patience, resume=args.resume,
+                          resumable=RESUMABLE_CHANGES, device=args.device))
+    resumed = trainer.check_out_folder(Checkpoint.load)
     train_docs = language_model_documents(data, args.corpus, args.train_split, args.data_dir, preprocess)
     vocabulary = resumed.vocabulary if resumed else language_model_vocabulary(data, train_docs, args.vocab_size)
     train_docs = [apply_vocabulary(document, vocabulary)[0] for document in train_docs]
@@ -256,70 +267,16 @@ def run(args: argparse.Namespace) -> int:
     if args.model == "ngram":
         print(json.dumps(train_ngram(args, train_docs, dev_docs, vocabulary, preprocess), indent=2))
         return 0
-
-    trainee = Trainee(args, vocabulary, device)
-    if args.context_encoder:
-        print(load_context_encoder(trainee.modules["model"], args.context_encoder, vocabulary), file=sys.stderr)
-    optimizer_class = {"adam": torch.optim.Adam, "adagrad": torch.optim.Adagrad}[args.optimizer]
-    optimizer = optimizer_class(trainee.parameters(), lr=args.lr or PAPER_LEARNING_RATES[args.optimizer])
     if args.train_chunk:
         train_docs = [piece for document in train_docs for piece in sentence_chunks(document, args.train_chunk)]
+    device = trainer.device
     train_batches = [b.to(device) for b in batches_by_length(train_docs, vocabulary, args.batch_tokens)]
     dev_batches = [b.to(device) for b in batches_by_length(dev_docs, vocabulary, args.eval_batch_tokens)]
-    train_tokens = sum(batch.num_tokens for batch in train_batches)
-    state = {"epoch": 0, "best": {}, "history": [], "bad_epochs": 0}
-    best_weights = {name: module_weights(module) for name, module in trainee.modules.items()}
-    if resumed:
-        for name, module in trainee.modules.items():
-            module.load_state_dict(resumed.weights[name])
-        optimizer.load_state_dict(resumed.training["resume"]["optimizer"])
-        best_weights = resumed.training["resume"]["best"]
-        state = resumed.training["state"]
-        torch.set_rng_state(resumed.training["resume"]["rng"])
-        print(f"resumed from {out / 'last.pt'} after epoch {state['epoch']}", file=sys.stderr)
-
-    def checkpoint(weights: dict, training: dict) -> Checkpoint:
-        return Checkpoint(trainee.kind, trainee.config.to_dict(), vocabulary, preprocess, weights, training)
-
-    while state["epoch"] < args.epochs and state["bad_epochs"] < args.patience:
-        trainee.train(True)
-        started, total = time.perf_counter(), {}
-        shuffle = torch.Generator().manual_seed(args.seed + state["epoch"])  # a resumed run shuffles the same
-        order = torch.randperm(len(train_batches), generator=shuffle).tolist()
-        bar = progress(order, desc=f"{args.model}: epoch {state['epoch'] + 1}/{args.epochs}", unit="batch")
-        for index in bar:
-            batch = train_batches[index]
-            parts = trainee.log_likelihoods(batch)
-            loss = -sum(parts.values()) / batch.num_tokens
-            optimizer.zero_grad()
-            loss.backward()
-            if args.clip_norm:
-                torch.nn.utils.clip_grad_norm_(trainee.parameters(), args.clip_norm)
-            optimizer.step()
-            for name, value in parts.items():
-                total[name] = total.get(name, 0.0) - float(value.detach())
-            bar.set_postfix(nll=f"{float(loss.detach()):.3f}")
-        seconds = time.perf_counter() - started
-        dev = evaluate(trainee, dev_batches)
-        record = {"epoch": state["epoch"] + 1, "seconds": seconds, "train_tokens_per_second": train_tokens / seconds,
-                  "train_nll": {k: v / train_tokens for k, v in total.items()}, "dev_nll": dev}
-        improved = False
-        for name, value in dev.items():
-            if value < state["best"].get(name, math.inf):
-                state["best"][name] = value
-                best_weights[name] = module_weights(trainee.modules[name])
-                improved |= name == "model"
-        state["bad_epochs"] = 0 if improved else state["bad_epochs"] + 1
-        state["epoch"] += 1
-        state["history"].append(record)
-        print(json.dumps(record), file=sys.stderr)
-        training = {"args": vars(args), "state": state}
-        checkpoint(best_weights, training).save(out / "model.pt")
-        resume = {"optimizer": optimizer.state_dict(), "best": best_weights, "rng": torch.get_rng_state()}
-        checkpoint({n: module_weights(m) for n, m in trainee.modules.items()}, {**training, "resume": resume}
-                   ).save(out / "last.pt")
-
-    summary = {"model": trainee.kind, "epochs": state["epoch"], "best_dev_nll": state["best"],
+    family = LanguageModelFamily(args, vocabulary, preprocess, train_batches, dev_batches, device)
+    if args.context_encoder:
+        print(load_context_encoder(family.modules["model"], args.context_encoder, vocabulary), file=sys.stderr)
+    state = trainer.fit(family)
+    summary = {"model": family.kind, "epochs": state["epoch"], "best_dev_nll": state["best"],
                "best_dev_perplexity": {k: math.exp(v) for k, v in state["best"].items()}}
     print(json.dumps(summary, indent=2))
     return 0

@@ -1,0 +1,192 @@
+"""The one training loop: what every trainable family shares, so that a family supplies only its data, its
+model(s) with their optimiser, and its loss and dev scores (a :class:`Family`).
+
+The loop owns:
+
+- the seed (:func:`inference.runtime.set_seed` before the family builds its modules) and the device;
+- the batch order, by a named strategy of :data:`ORDERS` that the family picks, each exactly what that family's
+  loop drew before the loops were one (so that the same seed gives the same losses):
+  ``"torch-per-epoch"`` (a :class:`torch.Generator` seeded ``seed + epoch``: the language models and the story
+  LMs permute their batches with it), ``"numpy-per-epoch"`` (a numpy generator seeded ``seed + epoch``: the
+  Coref-GRU readers' bucketed order) and ``"numpy-stream"`` (one numpy generator seeded ``seed`` for the whole
+  run: the mention detector, the tagger and the ranker). The per-epoch strategies make a resumed run draw what
+  an uninterrupted one would;
+- epochs, early stopping on a dev score (each family says which score selects and in which direction; a family
+  with several components, EntityNLM's model and proposals, keeps each component's weights of its own best
+  score, and only the first component's score counts for stopping);
+- ``OUT/model.pt`` (the best weights) and ``OUT/last.pt`` (the state to resume from: the weights, the
+  optimiser's, the schedule's and torch's RNG state, the best weights), both written atomically after every
+  epoch; resuming from ``last.pt`` with the option check (only :attr:`Run.resumable` options may change);
+- the progress bar (:func:`coref.cli.progress`) and the history: one JSON record per epoch on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+from torch import nn
+
+from coref.cli import progress
+from coref.io.checkpoint import module_weights
+from inference.runtime import changed_options, resolve_device, set_seed
+
+ORDERS: dict[str, Callable[[int, int], Any]] = {  # strategy -> (seed, epoch) -> the epoch's random source
+    "torch-per-epoch": lambda seed, epoch: torch.Generator().manual_seed(seed + epoch),
+    "numpy-per-epoch": lambda seed, epoch: np.random.default_rng(seed + epoch),
+}
+STREAM = "numpy-stream"  # one numpy generator for the whole run (drawn on in turn by every epoch)
+
+
+class Saveable(Protocol):
+    def save(self, path: Path) -> None: ...
+
+
+class Family(Protocol):
+    """What a trainable family supplies to the loop."""
+
+    name: str  # shown on the progress bar
+    order: str  # a key of ORDERS, or STREAM
+    modules: dict[str, nn.Module]  # the components scored on dev; the first one decides early stopping
+    optimizer: torch.optim.Optimizer
+    schedule: Any  # a torch LR scheduler stepped after every update, or None
+
+    def epoch_batches(self, source: Any) -> Iterable[Any]:
+        """The training batches of one epoch, in the order ``source`` (the strategy's generator) draws."""
+
+    def step(self, batch: Any) -> tuple[dict[str, float], float]:
+        """One update on ``batch`` (forward, backward, clipping, ``optimizer.step``): the amounts to add to the
+        epoch's totals, and the loss shown on the progress bar."""
+
+    def evaluate(self) -> dict[str, float]:
+        """The dev score of each component (named as in :attr:`modules`)."""
+
+    def record(self, epoch: int, seconds: float, totals: dict[str, float], scores: dict[str, float]
+               ) -> dict[str, Any]:
+        """The epoch's history record (printed as one JSON line)."""
+
+    def checkpoint(self, weights: dict[str, Any], training: dict[str, Any]) -> Saveable:
+        """A checkpoint of ``weights`` (component name -> state dict) with the training record ``training``."""
+
+
+@dataclass
+class Run:
+    """How a run goes: where it writes, how long, how it selects, and what a resumed run may change."""
+
+    out: Path
+    epochs: int
+    seed: int
+    options: dict[str, Any]  # the run's options, recorded in every checkpoint (the option check compares them)
+    patience: int = math.inf  # type: ignore[assignment]  # epochs without dev gain before stopping
+    higher_is_better: bool = False  # the direction of the dev score (NLL: lower; accuracy, F1: higher)
+    stop_at: float | None = None  # stop once the selecting score reaches this (a reader's perfect accuracy)
+    resume: bool = False
+    resumable: Collection[str] = frozenset()
+    device: str = "auto"
+
+
+@dataclass
+class Trainer:
+    """One run of the loop. Made before the family (it seeds and reads ``last.pt``), then :meth:`fit` it."""
+
+    run: Run
+    resumed: Any = None  # the last.pt checkpoint of the run being resumed (read by ``load_last``)
+    device: torch.device = field(init=False)
+
+    def __post_init__(self) -> None:
+        set_seed(self.run.seed)
+        self.device = resolve_device(self.run.device)
+
+    def check_out_folder(self, load_last: Callable[[Path], Any]) -> Any:
+        """Refuse a folder holding an earlier run unless resuming it, and a resumed run with other options than
+        the :attr:`Run.resumable` ones; the ``last.pt`` read by ``load_last`` when resuming, else None."""
+        out = self.run.out
+        if not self.run.resume:
+            earlier = [name for name in ("model.pt", "last.pt") if (out / name).exists()]
+            if earlier:
+                raise ValueError(f"{out}: holds an earlier run ({', '.join(earlier)}); pass --resume to continue "
+                                 "it with the same options, or choose another --out")
+            return None
+        self.resumed = load_last(out / "last.pt")
+        changed = changed_options(self.resumed.training.get("args", {}), self.run.options, self.run.resumable)
+        if changed:
+            raise ValueError(f"{out / 'last.pt'}: a run with other options: {', '.join(changed)}; resume it with "
+                             "the same options or choose another --out")
+        return self.resumed
+
+    def fit(self, family: Family) -> dict[str, Any]:
+        """Train ``family`` until the epochs are done or early stopping; the final state (epoch, best scores,
+        history), the best weights being in :attr:`best` and ``OUT/model.pt``."""
+        run = self.run
+        state: dict[str, Any] = {"epoch": 0, "best": {}, "bad_epochs": 0, "history": []}
+        self.best = {name: module_weights(module) for name, module in family.modules.items()}
+        if self.resumed is not None:
+            resume = self.resumed.training["resume"]
+            for name, module in family.modules.items():
+                module.load_state_dict(self.resumed.weights[name])
+            family.optimizer.load_state_dict(resume["optimizer"])
+            if family.schedule is not None:
+                family.schedule.load_state_dict(resume["schedule"])
+            if "rng" in resume:
+                torch.set_rng_state(resume["rng"])
+            self.best, state = resume["best"], self.resumed.training["state"]
+            print(f"resumed from {run.out / 'last.pt'} after epoch {state['epoch']}", file=sys.stderr)
+        stream = np.random.default_rng(run.seed) if family.order == STREAM else None
+        selecting = next(iter(family.modules))
+        while state["epoch"] < run.epochs and state["bad_epochs"] < run.patience and not self._reached(
+                state["best"].get(selecting)):
+            for module in family.modules.values():
+                module.train(True)
+            started, totals = time.perf_counter(), {}
+            source = stream if stream is not None else ORDERS[family.order](run.seed, state["epoch"])
+            bar = progress(family.epoch_batches(source), desc=f"{family.name}: epoch {state['epoch'] + 1}/"
+                           f"{run.epochs}", unit="batch")
+            for batch in bar:
+                amounts, shown = family.step(batch)
+                if family.schedule is not None:
+                    family.schedule.step()
+                for name, value in amounts.items():
+                    totals[name] = totals.get(name, 0.0) + value
+                bar.set_postfix(loss=f"{shown:.3f}")
+            seconds = time.perf_counter() - started
+            scores = family.evaluate()
+            improved = False
+            for name, value in scores.items():
+                if name in family.modules and self._better(value, state["best"].get(name)):
+                    state["best"][name] = value
+                    self.best[name] = module_weights(family.modules[name])
+                    improved |= name == selecting
+            state["bad_epochs"] = 0 if improved else state["bad_epochs"] + 1
+            state["epoch"] += 1
+            record = family.record(state["epoch"], seconds, totals, scores)
+            state["history"].append(record)
+            print(json.dumps(record), file=sys.stderr)
+            self.save(family, state)
+        return state
+
+    def save(self, family: Family, state: dict[str, Any], **summary: Any) -> None:
+        """Write ``model.pt`` (the best weights; ``summary`` joins its training record) and ``last.pt``."""
+        training = {"args": self.run.options, "state": state}
+        family.checkpoint(self.best, {**training, **summary}).save(self.run.out / "model.pt")
+        resume = {"optimizer": family.optimizer.state_dict(), "best": self.best, "rng": torch.get_rng_state()}
+        if family.schedule is not None:
+            resume["schedule"] = family.schedule.state_dict()
+        family.checkpoint({name: module_weights(module) for name, module in family.modules.items()},
+                          {**training, "resume": resume}).save(self.run.out / "last.pt")
+
+    def _better(self, value: float, best: float | None) -> bool:
+        if best is None:
+            return True
+        return value > best if self.run.higher_is_better else value < best
+
+    def _reached(self, best: float | None) -> bool:
+        """Whether the selecting score can gain no more (it reached :attr:`Run.stop_at`)."""
+        return self.run.stop_at is not None and best is not None and best >= self.run.stop_at

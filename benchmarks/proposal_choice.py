@@ -52,10 +52,11 @@ def result(name: str, corpus: str, candidate: tuple[str, str, float], args: argp
                                                "proposal_temperature": temperature})
     if stored is not None:
         return stored
-    argv = ["--checkpoint", checkpoint, "--proposal", proposal, "--proposal-temperature", str(temperature),
-            "--corpus", corpus, "--split", "dev", "--data-dir", args.data_dir, "--particles", str(args.particles),
-            "--sampler", "is", "--baseline", "none", "--batch-tokens", "400000", "--seed", str(args.seed)]
-    run = marginal_ppl.run(marginal_ppl.parse_args(argv))
+    config = marginal_ppl.MarginalConfig(
+        checkpoint=checkpoint, proposal=proposal, proposal_temperature=temperature, corpus=corpus, split="dev",
+        data_dir=args.data_dir, particles=args.particles, sampler="is", baselines=[], batch_tokens=400_000,
+        seed=args.seed)
+    run = marginal_ppl.marginal_perplexity(config)
     write_text_atomic(path, json.dumps(run, indent=2) + "\n")
     return run
 

@@ -32,15 +32,11 @@ CORPORA = ("litbank", "ontogum")
 
 
 def evaluate(corpus: str, args: argparse.Namespace) -> dict:
-    argv = ["--checkpoint", args.entitynlm, "--corpus", corpus, "--split", "test", "--data-dir", args.data_dir,
-            "--particles", str(args.particles), "--sampler", "both", "--baseline", args.rnnlm,
-            "--baseline", args.ngram, "--device", args.device, "--seed", str(args.seed),
-            "--batch-tokens", str(args.batch_tokens)]
-    if args.proposal:
-        argv += ["--proposal", args.proposal]
-    for extra in args.rnnlm_extra or ():
-        argv += ["--baseline", extra]
-    result = marginal_ppl.run(marginal_ppl.parse_args(argv))
+    config = marginal_ppl.MarginalConfig(
+        checkpoint=args.entitynlm, corpus=corpus, split="test", data_dir=args.data_dir, particles=args.particles,
+        sampler="both", proposal=args.proposal, baselines=[args.rnnlm, args.ngram, *(args.rnnlm_extra or ())],
+        batch_tokens=args.batch_tokens, device=args.device, seed=args.seed)
+    result = marginal_ppl.marginal_perplexity(config)
     for sampler in ("is", "smc"):
         rows = [row[sampler] for row in result["per_document"]]
         ess = [row["ess"] for row in rows]

@@ -41,7 +41,7 @@ from coref.corpora.preprocess import EOS
 from generative.entitynlm.model import PROPOSAL_CONTEXTS
 from inference.evaluation import marginal_ppl
 from inference.training.checkpoint import entitynlm_checkpoint
-from inference.commands.cli import USER_ERRORS
+from inference.commands.cli import USER_ERRORS, config_of
 from inference.runtime import resolve_device, set_seed
 
 SAMPLERS = marginal_ppl.SAMPLERS
@@ -76,7 +76,8 @@ def run_seeds(args: argparse.Namespace) -> tuple[dict, dict[str, list[marginal_p
     """Both samplers on every document, once per seed: the setting, and each sampler's runs (one per seed)."""
     device = resolve_device(args.device)
     path, checkpoint = entitynlm_checkpoint(args.checkpoint)
-    model, proposal, documents, batches = marginal_ppl.load_modules_and_batches(args, checkpoint, device,
+    config = config_of(marginal_ppl.MarginalConfig, args)
+    model, proposal, documents, batches = marginal_ppl.load_modules_and_batches(config, checkpoint, device,
                                                                                 args.max_documents)
     eos = checkpoint.vocabulary.index(EOS)
     runs: dict[str, list[marginal_ppl.SamplerRun]] = {sampler: [] for sampler in SAMPLERS}

@@ -28,7 +28,7 @@ from generative.coref_gru import make_reading_batch
 from generative.mneme import make_batch as make_story_batch
 from inference.evaluation import entity_cloze
 from inference.algorithms import generate
-from inference.evaluation import marginal_ppl
+from inference.commands import marginal_ppl
 from inference.evaluation import perplexity
 from inference.training import mneme as story_lm
 from inference.training.checkpoint import Checkpoint, entitynlm_modules, pretrained

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from inference.evaluation import marginal_ppl
-from inference.algorithms import refine
+from inference.commands import marginal_ppl
+from inference.commands import refine
 from inference.training import train
 from inference.training.checkpoint import Checkpoint, CheckpointError
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from inference.evaluation import marginal_ppl
+from inference.commands import marginal_ppl
 from inference.training.checkpoint import Checkpoint, entitynlm_modules, language_model, pretrained
 
 # The main job's output on the embedded sample, as the EntityNLM page shows it (after <!-- main-job-output -->).

@@ -1,7 +1,6 @@
-"""Refine a trained proposal toward the model's posterior on text alone: reweighted wake-sleep's wake-phi update.
-
-    python -m inference.refine --checkpoint runs/entitynlm/model.pt --proposal bidirectional \\
-        --corpus litbank+ontogum --data-dir DATA --out runs/entitynlm/refined.pt
+"""Refine a trained proposal toward the model's posterior on text alone: reweighted wake-sleep's wake-phi update
+(:func:`refine_proposal` of a :class:`RefineConfig`; its command is :mod:`inference.commands.refine`, ``python -m
+inference.refine``).
 
 A proposal fitted to gold annotations is sharper than the model's posterior p(R, E, L | X), and on long
 documents its importance weights collapse onto one particle. The wake-phi update of reweighted wake-sleep
@@ -20,19 +19,17 @@ proposal by that log-likelihood, and writes ``OUT`` (the checkpoint with the ref
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
-from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 
 from coref.io.atomic import atomic_path
-from coref.cli import Parser, integer, output_file, progress, real
+from coref.cli import progress
 from coref.document import sentence_chunks
 from generative.layers.batch import DocumentBatch, batches_by_length
-from generative.entitynlm.model import PROPOSAL_CONTEXTS
 from inference.training.checkpoint import (
     PROPOSAL_WEIGHTS,
     Checkpoint,
@@ -41,41 +38,37 @@ from inference.training.checkpoint import (
     module_weights,
     read_torch_file,
 )
-from inference.commands.cli import run_command
 from inference.data import prepared_documents
 from inference.runtime import changed_options, resolve_device, set_seed
 from inference.algorithms.importance import ImportanceEstimate, importance_log_densities, log_importance_weights
 
 
-def build_parser() -> Parser:
-    parser = Parser(prog="python -m inference.refine", description=__doc__)
-    parser.add_argument("--checkpoint", required=True, help="EntityNLM checkpoint whose proposal is refined")
-    parser.add_argument("--proposal", choices=PROPOSAL_CONTEXTS, help="which proposal (default: the checkpoint's)")
-    parser.add_argument("--corpus", default="sample", help="corpus name, or several joined with '+'")
-    parser.add_argument("--data-dir", help="folder holding the corpora (default: $ENTITYLM_DATA; sample needs none)")
-    parser.add_argument("--out", required=True, type=output_file,
-                        help="the refined checkpoint; OUT.state resumes an interrupted refinement with the same "
-                             "options (other options are refused)")
-    parser.add_argument("--steps", type=integer(1), default=300, help="wake-phi steps in all (a resumed run's too)")
-    parser.add_argument("--particles", type=integer(2), default=20,
-                        help="K particles per wake-phi step and evaluation")
-    parser.add_argument("--chunk", type=integer(1), default=100, help="tokens per piece of whole sentences")
-    parser.add_argument("--batch-tokens", type=integer(1), default=2_000, help="padded tokens per step (x particles)")
-    parser.add_argument("--lr", type=real(0, include_low=False), default=3e-4, help="Adam learning rate")
-    parser.add_argument("--eval-every", type=integer(1), default=50, help="evaluate on dev every this many steps")
-    parser.add_argument("--eval-pieces", type=integer(1), default=200, help="dev pieces the evaluation uses")
-    parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
-    parser.add_argument("--seed", type=int, default=0, help="random seed")
-    parser.add_argument("--json", metavar="PATH", type=output_file, help="also write the before/after figures as JSON")
-    return parser
-
-
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    return build_parser().parse_args(argv)
-
-
 # What a resumed refinement may change: how long it goes on, how often it evaluates, and where it runs.
 RESUMABLE_CHANGES = frozenset({"steps", "eval_every", "device", "data_dir", "json"})
+
+
+@dataclass(frozen=True)
+class RefineConfig:
+    """A refinement: the EntityNLM ``checkpoint`` whose ``proposal`` (None: the checkpoint's) is refined on
+    ``corpus``, written to ``out`` (and ``out.state`` to resume); ``steps`` wake-phi steps of ``particles``
+    particles on pieces of about ``chunk`` tokens, ``batch_tokens`` padded tokens (x particles) per step, Adam at
+    ``lr``; every ``eval_every`` steps an evaluation on ``eval_pieces`` dev pieces. The options of ``python -m
+    inference.refine``; a resumed run must keep all but :data:`RESUMABLE_CHANGES`."""
+
+    checkpoint: str
+    out: str
+    proposal: str | None = None
+    corpus: str = "sample"
+    data_dir: str | None = None
+    steps: int = 300
+    particles: int = 20
+    chunk: int = 100
+    batch_tokens: int = 2_000
+    lr: float = 3e-4
+    eval_every: int = 50
+    eval_pieces: int = 200
+    device: str = "auto"
+    seed: int = 0
 
 
 def wake_phi_loss(model, proposal, batch: DocumentBatch, particles: int) -> torch.Tensor:
@@ -100,44 +93,48 @@ def proposal_quality(model, proposal, batches: list[DocumentBatch], particles: i
     return {"ess_fraction": float(torch.cat(ess).mean()), "log_likelihood_per_token": log_marginal / tokens}
 
 
-def run(args: argparse.Namespace) -> dict:
-    set_seed(args.seed)
-    device = resolve_device(args.device)
-    path, checkpoint = entitynlm_checkpoint(args.checkpoint)
-    model, proposal = entitynlm_modules(checkpoint, device, args.proposal)
+def refine_proposal(config: RefineConfig) -> dict:
+    """Refine the proposal (resuming from ``out.state`` when it exists, with the same options), keep the best by
+    the dev log-likelihood, and write ``out`` and ``out.state`` at each evaluation: the checkpoint, the proposal,
+    the steps done, the figures before, the best figures and the history of evaluations."""
+    options = asdict(config)
+    set_seed(config.seed)
+    device = resolve_device(config.device)
+    path, checkpoint = entitynlm_checkpoint(config.checkpoint)
+    model, proposal = entitynlm_modules(checkpoint, device, config.proposal)
     context = proposal.context
     for parameter in model.parameters():
         parameter.requires_grad_(False)
 
     def pieces(split: str) -> list:
-        documents = prepared_documents(args.corpus, split, args.data_dir, checkpoint.preprocess,
+        documents = prepared_documents(config.corpus, split, config.data_dir, checkpoint.preprocess,
                                        checkpoint.vocabulary, quiet=True)
-        return [piece for document in documents for piece in sentence_chunks(document, args.chunk)]
+        return [piece for document in documents for piece in sentence_chunks(document, config.chunk)]
 
-    per_step = max(1, args.batch_tokens // args.particles)
+    per_step = max(1, config.batch_tokens // config.particles)
     train = [b.to(device) for b in batches_by_length(pieces("train"), checkpoint.vocabulary, per_step)]
     dev_pieces = pieces("dev")
     dev_pieces = [dev_pieces[i] for i in torch.randperm(len(dev_pieces), generator=torch.Generator().manual_seed(0))
-                  [:args.eval_pieces].tolist()]
+                  [:config.eval_pieces].tolist()]
     dev = [b.to(device) for b in batches_by_length(dev_pieces, checkpoint.vocabulary, 20 * per_step)]
-    optimizer = torch.optim.Adam(proposal.parameters(), lr=args.lr)
-    state_path = Path(f"{args.out}.state")
-    state = {"step": 0, "history": [], "best": None, "args": vars(args)}
+    optimizer = torch.optim.Adam(proposal.parameters(), lr=config.lr)
+    state_path = Path(f"{config.out}.state")
+    state = {"step": 0, "history": [], "best": None, "args": options}
     best_weights = module_weights(proposal)
     if state_path.exists():
         saved = read_torch_file(state_path, "refinement state")
-        changed = changed_options(saved["state"].get("args", {}), vars(args), RESUMABLE_CHANGES)
+        changed = changed_options(saved["state"].get("args", {}), options, RESUMABLE_CHANGES)
         if changed:
             raise ValueError(f"{state_path}: a refinement with other options: {', '.join(changed)}; resume it with "
                              "the same options, or choose another --out")
         proposal.load_state_dict(saved["proposal"])
         optimizer.load_state_dict(saved["optimizer"])
-        state, best_weights = {**saved["state"], "args": vars(args)}, saved["best_weights"]
+        state, best_weights = {**saved["state"], "args": options}, saved["best_weights"]
         torch.set_rng_state(saved["rng"])
         print(f"resumed from {state_path} at step {state['step']}", file=sys.stderr)
 
     def evaluate() -> None:
-        quality = {"step": state["step"], **proposal_quality(model, proposal, dev, args.particles)}
+        quality = {"step": state["step"], **proposal_quality(model, proposal, dev, config.particles)}
         state["history"].append(quality)
         print(json.dumps(quality), file=sys.stderr)
         if state["best"] is None or quality["log_likelihood_per_token"] > state["best"]["log_likelihood_per_token"]:
@@ -146,36 +143,29 @@ def run(args: argparse.Namespace) -> dict:
 
     if not state["history"]:
         evaluate()
-    order = torch.randperm(len(train), generator=torch.Generator().manual_seed(args.seed)).tolist()
-    bar = progress(range(state["step"], args.steps), desc=f"wake-phi ({context} proposal)", unit="step")
+    order = torch.randperm(len(train), generator=torch.Generator().manual_seed(config.seed)).tolist()
+    bar = progress(range(state["step"], config.steps), desc=f"wake-phi ({context} proposal)", unit="step")
     for step in bar:
         proposal.train()
-        loss = wake_phi_loss(model, proposal, train[order[step % len(order)]], args.particles)
+        loss = wake_phi_loss(model, proposal, train[order[step % len(order)]], config.particles)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
         bar.set_postfix(loss=f"{float(loss.detach()):.3f}")
         state["step"] = step + 1
-        if state["step"] % args.eval_every == 0 or state["step"] == args.steps:
+        if state["step"] % config.eval_every == 0 or state["step"] == config.steps:
             evaluate()
             refined = Checkpoint(checkpoint.kind, checkpoint.config, checkpoint.vocabulary, checkpoint.preprocess,
                                  {**checkpoint.weights, PROPOSAL_WEIGHTS[context]: best_weights},
                                  {**checkpoint.training, "refinement": state})
-            refined.save(args.out)
+            refined.save(config.out)
             with atomic_path(state_path) as temporary:
                 torch.save({"proposal": module_weights(proposal), "optimizer": optimizer.state_dict(), "state": state,
                             "best_weights": best_weights, "rng": torch.get_rng_state()}, temporary)
-    return {"checkpoint": str(path), "proposal": context, "out": args.out, "steps": state["step"],
+    return {"checkpoint": str(path), "proposal": context, "out": config.out, "steps": state["step"],
             "before": state["history"][0], "best": state["best"], "history": state["history"]}
 
 
 def format_result(result: dict) -> str:
+    """The figures before and at best, as the command prints them."""
     return json.dumps({k: result[k] for k in ("proposal", "steps", "before", "best")}, indent=2)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return run_command(run, format_result, parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

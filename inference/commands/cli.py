@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
+from dataclasses import fields
+from typing import TypeVar
 
 from coref import cli
 from coref.io.atomic import write_text_atomic
@@ -14,6 +16,8 @@ from coref.io.atomic import write_text_atomic
 # input error of entitylm is a ValueError (CorpusError, ConllError, CheckpointError, ...); non-finite
 # importance weights raise FloatingPointError.
 USER_ERRORS = (*cli.USER_ERRORS, FloatingPointError)
+
+T = TypeVar("T")
 
 
 def run_command(run: Callable[[argparse.Namespace], dict], format_result: Callable[[dict], str],
@@ -29,3 +33,11 @@ def run_command(run: Callable[[argparse.Namespace], dict], format_result: Callab
         return 0
 
     return cli.run_main(body, USER_ERRORS)
+
+
+def config_of(config: type[T], args: argparse.Namespace, **values) -> T:
+    """The config dataclass ``config`` from a command's parsed options: each field from the option of its name,
+    unless given in ``values`` (an option the command turns into something else first)."""
+    options = vars(args)
+    return config(**{field.name: options[field.name] for field in fields(config)
+                     if field.name in options and field.name not in values}, **values)

@@ -1,8 +1,6 @@
-"""Marginal perplexity of EntityNLM by SMC or importance sampling (paper §5.1), beside its baselines.
-
-    python -m inference.marginal_ppl                                  # bundled model, embedded sample corpus
-    python -m inference.marginal_ppl --checkpoint runs/entitynlm/model.pt --corpus litbank --split test \\
-        --data-dir DATA --baseline runs/rnnlm/model.pt --baseline runs/ngram/model.pt --json result.json
+"""Marginal perplexity of EntityNLM by SMC or importance sampling (paper §5.1), beside its baselines:
+:func:`marginal_perplexity` of a :class:`MarginalConfig`. Its command is :mod:`inference.commands.marginal_ppl`
+(``python -m inference.marginal_ppl``).
 
 R, E and L are latent at test time: for each document N annotations are drawn from the proposal and p(x) is
 estimated from their weights. Perplexity = exp(-sum_docs log p_hat(x) / tokens), over the word tokens and
@@ -26,10 +24,8 @@ has too few tail weights to fit, always at N <= 20) is written as null with a ``
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -38,12 +34,11 @@ from pathlib import Path
 import pyro.util
 import torch
 
-from coref.cli import Parser, integer, output_file, real
 from coref.cli import progress as progress_bar
 from coref.document import Document
 from coref.corpora.preprocess import EOS, Vocabulary
 from generative.layers.batch import DocumentBatch, batches_by_length, token_stream
-from generative.entitynlm.model import PROPOSAL_CONTEXTS, EntityNLM, EntityProposal
+from generative.entitynlm.model import EntityNLM, EntityProposal
 from inference.training.checkpoint import (
     Checkpoint,
     CheckpointError,
@@ -53,7 +48,6 @@ from inference.training.checkpoint import (
     ngram_model,
     pretrained,
 )
-from inference.commands.cli import run_command
 from inference.data import prepared_documents
 from inference.runtime import resolve_device, set_seed
 from inference.algorithms.importance import ImportanceEstimate, psis_khat
@@ -69,42 +63,32 @@ KHAT_NOTES = {
 }
 
 
+@dataclass(frozen=True)
+class MarginalConfig:
+    """What a marginal perplexity is estimated of, and how: the options of ``python -m inference.marginal_ppl``.
+
+    ``checkpoint`` None is the bundled EntityNLM; ``sampler`` is ``smc``, ``is`` or ``both`` (the two in turn,
+    each from the same random state); ``proposal`` None is the checkpoint's own; ``baselines`` None is the
+    bundled RNNLM beside the bundled model (none beside another), and an empty sequence is no baseline;
+    ``batch_tokens`` counts particles x padded tokens per batch."""
+
+    checkpoint: str | None = None
+    corpus: str = "sample"
+    split: str = "test"
+    data_dir: str | None = None
+    particles: int = 100
+    sampler: str = "smc"
+    proposal: str | None = None
+    proposal_temperature: float = 1.0
+    baselines: Sequence[str] | None = None
+    batch_tokens: int = 20_000
+    device: str = "auto"
+    seed: int = 0
+
+
 def samplers_of(sampler: str) -> tuple[str, ...]:
-    """The samplers that ``--sampler`` runs."""
+    """The samplers that ``sampler`` (``--sampler``) runs."""
     return SAMPLERS if sampler == "both" else (sampler,)
-
-
-def build_parser() -> Parser:
-    parser = Parser(prog="python -m inference.marginal_ppl", description=__doc__)
-    parser.add_argument("--checkpoint", help="EntityNLM checkpoint (default: the bundled one)")
-    parser.add_argument("--corpus", default="sample", help="corpus name, or several joined with '+'")
-    parser.add_argument("--split", default="test", help="the split to evaluate")
-    parser.add_argument("--data-dir", help="folder holding the corpora (default: $ENTITYLM_DATA; sample needs none)")
-    parser.add_argument("--particles", type=integer(1), default=100,
-                        help="importance samples per document (paper: 100)")
-    parser.add_argument("--sampler", default="smc", choices=[*SAMPLERS, "both"],
-                        help="smc: sequential Monte Carlo resampling at sentence ends, an unbiased estimate with "
-                             "less variance at equal compute on dev (benchmarks/samplers.py); is: importance "
-                             "sampling (the paper, eq. 11); both: the two side by side, each from the same random "
-                             "state")
-    parser.add_argument("--proposal", choices=PROPOSAL_CONTEXTS,
-                        help="forward: the paper's proposal (reads x_<=t); bidirectional: reads the whole text "
-                             "(default: the checkpoint's, chosen on dev)")
-    parser.add_argument("--proposal-temperature", type=real(0, include_low=False), default=1.0,
-                        help="divide the proposal's R/E/L logits by this (> 1 widens it; 1 = as trained)")
-    parser.add_argument("--baseline", action="append", metavar="CKPT",
-                        help="RNNLM or n-gram checkpoint, repeatable; 'none' for no baseline "
-                             "(default: the bundled baselines with the bundled model)")
-    parser.add_argument("--batch-tokens", type=integer(1), default=20_000,
-                        help="particles x padded tokens per batch")
-    parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
-    parser.add_argument("--seed", type=int, default=0, help="random seed")
-    parser.add_argument("--json", metavar="OUT", type=output_file, help="also write the results as JSON")
-    return parser
-
-
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    return build_parser().parse_args(argv)
 
 
 def stored_result(path: Path, expected: dict) -> dict | None:
@@ -126,10 +110,11 @@ def stored_result(path: Path, expected: dict) -> dict | None:
     return stored
 
 
-def baseline_paths(args: argparse.Namespace) -> list[Path]:
-    if args.baseline is None:
-        return [pretrained(name) for name in DEFAULT_BASELINES] if args.checkpoint is None else []
-    return [] if args.baseline == ["none"] else [Path(path) for path in args.baseline]
+def baseline_paths(config: MarginalConfig) -> list[Path]:
+    """The baseline checkpoints of ``config``: its own, or the bundled ones beside the bundled model."""
+    if config.baselines is None:
+        return [pretrained(name) for name in DEFAULT_BASELINES] if config.checkpoint is None else []
+    return [Path(path) for path in config.baselines]
 
 
 def baseline_log_likelihood(checkpoint: Checkpoint, documents: list[Document], batches: list[DocumentBatch],
@@ -170,18 +155,18 @@ class SamplerRun:
         return totals
 
 
-def load_modules_and_batches(args: argparse.Namespace, checkpoint: Checkpoint, device: torch.device,
+def load_modules_and_batches(config: MarginalConfig, checkpoint: Checkpoint, device: torch.device,
                              max_documents: int | None = None
                              ) -> tuple[EntityNLM, EntityProposal, list[Document], list[DocumentBatch]]:
-    """The checkpoint's model and proposal (at ``--proposal-temperature``), the corpus split after its
+    """The checkpoint's model and proposal (at the config's proposal temperature), the corpus split after its
     preprocessing (its first ``max_documents``; what the reader and preprocessing dropped is reported on stderr),
-    and those in batches of about ``--batch-tokens`` particles x tokens, on the device."""
-    model, proposal = entitynlm_modules(checkpoint, device, args.proposal)
-    proposal.temperature = args.proposal_temperature
-    documents = prepared_documents(args.corpus, args.split, args.data_dir, checkpoint.preprocess,
+    and those in batches of about ``batch_tokens`` particles x tokens, on the device."""
+    model, proposal = entitynlm_modules(checkpoint, device, config.proposal)
+    proposal.temperature = config.proposal_temperature
+    documents = prepared_documents(config.corpus, config.split, config.data_dir, checkpoint.preprocess,
                                    checkpoint.vocabulary)[:max_documents]
-    return model, proposal, documents, particle_batches(documents, checkpoint.vocabulary, args.particles,
-                                                        args.batch_tokens, device)
+    return model, proposal, documents, particle_batches(documents, checkpoint.vocabulary, config.particles,
+                                                        config.batch_tokens, device)
 
 
 def particle_batches(documents: Sequence[Document], vocabulary: Vocabulary, particles: int, batch_tokens: int,
@@ -192,30 +177,33 @@ def particle_batches(documents: Sequence[Document], vocabulary: Vocabulary, part
     return [b.to(device) for b in batches_by_length(documents, vocabulary, max(1, batch_tokens // particles))]
 
 
-def run(args: argparse.Namespace) -> dict:
-    set_seed(args.seed)
-    device = resolve_device(args.device)
-    path, checkpoint = entitynlm_checkpoint(args.checkpoint)
-    baselines = [(p, Checkpoint.load(p)) for p in baseline_paths(args)]
+def marginal_perplexity(config: MarginalConfig) -> dict:
+    """EntityNLM's marginal perplexity of a corpus split by the config's sampler(s), beside its baselines': the
+    result ``python -m inference.marginal_ppl`` prints and writes as JSON (totals, each document's statistics,
+    the setting). Seeded by ``config.seed``, so a run is reproducible."""
+    set_seed(config.seed)
+    device = resolve_device(config.device)
+    path, checkpoint = entitynlm_checkpoint(config.checkpoint)
+    baselines = [(p, Checkpoint.load(p)) for p in baseline_paths(config)]
     for baseline_path, baseline in baselines:
         checkpoint.require_vocabulary(baseline.vocabulary, f"baseline {baseline_path}")
-    model, proposal, documents, batches = load_modules_and_batches(args, checkpoint, device)
-    samplers = samplers_of(args.sampler)
-    runs = run_samplers(batches, model, proposal, args.particles, samplers, checkpoint.vocabulary.index(EOS))
+    model, proposal, documents, batches = load_modules_and_batches(config, checkpoint, device)
+    samplers = samplers_of(config.sampler)
+    runs = run_samplers(batches, model, proposal, config.particles, samplers, checkpoint.vocabulary.index(EOS))
     first = runs[samplers[0]]
     tokens = sum(key["tokens"] for key in first.keys)
     result = {
-        "corpus": args.corpus, "split": args.split, "checkpoint": str(path), "device": str(device),
-        "documents": len(first.keys), "tokens": tokens, "particles": args.particles,
-        "proposal": proposal.context, "proposal_temperature": args.proposal_temperature, "sampler": args.sampler,
+        "corpus": config.corpus, "split": config.split, "checkpoint": str(path), "device": str(device),
+        "documents": len(first.keys), "tokens": tokens, "particles": config.particles,
+        "proposal": proposal.context, "proposal_temperature": config.proposal_temperature, "sampler": config.sampler,
         "samplers": {name: sampler_run.totals(tokens) for name, sampler_run in runs.items()},
         "baselines": {}, "seconds": sum(sampler_run.seconds for sampler_run in runs.values()),
     }
-    if args.sampler == "both":
+    if config.sampler == "both":
         result["per_document"] = [{**key, **{name: runs[name].statistics[i] for name in samplers}}
                                   for i, key in enumerate(first.keys)]
     else:  # the flat keys of a single sampler's run
-        totals = result["samplers"][args.sampler]
+        totals = result["samplers"][config.sampler]
         result.update({"log_likelihood": totals["log_likelihood"], "perplexity": totals["perplexity"],
                        "elbo_perplexity": totals.get("elbo_perplexity"),
                        "ess": [row["ess"] for row in first.statistics],
@@ -364,6 +352,7 @@ def legend(result: dict) -> list[str]:
 
 
 def format_result(result: dict) -> str:
+    """The result as the command prints it: the per-document table, its legend, and the perplexities."""
     lines = document_table(result) + legend(result)
     samplers = samplers_of(result["sampler"])
     seconds = ", ".join(f"{result['samplers'][sampler]['seconds']:.1f} s"
@@ -380,11 +369,3 @@ def format_result(result: dict) -> str:
     for name, perplexity in result["baselines"].items():
         lines.append(f"{name + ' perplexity:':<43}{perplexity:.2f}")
     return "\n".join(lines)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return run_command(run, format_result, parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -61,7 +61,7 @@ def test_an_out_folder_of_another_run_is_refused(tmp_path, capsys):
     assert train.main(common) == 2  # a new run would leave the earlier one's last.pt beside its model.pt
     assert "holds an earlier run (model.pt, last.pt); pass --resume" in capsys.readouterr().err
     assert train.main([*common, "--resume", "--dropout", "0.5"]) == 2  # resuming mixes two configurations
-    assert "last.pt: a run with other options: --dropout 0.2 (now 0.5)" in capsys.readouterr().err
+    assert "last.pt: was trained with --dropout 0.2 (now 0.5)" in capsys.readouterr().err
     assert len(Checkpoint.load(out / "last.pt").training["state"]["history"]) == 1
 
 

@@ -273,7 +273,7 @@ def test_training_a_dntm_on_the_pretrained_encoder_keeps_it_frozen(pretrained, t
     for changed in (["--context-encoder", str(other)], []):
         resumed = [*argv[:-2], *changed, "--resume", "--epochs", "2"]
         assert train.main(resumed) == 2
-        assert "a run with other options: --context-encoder" in last_line_error(capsys)
+        assert "was trained with --context-encoder" in last_line_error(capsys)
 
 
 @pytest.mark.parametrize(("argv", "says"), [

@@ -118,8 +118,8 @@ class Trainer:
         self.resumed = load_last(out / "last.pt")
         changed = changed_options(self.resumed.training.get("args", {}), self.run.options, self.run.resumable)
         if changed:
-            raise ValueError(f"{out / 'last.pt'}: a run with other options: {', '.join(changed)}; resume it with "
-                             "the same options or choose another --out")
+            raise ValueError(f"{out / 'last.pt'}: was trained with {', '.join(changed)}; --resume continues a run "
+                             "with its options (or choose another --out)")
         return self.resumed
 
     def fit(self, family: Family) -> dict[str, Any]:

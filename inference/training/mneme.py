@@ -45,7 +45,6 @@ import hashlib
 import json
 import math
 import sys
-import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -54,15 +53,15 @@ from typing import Any
 
 import torch
 
-from coref.io.atomic import atomic_path, write_text_atomic
-from coref.cli import Parser, integer, output_file, output_folder, progress, real, run_main
+from coref.io.atomic import write_text_atomic
+from coref.cli import Parser, integer, output_file, output_folder, real, run_main
 from coref.corpora.registry import CorpusError, DataDir
 from coref.corpora.stories import GOLD_CORPORA, SEP, STORY_CORPORA, PromptedStory, load_stories, prompt_tokens
 from generative.mneme import PRESETS, MnemeBatch, MnemeConfig, MnemeExample, MnemeLM, make_batch, parameter_count
 from coref.io import checkpoint as stored
-from coref.io.checkpoint import CheckpointError, module_weights
+from coref.io.checkpoint import CheckpointError
 from inference.commands.cli import USER_ERRORS
-from inference.runtime import changed_options, resolve_device, set_seed
+from inference.training.loop import Run, Trainer
 
 MODELS = tuple(PRESETS)  # vanilla, s_mneme, d_mneme, d_mneme_no_mi, d_mneme_no_es
 PAD, UNK, EOS = "<pad>", "<unk>", "<eos>"
@@ -246,20 +245,60 @@ def story_config(args: argparse.Namespace, vocab_size: int) -> MnemeConfig:
     return MnemeConfig.preset(args.model, vocab_size, **sizes)
 
 
+class StoryLMFamily:
+    """The story LMs as a family of :mod:`inference.training.loop`: Adam with a linear warm-up, the clipped loss
+    of :meth:`MnemeLM.loss` (NLL and λ·KL), the dev NLL per story token as the score."""
+
+    order = "torch-per-epoch"
+
+    def __init__(self, args: argparse.Namespace, model: MnemeLM, vocabulary: StoryVocabulary,
+                 train_batches: list[MnemeBatch], dev_batches: list[MnemeBatch], device: torch.device) -> None:
+        self.name, self.args, self.vocabulary, self.device = args.model, args, vocabulary, device
+        self.modules = {"model": model}
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+        self.schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer,
+                                                          lambda step: min(1.0, (step + 1) / (args.warmup + 1)))
+        self.train_batches, self.dev_batches = train_batches, dev_batches
+        self.train_tokens = sum(int(batch.story_lengths.sum()) for batch in train_batches)
+        self.dev_kl = math.nan
+
+    def epoch_batches(self, source: torch.Generator) -> list[MnemeBatch]:
+        return [self.train_batches[i] for i in torch.randperm(len(self.train_batches), generator=source).tolist()]
+
+    def step(self, batch: MnemeBatch) -> tuple[dict[str, float], float]:
+        model = self.modules["model"]
+        loss = model.loss(batch.to(self.device))
+        self.optimizer.zero_grad()
+        loss.total.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), self.args.clip_norm)
+        self.optimizer.step()
+        count = int(batch.story_lengths.sum())
+        return {"nll": float(loss.nll.detach()) * count, "kl": float(loss.kl.detach()) * count}, float(loss.nll.detach())
+
+    def evaluate(self) -> dict[str, float]:
+        scores = evaluate(self.modules["model"], self.dev_batches, self.device)
+        return {"model": scores["nll"], "kl": scores["kl"]}
+
+    def record(self, epoch: int, seconds: float, totals: dict[str, float], scores: dict[str, float]
+               ) -> dict[str, Any]:
+        return {"epoch": epoch, "seconds": seconds, "updates": epoch * len(self.train_batches),
+                "train_tokens_per_second": self.train_tokens / seconds,
+                "train_nll": totals.get("nll", 0.0) / self.train_tokens,
+                "train_kl": totals.get("kl", 0.0) / self.train_tokens, "dev_nll": scores["model"],
+                "dev_kl": scores["kl"], "dev_perplexity": math.exp(scores["model"])}
+
+    def checkpoint(self, weights: dict[str, Any], training: dict[str, Any]) -> StoryLMCheckpoint:
+        config = self.modules["model"].config
+        return StoryLMCheckpoint(self.args.model, config, self.vocabulary, self.args.max_tokens, weights, training)
+
+
 def train_story_lm(args: argparse.Namespace) -> int:
-    """The training loop of the module docstring; prints the summary as JSON."""
+    """The training loop of the module docstring (:mod:`inference.training.loop`); prints the summary as JSON."""
     out = Path(args.out)
     corpus_parts(args.corpus)
-    set_seed(args.seed)
-    device = resolve_device(args.device)
-    resumed = StoryLMCheckpoint.load(out / "last.pt") if args.resume else None
-    if resumed is None and any((out / name).exists() for name in ("model.pt", "last.pt")):
-        raise ValueError(f"{out}: holds an earlier run (--resume continues it with the same options)")
-    if resumed:
-        changed = changed_options(resumed.training["args"], vars(args), FREE_ON_RESUME)
-        if changed:
-            raise ValueError(f"{out / 'last.pt'}: was trained with {', '.join(changed)}; --resume continues a run "
-                             "with its options")
+    trainer = Trainer(Run(out, args.epochs, args.seed, vars(args), patience=args.patience, resume=args.resume,
+                          resumable=FREE_ON_RESUME, device=args.device))
+    resumed = trainer.check_out_folder(StoryLMCheckpoint.load)
     # a base that is not a story LM checkpoint fails before the corpora are read
     base, base_checkpoint = load_story_lm(args.base) if args.base and not resumed else (None, None)
     train = load_split(args.corpus, "train", args.data_dir, args.max_tokens)
@@ -270,74 +309,23 @@ def train_story_lm(args: argparse.Namespace) -> int:
         vocabulary = base_checkpoint.vocabulary
     else:
         vocabulary = StoryVocabulary.build(train, args.vocab_size)
-    config = resumed.config if resumed else story_config(args, len(vocabulary))
-    model = MnemeLM(config)
+    model = MnemeLM(resumed.config if resumed else story_config(args, len(vocabulary)))
     if base is not None:
         try:
             model.start_from(base)
         except ValueError as error:
             raise ValueError(f"{args.base}: {error}") from None
-    model = model.to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / (args.warmup + 1)))
+    model = model.to(trainer.device)
     train_batches = story_batches([encode_story(story, vocabulary) for story in train], args.batch_tokens)
     dev_batches = story_batches([encode_story(story, vocabulary) for story in dev], args.eval_batch_tokens)
-    train_tokens = sum(int(batch.story_lengths.sum()) for batch in train_batches)
-    state: dict[str, Any] = {"epoch": 0, "updates": 0, "best_dev_nll": math.inf, "bad_epochs": 0, "history": []}
-    best = module_weights(model)
-    if resumed:
-        model.load_state_dict(resumed.weights["model"])
-        resume = resumed.training["resume"]
-        optimizer.load_state_dict(resume["optimizer"])
-        schedule.load_state_dict(resume["schedule"])
-        best, state = resume["best"], resumed.training["state"]
-        torch.set_rng_state(resume["rng"])
-        print(f"resumed from {out / 'last.pt'} after epoch {state['epoch']}", file=sys.stderr)
-
-    def checkpoint(weights: dict[str, Any], training: dict[str, Any]) -> StoryLMCheckpoint:
-        return StoryLMCheckpoint(args.model, config, vocabulary, args.max_tokens, weights, training)
-
-    while state["epoch"] < args.epochs and state["bad_epochs"] < args.patience:
-        model.train()
-        started, totals = time.perf_counter(), {"nll": 0.0, "kl": 0.0}
-        order = torch.randperm(len(train_batches), generator=torch.Generator().manual_seed(args.seed + state["epoch"]))
-        bar = progress(order.tolist(), desc=f"{args.model}: epoch {state['epoch'] + 1}/{args.epochs}", unit="batch")
-        for index in bar:
-            batch = train_batches[index]
-            loss = model.loss(batch.to(device))
-            optimizer.zero_grad()
-            loss.total.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip_norm)
-            optimizer.step()
-            schedule.step()
-            count = int(batch.story_lengths.sum())
-            totals = {"nll": totals["nll"] + float(loss.nll.detach()) * count,
-                      "kl": totals["kl"] + float(loss.kl.detach()) * count}
-            bar.set_postfix(nll=f"{float(loss.nll.detach()):.3f}")
-        seconds = time.perf_counter() - started
-        scores = evaluate(model, dev_batches, device)
-        state["epoch"] += 1
-        state["updates"] += len(train_batches)
-        improved = scores["nll"] < state["best_dev_nll"]
-        if improved:
-            state["best_dev_nll"], best = scores["nll"], module_weights(model)
-        state["bad_epochs"] = 0 if improved else state["bad_epochs"] + 1
-        record = {"epoch": state["epoch"], "seconds": seconds, "updates": state["updates"],
-                  "train_tokens_per_second": train_tokens / seconds, "train_nll": totals["nll"] / train_tokens,
-                  "train_kl": totals["kl"] / train_tokens, "dev_nll": scores["nll"], "dev_kl": scores["kl"],
-                  "dev_perplexity": math.exp(scores["nll"])}
-        state["history"].append(record)
-        print(json.dumps(record), file=sys.stderr)
-        training = {"args": vars(args), "state": state}
-        checkpoint({"model": best}, training).save(out / "model.pt")
-        checkpoint({"model": module_weights(model)}, {**training, "resume": {
-            "best": best, "optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(),
-            "rng": torch.get_rng_state()}}).save(out / "last.pt")
-
-    summary = {"model": args.model, "corpus": args.corpus, "epochs": state["epoch"], "updates": state["updates"],
-               "best_dev_nll": state["best_dev_nll"], "best_dev_perplexity": math.exp(state["best_dev_nll"]),
-               "parameters": parameter_count(model), "vocabulary": len(vocabulary),
-               "train_stories": len(train), "train_tokens": train_tokens, "dev_stories": len(dev)}
+    family = StoryLMFamily(args, model, vocabulary, train_batches, dev_batches, trainer.device)
+    state = trainer.fit(family)
+    best = state["best"]["model"]
+    summary = {"model": args.model, "corpus": args.corpus, "epochs": state["epoch"],
+               "updates": state["epoch"] * len(train_batches), "best_dev_nll": best,
+               "best_dev_perplexity": math.exp(best), "parameters": parameter_count(model),
+               "vocabulary": len(vocabulary), "train_stories": len(train), "train_tokens": family.train_tokens,
+               "dev_stories": len(dev)}
     if args.json:
         write_text_atomic(args.json, json.dumps(summary, indent=2) + "\n")
     print(json.dumps(summary, indent=2))

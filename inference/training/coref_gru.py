@@ -27,7 +27,6 @@ import hashlib
 import json
 import math
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,9 +35,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from coref.io.atomic import atomic_path, write_text_atomic
+from coref.io.atomic import write_text_atomic
 from coref.corpora.babi import CHAIN_RULES, TASKS, BabiExample, babi_answer_classes, babi_vocabulary, load_babi
-from coref.cli import Parser, integer, output_file, output_folder, progress, real, run_main
+from coref.cli import Parser, integer, output_file, output_folder, real, run_main
 from coref.corpora.lambada import LambadaExample, is_candidate, lambada_clusters, lambada_splits
 from coref.corpora.wikihop import load_wikihop_sample
 from generative.coref_gru import (
@@ -51,8 +50,7 @@ from generative.coref_gru import (
     non_overlapping,
 )
 from coref.io import checkpoint as stored
-from coref.io.checkpoint import module_weights
-from inference.runtime import changed_options, resolve_device, set_seed
+from inference.training.loop import Run, Trainer
 
 READERS = {  # name: (reader class, recurrent layer)
     "ga_gru": (GatedAttentionReader, "gru"),
@@ -332,10 +330,19 @@ def save(path: Path, args: argparse.Namespace, data: ReadingData, config: Reader
                       training, {"task": data.task, "chains": args.chains}).save(path)
 
 
+def load_stored(path: Path) -> stored.Checkpoint:
+    """A reader checkpoint (of any format version); a one-line error naming the file for anything else."""
+    return stored.load(path, "entitylm reader checkpoint", READERS)
+
+
 def load(path: Path) -> dict[str, Any]:
     """A reader checkpoint (of any format version) as a dict: ``model`` (its kind), ``task``, ``chains``,
     ``config``, ``words``, ``classes``, ``weights`` and ``training``; a one-line error naming the file."""
-    checkpoint = stored.load(path, "entitylm reader checkpoint", READERS)
+    return as_dict(load_stored(path))
+
+
+def as_dict(checkpoint: stored.Checkpoint) -> dict[str, Any]:
+    """A reader checkpoint as the dict :func:`load` gives."""
     return {"model": checkpoint.kind, **checkpoint.data, "config": checkpoint.config, **checkpoint.vocabulary,
             "weights": checkpoint.weights, "training": checkpoint.training}
 
@@ -361,76 +368,70 @@ def checkpoint_data(checkpoint: dict[str, Any], data_dir: str | None) -> Reading
                           checkpoint_chains(checkpoint))
 
 
-def check_same_run(args: argparse.Namespace, stored: dict[str, Any], path: Path) -> None:
-    """A ValueError naming the options that differ from those of the run ``--resume`` would continue (only
-    those in :data:`FREE_ON_RESUME` may change)."""
-    changed = changed_options(stored, vars(args), FREE_ON_RESUME)
-    if changed:
-        raise ValueError(f"{path}: was trained with {', '.join(changed)}; --resume continues a run with its options")
+class ReaderFamily:
+    """The Coref-GRU readers as a family of :mod:`inference.training.loop`: Adam whose rate halves every
+    ``--halve-every`` updates (or epochs), the mean negative log-likelihood of the answers as the loss, the dev
+    accuracy (higher is better) as the score; batches drawn in the bucketed order of :func:`bucketed_order`."""
+
+    order = "numpy-per-epoch"
+
+    def __init__(self, args: argparse.Namespace, model: GatedAttentionReader, data: ReadingData,
+                 config: ReaderConfig, device: torch.device) -> None:
+        self.name, self.args, self.data, self.config = f"{args.model} {data.task}", args, data, config
+        self.device = device
+        self.modules = {"model": model}
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+        self.train = data.splits["train"]
+        halve_every = args.halve_every * (math.ceil(len(self.train) / args.batch_size) if args.halve_per_epochs else 1)
+        self.schedule = torch.optim.lr_scheduler.StepLR(self.optimizer, halve_every, gamma=0.5)
+        self.dev = batches(data.splits["dev"], EVAL_BATCH, data.max_chains, device)
+
+    def epoch_batches(self, source: np.random.Generator) -> list:
+        order = bucketed_order(self.train, self.args.batch_size, source)
+        return batches(self.train, self.args.batch_size, self.data.max_chains, self.device, order)
+
+    def step(self, batch) -> tuple[dict[str, float], float]:
+        loss = -self.modules["model"].log_likelihood(batch).mean()
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+        return {"nll": float(loss.detach()) * batch.size}, float(loss.detach())
+
+    def evaluate(self) -> dict[str, float]:
+        return {"model": accuracy(self.modules["model"], self.dev)}
+
+    def record(self, epoch: int, seconds: float, totals: dict[str, float], scores: dict[str, float]
+               ) -> dict[str, Any]:
+        return {"epoch": epoch, "seconds": seconds, "train_nll": totals.get("nll", 0.0) / len(self.train),
+                "dev_accuracy": scores["model"]}
+
+    def checkpoint(self, weights: dict[str, Any], training: dict[str, Any]) -> stored.Checkpoint:
+        return stored.Checkpoint(self.args.model, self.config.to_dict(),
+                                 {"words": self.data.words, "classes": self.data.classes}, weights, training,
+                                 {"task": self.data.task, "chains": self.args.chains})
 
 
 def train_reader(args: argparse.Namespace) -> int:
-    """The training loop of the module docstring; prints the summary as JSON."""
+    """The training loop of the module docstring (:mod:`inference.training.loop`); prints the summary as JSON."""
     task = parse_task(args.task)
     out = Path(args.out)
-    set_seed(args.seed)
-    device = resolve_device(args.device)
-    resumed = load(out / "last.pt") if args.resume else None
-    if resumed is None and (out / "last.pt").exists():
-        raise ValueError(f"{out}: holds an earlier run (--resume continues it)")
-    if resumed:
-        check_same_run(args, resumed["training"]["args"], out / "last.pt")
-        data = checkpoint_data(resumed, args.data_dir)
-    else:
-        data = ReadingData.of(task, args.data_dir, chains=args.chains)
-    config = ReaderConfig.from_dict(resumed["config"]) if resumed else reader_config(args, data)
-    model = READERS[args.model][0](config).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
-    train = data.splits["train"]
-    halve_every = args.halve_every * (math.ceil(len(train) / args.batch_size) if args.halve_per_epochs else 1)
-    schedule = torch.optim.lr_scheduler.StepLR(optimizer, halve_every, gamma=0.5)
-    state: dict[str, Any] = {"epoch": 0, "best_dev": -1.0, "bad_epochs": 0, "history": []}
-    best = module_weights(model)
-    if resumed:
-        model.load_state_dict(resumed["weights"]["model"])
-        optimizer.load_state_dict(resumed["training"]["resume"]["optimizer"])
-        schedule.load_state_dict(resumed["training"]["resume"]["schedule"])
-        best, state = resumed["training"]["resume"]["best"], resumed["training"]["state"]
-    dev = batches(data.splits["dev"], EVAL_BATCH, data.max_chains, device)
-    while state["epoch"] < args.epochs and state["bad_epochs"] < args.patience and state["best_dev"] < 1.0:
-        model.train()
-        started, total = time.perf_counter(), 0.0
-        order = bucketed_order(train, args.batch_size, np.random.default_rng(args.seed + state["epoch"]))
-        for batch in progress(batches(train, args.batch_size, data.max_chains, device, order),
-                              desc=f"{args.model} {task}: epoch {state['epoch'] + 1}", unit="batch"):
-            loss = -model.log_likelihood(batch).mean()
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            schedule.step()
-            total += float(loss.detach()) * batch.size
-        dev_accuracy = accuracy(model, dev)
-        state["epoch"] += 1
-        improved = dev_accuracy > state["best_dev"]
-        if improved:
-            state["best_dev"], best = dev_accuracy, module_weights(model)
-        state["bad_epochs"] = 0 if improved else state["bad_epochs"] + 1
-        record = {"epoch": state["epoch"], "seconds": time.perf_counter() - started,
-                  "train_nll": total / len(train), "dev_accuracy": dev_accuracy}
-        state["history"].append(record)
-        print(json.dumps(record), file=sys.stderr)
-        training = {"args": vars(args), "state": state}
-        save(out / "model.pt", args, data, config, {"model": best}, training)
-        save(out / "last.pt", args, data, config, {"model": module_weights(model)},
-             {**training, "resume": {"best": best, "optimizer": optimizer.state_dict(),
-                                     "schedule": schedule.state_dict()}})
-    model.load_state_dict(best)
-    report = test_report(model, data, device)
-    summary = {"model": args.model, "task": task, "epochs": state["epoch"], "best_dev_accuracy": state["best_dev"],
+    trainer = Trainer(Run(out, args.epochs, args.seed, vars(args), patience=args.patience, higher_is_better=True,
+                          stop_at=1.0, resume=args.resume, resumable=FREE_ON_RESUME, device=args.device))
+    resumed = trainer.check_out_folder(load_stored)
+    data = checkpoint_data(as_dict(resumed), args.data_dir) if resumed else ReadingData.of(task, args.data_dir,
+                                                                                          chains=args.chains)
+    config = ReaderConfig.from_dict(resumed.config) if resumed else reader_config(args, data)
+    model = READERS[args.model][0](config).to(trainer.device)
+    family = ReaderFamily(args, model, data, config, trainer.device)
+    state = trainer.fit(family)
+    model.load_state_dict(trainer.best["model"])
+    report = test_report(model, data, trainer.device)
+    summary = {"model": args.model, "task": task, "epochs": state["epoch"],
+               "best_dev_accuracy": state["best"]["model"],
                **{key: value for key, value in report.items() if "accuracy" in key},
                "parameters": sum(p.numel() for p in model.parameters()),
                "answer": config.answer, "hidden_size": config.hidden_size}
-    save(out / "model.pt", args, data, config, {"model": best}, {"args": vars(args), "state": state, **summary})
+    family.checkpoint(trainer.best, {"args": vars(args), "state": state, **summary}).save(out / "model.pt")
     for path in (out / "test.json", *([Path(args.json)] if args.json else [])):
         write_text_atomic(path, json.dumps({**summary, **report}) + "\n")
     print(json.dumps(summary, indent=2))

@@ -273,7 +273,8 @@ class StoryLMFamily:
         torch.nn.utils.clip_grad_norm_(model.parameters(), self.args.clip_norm)
         self.optimizer.step()
         count = int(batch.story_lengths.sum())
-        return {"nll": float(loss.nll.detach()) * count, "kl": float(loss.kl.detach()) * count}, float(loss.nll.detach())
+        nll = float(loss.nll.detach())
+        return {"nll": nll * count, "kl": float(loss.kl.detach()) * count}, nll
 
     def evaluate(self) -> dict[str, float]:
         scores = evaluate(self.modules["model"], self.dev_batches, self.device)

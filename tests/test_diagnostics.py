@@ -18,6 +18,7 @@ import torch
 
 from coref.corpora.preprocess import EOS
 from generative.layers.batch import make_batch
+from inference.commands import diagnostics as diagnostics_command
 from inference.evaluation import diagnostics
 from inference.training.checkpoint import Checkpoint, entitynlm_checkpoint, entitynlm_modules, language_model, pretrained
 from inference.data import prepared_documents
@@ -123,7 +124,7 @@ def strict_json(path: Path) -> dict:
 
 def test_command_end_to_end_on_the_sample_corpus(tmp_path, capsys):
     out = tmp_path / "diagnostics.json"
-    assert diagnostics.main(["--particles", "5", "--device", "cpu", "--json", str(out)]) == 0
+    assert diagnostics_command.main(["--particles", "5", "--device", "cpu", "--json", str(out)]) == 0
     result = strict_json(out)
     assert (result["corpus"], result["split"], result["documents"], result["particles"]) == ("sample", "test", 2, 5)
     assert result["proposal"] == Checkpoint.load(pretrained("entitynlm.pt")).config["proposal"]
@@ -140,7 +141,7 @@ def test_command_end_to_end_on_the_sample_corpus(tmp_path, capsys):
 def test_without_a_baseline_the_rnnlm_columns_are_empty(tmp_path, capsys):
     out = tmp_path / "diagnostics.json"
     argv = ["--baseline", "none", "--particles", "2", "--documents", "1", "--device", "cpu", "--json", str(out)]
-    assert diagnostics.main(argv) == 0
+    assert diagnostics_command.main(argv) == 0
     result = strict_json(out)
     assert result["baseline"] is None and result["largest_differences"] == {}
     assert result["documents"] == len(result["per_document"]) == 1
@@ -156,7 +157,7 @@ def test_without_a_baseline_the_rnnlm_columns_are_empty(tmp_path, capsys):
 ])
 def test_bad_input_gives_a_one_line_error(argv, message, capsys):
     try:
-        status = diagnostics.main([*argv, "--device", "cpu"])
+        status = diagnostics_command.main([*argv, "--device", "cpu"])
     except SystemExit as stop:  # an option out of range is refused while parsing
         status = stop.code
     assert status == 2
@@ -169,6 +170,6 @@ def test_a_proposal_the_checkpoint_lacks_is_a_one_line_error(tmp_path, capsys):
     del checkpoint.weights["bidirectional_proposal"]
     checkpoint.save(tmp_path / "forward_only.pt")
     argv = ["--checkpoint", str(tmp_path / "forward_only.pt"), "--proposal", "bidirectional", "--device", "cpu"]
-    assert diagnostics.main(argv) == 2
+    assert diagnostics_command.main(argv) == 2
     error = capsys.readouterr().err
     assert "no bidirectional proposal" in error and error.strip().count("\n") == 0

@@ -1,9 +1,6 @@
-"""Where EntityNLM wins and loses against the RNNLM, token by token: the terms behind the perplexities.
-
-    python -m inference.diagnostics                                   # bundled models, embedded sample corpus
-    python -m inference.diagnostics --checkpoint runs/entitynlm/model.pt --baseline runs/rnnlm/model.pt \\
-        --corpus litbank --split dev --data-dir DATA --particles 100 --json diagnostics.json
-    python -m inference.diagnostics --corpus ontogum --split test --documents 6 --particles 20   # a quick look
+"""Where EntityNLM wins and loses against the RNNLM, token by token: the terms behind the perplexities
+(:func:`diagnose` of a :class:`DiagnosticsConfig`; its command is :mod:`inference.commands.diagnostics`, ``python
+-m inference.diagnostics``).
 
 Every figure is a negative log-probability in nats per token (and, in the second table, its perplexity),
 summed over a group of tokens of the stream every model predicts: all tokens; the tokens inside gold mentions;
@@ -39,9 +36,7 @@ document's sums, log p_hat(x), remainder, ESS and noise gap; values JSON cannot 
 
 from __future__ import annotations
 
-import argparse
 import math
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -49,7 +44,7 @@ from pathlib import Path
 
 import torch
 
-from coref.cli import Parser, integer, output_file, progress
+from coref.cli import progress
 from coref.corpora.preprocess import EOS, Vocabulary
 from generative.layers.batch import DocumentBatch, batches_by_length
 from generative.entitynlm.model import Annotation, EntityNLM, EntityProposal
@@ -62,7 +57,6 @@ from inference.training.checkpoint import (
     language_model,
     pretrained,
 )
-from inference.commands.cli import run_command
 from inference.data import prepared_documents
 from inference.runtime import resolve_device, set_seed
 from inference.algorithms.smc import ParticleStructures, sample_structures
@@ -80,40 +74,32 @@ COLUMNS = (  # (header, key in a group's figures); "marginal" is on all tokens o
 CONTEXT_WORDS = 4  # words shown before a token in the lists of the largest differences
 
 
-def build_parser() -> Parser:
-    parser = Parser(prog="python -m inference.diagnostics", description=__doc__)
-    parser.add_argument("--checkpoint", help="EntityNLM checkpoint (default: the bundled one)")
-    parser.add_argument("--proposal", choices=("forward", "bidirectional"),
-                        help="the checkpoint's proposal to sample with (default: the one it names)")
-    parser.add_argument("--baseline", metavar="CKPT",
-                        help="RNNLM checkpoint to compare with, or 'none' (default: the bundled RNNLM with the "
-                             "bundled model, none with --checkpoint)")
-    parser.add_argument("--corpus", default="sample", help="corpus name, or several joined with '+'")
-    parser.add_argument("--split", default="test", help="the split to diagnose")
-    parser.add_argument("--data-dir", help="folder holding the corpora (default: $ENTITYLM_DATA; sample needs none)")
-    parser.add_argument("--documents", type=integer(1), metavar="N",
-                        help="only the first N documents of the split (a quick look; default: all)")
-    parser.add_argument("--particles", type=integer(1), default=100,
-                        help="importance samples per document (paper: 100)")
-    parser.add_argument("--batch-tokens", type=integer(1), default=20_000, help="particles x padded tokens per batch")
-    parser.add_argument("--top", type=integer(0), default=10,
-                        help="list this many tokens and word types where EntityNLM's word|gold differs most from "
-                             "the RNNLM, each way (0: none)")
-    parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
-    parser.add_argument("--seed", type=int, default=0, help="random seed")
-    parser.add_argument("--json", metavar="OUT", type=output_file, help="also write the results as JSON")
-    return parser
+@dataclass(frozen=True)
+class DiagnosticsConfig:
+    """What is diagnosed, and how: the options of ``python -m inference.diagnostics``. ``checkpoint`` None is the
+    bundled EntityNLM, ``proposal`` None its own; ``baseline`` None is the bundled RNNLM beside the bundled model
+    (none beside another), ``"none"`` no baseline; ``documents`` None is the whole split; ``top`` tokens and
+    word types are listed each way."""
+
+    checkpoint: str | None = None
+    proposal: str | None = None
+    baseline: str | None = None
+    corpus: str = "sample"
+    split: str = "test"
+    data_dir: str | None = None
+    documents: int | None = None
+    particles: int = 100
+    batch_tokens: int = 20_000
+    top: int = 10
+    device: str = "auto"
+    seed: int = 0
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    return build_parser().parse_args(argv)
-
-
-def baseline_path(args: argparse.Namespace) -> Path | None:
-    """The RNNLM to compare with: ``--baseline``, else the bundled one when the model is the bundled one."""
-    if args.baseline is None:
-        return pretrained("rnnlm.pt") if args.checkpoint is None else None
-    return None if args.baseline == "none" else Path(args.baseline)
+def baseline_path(config: DiagnosticsConfig) -> Path | None:
+    """The RNNLM to compare with: the config's, else the bundled one when the model is the bundled one."""
+    if config.baseline is None:
+        return pretrained("rnnlm.pt") if config.checkpoint is None else None
+    return None if config.baseline == "none" else Path(config.baseline)
 
 
 # ---- per-token terms -------------------------------------------------------------------------------------------
@@ -315,14 +301,16 @@ def finite(value):
     return value
 
 
-# ---- the command -----------------------------------------------------------------------------------------------
+# ---- the whole diagnosis ---------------------------------------------------------------------------------------
 
 
-def run(args: argparse.Namespace) -> dict:
-    set_seed(args.seed)
-    device = resolve_device(args.device)
-    path, checkpoint = entitynlm_checkpoint(args.checkpoint)
-    baseline_file = baseline_path(args)
+def diagnose(config: DiagnosticsConfig) -> dict:
+    """The per-token terms of a corpus split summed by group, the posterior decomposition, each document's sums
+    and the largest differences: the result ``python -m inference.diagnostics`` prints and writes as JSON."""
+    set_seed(config.seed)
+    device = resolve_device(config.device)
+    path, checkpoint = entitynlm_checkpoint(config.checkpoint)
+    baseline_file = baseline_path(config)
     rnnlm = None
     if baseline_file is not None:
         baseline = Checkpoint.load(baseline_file)
@@ -331,20 +319,20 @@ def run(args: argparse.Namespace) -> dict:
                                   f"{baseline.kind}")
         checkpoint.require_vocabulary(baseline.vocabulary, f"baseline {baseline_file}")
         rnnlm = language_model(baseline, device)
-    model, proposal = entitynlm_modules(checkpoint, device, proposal=args.proposal)
-    documents = prepared_documents(args.corpus, args.split, args.data_dir, checkpoint.preprocess,
-                                   checkpoint.vocabulary, quiet=True)[:args.documents]
+    model, proposal = entitynlm_modules(checkpoint, device, proposal=config.proposal)
+    documents = prepared_documents(config.corpus, config.split, config.data_dir, checkpoint.preprocess,
+                                   checkpoint.vocabulary, quiet=True)[:config.documents]
     batches = [b.to(device) for b in batches_by_length(documents, checkpoint.vocabulary,
-                                                         max(1, args.batch_tokens // args.particles))]
+                                                         max(1, config.batch_tokens // config.particles))]
     eos = checkpoint.vocabulary.index(EOS)
     started = time.perf_counter()
-    diagnostics = [diagnose_batch(batch, model, proposal, rnnlm, args.particles, eos, args.batch_tokens)
+    diagnostics = [diagnose_batch(batch, model, proposal, rnnlm, config.particles, eos, config.batch_tokens)
                    for batch in progress(batches, desc="diagnostics: sampling and rescoring", unit="batch")]
     result = {
-        "corpus": args.corpus, "split": args.split, "checkpoint": str(path), "proposal": proposal.context,
+        "corpus": config.corpus, "split": config.split, "checkpoint": str(path), "proposal": proposal.context,
         "baseline": None if baseline_file is None else str(baseline_file), "device": str(device),
-        "particles": args.particles, "seed": args.seed,
-        **summarise(diagnostics, checkpoint.vocabulary, args.top),
+        "particles": config.particles, "seed": config.seed,
+        **summarise(diagnostics, checkpoint.vocabulary, config.top),
         "seconds": time.perf_counter() - started,
         "notes": [
             "nats are negative log-probabilities (per token unless named otherwise); perplexity = exp(nats/token)",
@@ -372,6 +360,7 @@ def table(result: dict, key: str, columns: Sequence[tuple[str, str]]) -> list[st
 
 
 def format_result(result: dict) -> str:
+    """The result as the command prints it: the tables by group, the decomposition, the largest differences."""
     marginal, groups = result["marginal"], result["groups"]
     lines = [f"{result['corpus']}/{result['split']}: {result['documents']} documents, {result['tokens']} tokens; "
              f"{result['particles']} particles ({result['proposal']} proposal), mean ESS "
@@ -430,11 +419,3 @@ def differences_lines(differences: dict) -> list[str]:
         lines += [f"  {entry['difference']:+8.2f}  {entry['word']:<16} x{entry['count']:<6} "
                   f"({entry['mean_difference']:+.3f} per occurrence)" for entry in differences["word_types"][side]]
     return lines
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return run_command(run, format_result, parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

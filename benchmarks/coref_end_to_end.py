@@ -27,9 +27,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.runs import command_record  # noqa: E402
 from coref import resolver  # noqa: E402
-from coref.io.atomic import write_text_atomic  # noqa: E402
 from coref.cli import Parser, output_folder, run_main  # noqa: E402
+from coref.io.atomic import write_text_atomic  # noqa: E402
 
 CORPORA = ("litbank", "ontogum")
 METRICS = ("muc", "bcub", "ceafe", "lea")
@@ -100,7 +101,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 found, detected[f"{corpus}/{split}"] = corpus_rows(args, corpus, split, folder)
                 rows.extend(found)
         write_text_atomic(results / "end_to_end.json",
-                          json.dumps({"rows": rows, "detected_mentions": detected}, indent=2) + "\n")
+                          json.dumps({**command_record(build_parser(), args), "rows": rows,
+                                      "detected_mentions": detected}, indent=2) + "\n")
         table = markdown(rows)
         write_text_atomic(results / "end_to_end.md", table)
         print(table, end="")

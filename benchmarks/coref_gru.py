@@ -16,6 +16,10 @@ number of failed tasks (max < 0.95).
 LAMBADA runs (``OUT/MODEL/seedS`` under ``--lambada-out``) report test accuracy overall and on the passages
 whose answer is in the context, and per seed McNemar's exact test of GA w/ GRU against GA w/ C-GRU on the same
 test questions (the two-sided binomial test of the discordant pairs).
+
+Each task's cell records the options its runs were trained with, read back from their checkpoints
+(``train_args``), and the JSON the command that reproduces it with the options it reads
+(:func:`benchmarks.runs.command_record`): ``--train-args`` and ``--lambada-args`` as the runs were trained.
 """
 
 from __future__ import annotations
@@ -31,14 +35,16 @@ from scipy.stats import binomtest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repository's packages
 
-from benchmarks.runs import ROOT, Step, run_steps  # noqa: E402
-from coref.io.atomic import write_text_atomic  # noqa: E402
-from coref.corpora.babi import TASKS  # noqa: E402
+from benchmarks.runs import ROOT, TRAIN, Step, command_record, run_steps, stored_options, train_args  # noqa: E402
 from coref.cli import Parser, integer, output_folder, run_main  # noqa: E402
+from coref.corpora.babi import TASKS  # noqa: E402
+from coref.io.atomic import write_text_atomic  # noqa: E402
 from inference.training.coref_gru import READERS  # noqa: E402
+from inference.training.coref_gru import build_parser as reader_parser  # noqa: E402
 
 FAILED_BELOW = 0.95  # a task whose max accuracy is below this has failed (the paper's and bAbI's convention)
 LAMBADA_MODELS = ("ga_gru", "ga_cgru")  # Table 3's comparison
+SET_PER_RUN = ("model", "task", "data_dir", "seed", "out", "resume")  # what --train-args does not give
 
 
 def build_parser() -> Parser:
@@ -56,11 +62,13 @@ def build_parser() -> Parser:
                         help="the results' file name, without .json or .md (e.g. coref_gru_nouns for a grid run "
                              "with --train-args '--chains nouns')")
     parser.add_argument("--collect-only", action="store_true", help="run nothing: gather the finished runs")
-    parser.add_argument("--train-args", default="", help="further options of inference.training.train for every bAbI run")
+    parser.add_argument("--train-args", default="",
+                        help="further options of `python -m inference.train` for every bAbI run")
     parser.add_argument("--lambada-seeds", nargs="*", type=int, default=[],
                         help="one LAMBADA run of GA w/ GRU and of GA w/ C-GRU per seed (default: none)")
     parser.add_argument("--lambada-out", type=output_folder, default="runs/lambada", help="folder of the LAMBADA runs")
-    parser.add_argument("--lambada-args", default="", help="further options of inference.training.train for LAMBADA runs")
+    parser.add_argument("--lambada-args", default="",
+                        help="further options of `python -m inference.train` for LAMBADA runs")
     return parser
 
 
@@ -71,14 +79,14 @@ def run_folder(out: Path, model: str, task: int, seed: int) -> Path:
 def steps(args: argparse.Namespace, model: str, task: int, seed: int) -> list[Step]:
     folder = run_folder(Path(args.out), model, task, seed)
     data = ["--data-dir", args.data_dir] if args.data_dir else []
-    return [(folder / "train.json", ["inference.training.train", "--model", model, "--task", f"babi:{task}", *data,
+    return [(folder / "train.json", [TRAIN, "--model", model, "--task", f"babi:{task}", *data,
                                      "--seed", str(seed), "--out", str(folder), *args.train_args.split()])]
 
 
 def lambada_steps(args: argparse.Namespace, model: str, seed: int) -> list[Step]:
     folder = Path(args.lambada_out) / model / f"seed{seed}"
     data = ["--data-dir", args.data_dir] if args.data_dir else []
-    return [(folder / "train.json", ["inference.training.train", "--model", model, "--task", "lambada", *data,
+    return [(folder / "train.json", [TRAIN, "--model", model, "--task", "lambada", *data,
                                      "--seed", str(seed), "--out", str(folder), *args.lambada_args.split()])]
 
 
@@ -94,10 +102,14 @@ def collect_lambada(args: argparse.Namespace) -> dict:
     """Per model, the test accuracies of every finished seed (every ``seedS`` folder with a test.json) and their
     means; per seed run by both models, McNemar's test of GRU against C-GRU, overall and on the in-context
     passages."""
+    paths = [path for model in LAMBADA_MODELS
+             for path in sorted((Path(args.lambada_out) / model).glob("seed*/test.json"))]
     tests = {model: {int(path.parent.name.removeprefix("seed")): json.loads(path.read_text())
-                     for path in sorted((Path(args.lambada_out) / model).glob("seed*/test.json"))}
+                     for path in paths if path.parent.parent.name == model}
              for model in LAMBADA_MODELS}
-    result: dict = {"train_args": args.lambada_args, "models": {}, "mcnemar": {}}
+    runs = [stored_options(path.parent / "model.pt") for path in paths]
+    result: dict = {"train_args": train_args(reader_parser(), runs, SET_PER_RUN) if runs else args.lambada_args,
+                    "models": {}, "mcnemar": {}}
     for model, runs in tests.items():
         if runs:
             result["models"][model] = {
@@ -119,17 +131,23 @@ def collect_lambada(args: argparse.Namespace) -> dict:
 
 
 def collect(args: argparse.Namespace) -> dict:
-    """Per model: per task avg, max (by dev) and the seeds behind them; the averages and failed tasks."""
-    result: dict = {"train_args": args.train_args, "models": {}}
+    """Per model: per task avg, max (by dev), the seeds behind them and the options they were trained with; the
+    averages and failed tasks. ``command`` reproduces them all: one results file is one set of training options."""
+    result: dict = {"models": {}}
+    trained_with = []
     for model in args.models:
         tasks = {}
         for task in args.tasks or TASKS:  # no tasks to run: gather them all
-            runs = [json.loads(path.read_text()) for seed in args.seeds
-                    if (path := run_folder(Path(args.out), model, task, seed) / "train.json").exists()]
-            if runs:
+            folders = [run_folder(Path(args.out), model, task, seed) for seed in args.seeds]
+            folders = [folder for folder in folders if (folder / "train.json").exists()]
+            if folders:
+                runs = [json.loads((folder / "train.json").read_text()) for folder in folders]
+                options = [stored_options(folder / "model.pt") for folder in folders]
+                trained_with += options
                 best = max(runs, key=lambda run: run["best_dev_accuracy"])  # ties: the earlier seed
                 tests = [run["test_accuracy"] for run in runs]
-                tasks[str(task)] = {"avg": sum(tests) / len(tests), "max": best["test_accuracy"], "seeds": len(runs)}
+                tasks[str(task)] = {"avg": sum(tests) / len(tests), "max": best["test_accuracy"], "seeds": len(runs),
+                                    "train_args": train_args(reader_parser(), options, SET_PER_RUN)}
         if tasks:
             result["models"][model] = {
                 "tasks": tasks,
@@ -141,7 +159,9 @@ def collect(args: argparse.Namespace) -> dict:
     lambada = collect_lambada(args)
     if lambada["models"]:
         result["lambada"] = lambada
-    return result
+    read_back = train_args(reader_parser(), trained_with, SET_PER_RUN) if trained_with else args.train_args
+    return {**command_record(build_parser(), args, train_args=read_back, lambada_args=lambada["train_args"],
+                         collect_only=False), **result}
 
 
 def lambada_table(lambada: dict) -> str:

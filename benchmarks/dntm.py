@@ -5,10 +5,12 @@ dntm_CORPUS_*.png.
 
     python benchmarks/dntm.py --corpus ontogum --data-dir DATA --seeds 0 1 2 --jobs 2 --out runs/dntm
 
-Every run goes through the shared commands (``inference.training.train``, ``inference.evaluation.perplexity``,
-``inference.evaluation.entity_cloze``), one subprocess each, ``--jobs`` at a time; a step whose output exists is not run
+Every run goes through the documented commands (``python -m inference.train``, ``inference.perplexity``,
+``inference.entity_cloze``), one subprocess each, ``--jobs`` at a time; a step whose output exists is not run
 again, so the script resumes where it stopped. A variant's figure is the mean over its seeds with the standard
-error (standard deviation / sqrt(seeds)), as the paper reports.
+error (standard deviation / sqrt(seeds)), as the paper reports. Each variant records the training options its
+runs stored in their checkpoints (``train_args``), and the JSON the command that reproduces it with the options
+it reads (:func:`benchmarks.runs.command_record`): ``--train-args`` as the runs were trained, not as this call says.
 """
 
 from __future__ import annotations
@@ -24,15 +26,26 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repository's packages
 
-from benchmarks.runs import ROOT, Step, mean_and_error, run_steps  # noqa: E402
-from coref.io.atomic import atomic_path, write_text_atomic  # noqa: E402
+from benchmarks.runs import (  # noqa: E402
+    ROOT,
+    TRAIN,
+    Step,
+    command_record,
+    mean_and_error,
+    run_steps,
+    stored_options,
+    train_args,
+)
 from coref.cli import Parser, integer, output_folder, run_main  # noqa: E402
+from coref.io.atomic import atomic_path, write_text_atomic  # noqa: E402
 from generative.dntm import MERGES, PLACEMENTS  # noqa: E402
-from inference.training.checkpoint import Checkpoint  # noqa: E402
 from inference.evaluation.perplexity import GROUPS  # noqa: E402
+from inference.training.checkpoint import Checkpoint  # noqa: E402
+from inference.training.train import build_parser as train_parser  # noqa: E402
 
 VARIANTS = ("baseline", *(f"{placement}/{merge}" for placement in PLACEMENTS if placement != "none"
                           for merge in MERGES))
+SET_PER_RUN = ("model", "placement", "merge", "corpus", "data_dir", "seed", "out", "resume")  # not --train-args
 FIGURES = {"position": "Figure 4: perplexity of all tokens by position in the document",
            "following_occurrence": "Figure 5: perplexity of tokens following the k-th occurrence of an entity",
            "antecedent_entities": "Figure 6: perplexity of entity tokens by the number of entities seen before"}
@@ -58,8 +71,9 @@ def build_parser() -> Parser:
                              "VARIANT+pretrained")
     parser.add_argument("--collect-only", action="store_true",
                         help="run nothing: gather the runs that exist into the table, JSON and figures")
-    parser.add_argument("--train-args", default="--epochs 5 --patience 2 --hidden-size 128 --embedding-size 128 "
-                        "--context-size 128", help="further options of inference.training.train, the same for every run")
+    parser.add_argument("--train-args", default="--epochs 8 --patience 2 --hidden-size 128 --embedding-size 128 "
+                        "--context-size 128", help="further options of `python -m inference.train`, the same for every "
+                        "run (the default: the documented runs')")
     return parser
 
 
@@ -78,11 +92,11 @@ def steps(args: argparse.Namespace, variant: str, seed: int) -> list[Step]:
     data = ["--corpus", args.corpus] + (["--data-dir", args.data_dir] if args.data_dir else [])
     model = folder / "model.pt"  # written by training, read by the evaluations
     return [
-        (folder / "train.json", ["inference.training.train", "--model", "dntm", *variant_options(variant), *data,
+        (folder / "train.json", [TRAIN, "--model", "dntm", *variant_options(variant), *data,
                                  "--seed", str(seed), "--out", str(folder), *args.train_args.split()]),
-        (folder / "perplexity.json", ["inference.evaluation.perplexity", "--checkpoint", str(model), *data,
+        (folder / "perplexity.json", ["inference.perplexity", "--checkpoint", str(model), *data,
                                       "--json", str(folder / "perplexity.json")]),
-        (folder / "cloze.json", ["inference.evaluation.entity_cloze", "--checkpoint", str(model), *data,
+        (folder / "cloze.json", ["inference.entity_cloze", "--checkpoint", str(model), *data,
                                  "--json", str(folder / "cloze.json")]),
     ]
 
@@ -100,29 +114,33 @@ def parameter_count(checkpoint: Path) -> int:
 
 
 def collect(args: argparse.Namespace) -> dict:
-    """Per variant: each group's perplexity and the mean quantile, mean and standard error over the seeds."""
-    result = {"corpus": args.corpus, "train_args": args.train_args, "variants": {}}
+    """Per variant: each group's perplexity and the mean quantile, mean and standard error over the seeds, and the
+    training options its runs stored. ``train_args`` and ``command`` are those of the runs under ``--out``."""
+    result = {"corpus": args.corpus, "variants": {}}
     sources = [(Path(args.out), "")] + ([(Path(args.pretrained_runs), "+pretrained")] if args.pretrained_runs else [])
+    trained_with = []
     for (out, suffix), variant in ((source, variant) for source in sources for variant in args.variants):
-        runs, parameters = [], None
-        for seed in args.seeds:
-            folder = run_folder(out, args.corpus, variant, seed)
-            if (folder / "perplexity.json").exists() and (folder / "cloze.json").exists():
-                runs.append((json.loads((folder / "perplexity.json").read_text()),
-                             json.loads((folder / "cloze.json").read_text())))
-                if parameters is None and (folder / "model.pt").exists():
-                    parameters = parameter_count(folder / "model.pt")
-        if not runs:
+        folders = [run_folder(out, args.corpus, variant, seed) for seed in args.seeds]
+        folders = [folder for folder in folders if (folder / "perplexity.json").exists()
+                   and (folder / "cloze.json").exists()]
+        if not folders:
             continue
-        entry = {group: mean_and_error([p["groups"][group]["perplexity"] for p, _ in runs]) for group in GROUPS}
+        runs = [(json.loads((folder / "perplexity.json").read_text()), json.loads((folder / "cloze.json").read_text()))
+                for folder in folders]
+        options = [stored_options(folder / "model.pt") for folder in folders]
+        entry = {"train_args": train_args(train_parser(), options, SET_PER_RUN)}
+        trained_with += [] if suffix else options
+        entry |= {group: mean_and_error([p["groups"][group]["perplexity"] for p, _ in runs]) for group in GROUPS}
         entry["mean_quantile"] = mean_and_error([c["mean_quantile"] for _, c in runs])
-        entry["parameters"] = parameters
+        entry["parameters"] = parameter_count(folders[0] / "model.pt")
         entry["figures"] = {figure: {bucket: mean_and_error([p["groups"][figure][bucket]["perplexity"]
                                                               for p, _ in runs])
                                      for bucket in runs[0][0]["groups"][figure]}
                             for figure in FIGURES}
         result["variants"][variant + suffix] = entry
-    return result
+    # the command that reproduces the table: every step run (not --collect-only), as the runs were trained
+    read_back = train_args(train_parser(), trained_with, SET_PER_RUN) if trained_with else args.train_args
+    return {**command_record(build_parser(), args, train_args=read_back, collect_only=False), **result}
 
 
 def plot(result: dict, folder: Path, compared: Sequence[str] = ("baseline", "both/gru_relu")) -> list[Path]:

@@ -41,8 +41,11 @@ from pathlib import Path
 
 import numpy as np
 
-from coref.io.atomic import write_text_atomic
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repository's packages
+
+from benchmarks.runs import command_record
 from coref.cli import Parser, integer, output_file, output_folder, real, run_main
+from coref.io.atomic import write_text_atomic
 from generative.entitynlm.model import EntityNLM
 from generative.layers.softmax import ClassFactoredSoftmax
 
@@ -56,8 +59,8 @@ DEFAULT_LENGTHS = (2_000, 8_000, 32_000, 128_000)
 def long_text(tokens: int, file: str | None, corpus: str, split: str, data_dir: str | None) -> str:
     """A text of exactly ``tokens`` tokens of :func:`coref.io.text.tokenize`: the first ones of ``file`` (repeated
     from its start as often as needed), or of a corpus split's documents joined end to end."""
-    from coref.io.conll import read_utf8
     from coref.corpora.registry import joined_text
+    from coref.io.conll import read_utf8
     from coref.io.text import tokenize
 
     if file is None:
@@ -275,8 +278,8 @@ def run(args: argparse.Namespace) -> int:
     """Measure, print the table, and write the JSON and the plot; with ``--update``, the rows of an earlier
     ``long_documents.json`` that were not measured again are kept (each row records its own command)."""
     path = Path(args.out) / "long_documents.json"
-    command = shlex.join([sys.executable, *sys.argv])
-    rows, commands = measured_rows(args), [command]
+    record = command_record(build_parser(), args)
+    rows, commands = measured_rows(args), [record["command"]]
     if args.update and path.is_file():
         earlier = json.loads(path.read_text(encoding="utf-8"))
         again = {(row["operation"], row["tokens"]) for row in rows}
@@ -293,7 +296,7 @@ def run(args: argparse.Namespace) -> int:
                      if "memory_above_smallest" in slope else ""))
     Path(args.plot).parent.mkdir(parents=True, exist_ok=True)
     plot(rows, args.plot)
-    result = {"machine": platform.platform(), "cores": os.cpu_count(), "gflops_assumed": args.gflops,
+    result = {**record, "machine": platform.platform(), "cores": os.cpu_count(), "gflops_assumed": args.gflops,
               "commands": commands, "rows": rows, "slopes": fitted, "table": table}
     write_text_atomic(path, json.dumps(result, indent=2) + "\n")
     print(f"wrote {path} and {args.plot}")

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -34,10 +33,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.coref_end_to_end import row  # noqa: E402
-from coref.io.atomic import write_text_atomic  # noqa: E402
+from benchmarks.runs import command_record  # noqa: E402
 from coref.cli import Parser, output_folder, run_main  # noqa: E402
 from coref.corpora.registry import canonical_split, load_corpus  # noqa: E402
 from coref.document import Document  # noqa: E402
+from coref.io.atomic import write_text_atomic  # noqa: E402
 from coref.resolution.pipeline import BUNDLED, CorefPipeline  # noqa: E402
 from coref.resolution.ranker import end_to_end_evaluations, lowercased  # noqa: E402
 
@@ -119,8 +119,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows = [*system_rows("lowercase pipeline", lower, gold, lowercase_text=True),
                 *system_rows("bundled (cased) pipeline", bundled, gold, lowercase_text=True),
                 *system_rows("bundled (cased) pipeline", bundled, gold, lowercase_text=False)]
-        command = shlex.join(["python", "benchmarks/lowercase_pipeline.py", *(sys.argv[1:] if argv is None else argv)])
-        result = {"corpus": CORPUS, "split": split, "command": command, "rows": rows,
+        record = command_record(build_parser(), args)
+        command = record["command"]
+        result = {"corpus": CORPUS, "split": split, **record, "rows": rows,
                   "models": {"lowercase": provenance(lower, args.detector, args.resolver),
                              "bundled": provenance(bundled, BUNDLED["detector"], BUNDLED["resolver"])}}
         results = Path(args.results)

@@ -30,17 +30,20 @@ import pyro
 import torch
 from pyro.infer import Importance
 
-from coref.io.atomic import write_text_atomic
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repository's packages
+
+from benchmarks.runs import command_record
 from coref.cli import Parser, integer, output_folder, run_main
 from coref.document import sentence_chunks
-from generative.layers.batch import batches_by_length, make_batch
-from generative.entitynlm.model import PROPOSAL_CONTEXTS, Annotation, EntityNLMConfig, EntityProposal
+from coref.io.atomic import write_text_atomic
 from generative.baselines.rnnlm import RNNLM, RNNLMConfig
-from inference.training.checkpoint import Checkpoint, entitynlm_modules, pretrained
+from generative.entitynlm.model import PROPOSAL_CONTEXTS, Annotation, EntityNLMConfig, EntityProposal
+from generative.layers.batch import batches_by_length, make_batch
+from inference.algorithms.importance import estimate_marginal
 from inference.commands.cli import USER_ERRORS
 from inference.data import prepared_documents
 from inference.runtime import resolve_device, set_seed
-from inference.algorithms.importance import estimate_marginal
+from inference.training.checkpoint import Checkpoint, entitynlm_modules, pretrained
 
 
 def timed(function) -> float:
@@ -194,7 +197,8 @@ def run(args: argparse.Namespace) -> int:
             documents[:4], loaded.vocabulary, 8_000)], device, repeats=1),
     }
 
-    result = {"machine": platform.platform(), "device": str(device), "torch_threads": torch.get_num_threads(),
+    result = {**command_record(build_parser(), args),
+              "machine": platform.platform(), "device": str(device), "torch_threads": torch.get_num_threads(),
               "checkpoint": checkpoint_path, "config": loaded.config, "importance_sampling": throughput,
               "peak_memory_mib": {"particles": args.particles, "document_tokens": max(len(d.tokens) for d in documents),
                                   "peak": peak_mib},

@@ -25,10 +25,13 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from coref.io.atomic import write_text_atomic
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repository's packages
+
+from benchmarks.runs import command_record
 from coref.cli import Parser, integer, output_folder, run_main
 from coref.corpora.registry import load_corpus, resolve_data_dir
 from coref.document import Document
+from coref.io.atomic import write_text_atomic
 from coref.io.text import tokenize
 
 CORPORA = ("litbank", "ontogum")
@@ -160,7 +163,8 @@ def run(args: argparse.Namespace) -> int:
         for name, tokenizer in tokenizers.items()
     }
     print(table(results))
-    report = {"documents": {corpus: [d.id for d in docs] for corpus, docs in documents.items()}, "results": results}
+    report = {**command_record(build_parser(), args),
+              "documents": {corpus: [d.id for d in docs] for corpus, docs in documents.items()}, "results": results}
     write_text_atomic(Path(args.out) / "tokenizer.json", json.dumps(report, indent=2) + "\n")
     return 0
 

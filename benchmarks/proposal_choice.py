@@ -23,12 +23,15 @@ import statistics
 import sys
 from pathlib import Path
 
-from coref.io.atomic import write_text_atomic
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repository's packages
+
+from benchmarks.runs import command_record
 from coref.cli import Parser, integer, output_file, output_folder, real, run_main
+from coref.io.atomic import write_text_atomic
 from generative.entitynlm.model import PROPOSAL_CONTEXTS
+from inference.commands.cli import USER_ERRORS
 from inference.evaluation import marginal_ppl
 from inference.training.checkpoint import Checkpoint
-from inference.commands.cli import USER_ERRORS
 
 CORPORA = ("litbank", "ontogum")
 
@@ -44,7 +47,8 @@ def candidates(args: argparse.Namespace) -> dict[str, tuple[str, str, float]]:
 
 
 def result(name: str, corpus: str, candidate: tuple[str, str, float], args: argparse.Namespace) -> dict:
-    """One (candidate, corpus) run of inference.evaluation.marginal_ppl on dev, or its JSON kept in ``--out`` from before."""
+    """One (candidate, corpus) run of ``entitylm marginal-ppl``'s computation on dev, or its JSON kept in ``--out``
+    from before."""
     path = Path(args.out) / f"{corpus}_dev_{name.replace(' ', '_').replace('=', '')}.json"
     checkpoint, proposal, temperature = candidate
     stored = marginal_ppl.stored_result(path, {"checkpoint": str(Path(checkpoint)), "corpus": corpus, "split": "dev",
@@ -67,7 +71,7 @@ def build_parser() -> Parser:
     parser.add_argument("--entitynlm", required=True, help="EntityNLM checkpoint whose proposals are compared")
     parser.add_argument("--proposals", nargs="+", choices=PROPOSAL_CONTEXTS, default=list(PROPOSAL_CONTEXTS),
                         help="the checkpoint's proposals to compare")
-    parser.add_argument("--refined", help="a checkpoint whose proposal inference.algorithms.refine refined (default: none)")
+    parser.add_argument("--refined", help="a checkpoint whose proposal `entitylm refine` refined (default: none)")
     parser.add_argument("--refined-proposal", choices=PROPOSAL_CONTEXTS, default="bidirectional",
                         help="which proposal of --refined was refined")
     parser.add_argument("--temperatures", type=real(0, include_low=False), nargs="+", default=[1.0],
@@ -105,7 +109,8 @@ def run(args: argparse.Namespace) -> int:
                      f"{total[name]:,.1f} |")
     table = "\n".join(lines)
     print(table)
-    summary = {"chosen": chosen, "candidates": {name: list(candidate) for name, candidate in candidates(args).items()},
+    summary = {**command_record(build_parser(), args), "chosen": chosen,
+               "candidates": {name: list(candidate) for name, candidate in candidates(args).items()},
                "dev_total_log_likelihood": total,
                "dev_perplexity": {name: {c: r["perplexity"] for c, r in by_corpus.items()}
                                   for name, by_corpus in runs.items()},

@@ -22,11 +22,14 @@ import statistics
 import sys
 from pathlib import Path
 
-from coref.io.atomic import write_text_atomic
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repository's packages
+
+from benchmarks.runs import command_record
 from coref.cli import Parser, integer, output_folder, run_main
+from coref.io.atomic import write_text_atomic
 from generative.entitynlm.model import PROPOSAL_CONTEXTS
-from inference.evaluation import marginal_ppl
 from inference.commands.cli import USER_ERRORS
+from inference.evaluation import marginal_ppl
 
 CORPORA = ("litbank", "ontogum")
 
@@ -122,7 +125,8 @@ def run(args: argparse.Namespace) -> int:
             write_text_atomic(path, json.dumps(results[corpus], indent=2) + "\n")
     markdown = table(results)
     print(markdown)
-    write_text_atomic(out / "quality.json", json.dumps({"args": vars(args), "results": results}, indent=2) + "\n")
+    record = command_record(build_parser(), args)
+    write_text_atomic(out / "quality.json", json.dumps({**record, "results": results}, indent=2) + "\n")
     write_text_atomic(out / "quality.md", markdown + "\n")
     return 0
 

@@ -35,14 +35,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from coref.io.atomic import write_text_atomic
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repository's packages
+
+from benchmarks.runs import command_record
 from coref.cli import Parser, integer, output_folder, real, run_main
 from coref.corpora.preprocess import EOS
+from coref.io.atomic import write_text_atomic
 from generative.entitynlm.model import PROPOSAL_CONTEXTS
-from inference.evaluation import marginal_ppl
-from inference.training.checkpoint import entitynlm_checkpoint
 from inference.commands.cli import USER_ERRORS, config_of
+from inference.evaluation import marginal_ppl
 from inference.runtime import resolve_device, set_seed
+from inference.training.checkpoint import entitynlm_checkpoint
 
 SAMPLERS = marginal_ppl.SAMPLERS
 
@@ -195,7 +198,8 @@ def run(args: argparse.Namespace) -> int:
     setting, runs = run_seeds(args)
     summaries = {sampler: sampler_summary(runs[sampler], setting["tokens"]) for sampler in SAMPLERS}
     decision = verdict(summaries)
-    result = {**setting, "document_keys": runs[SAMPLERS[0]][0].keys, "samplers": summaries, "verdict": decision}
+    result = {**command_record(build_parser(), args), **setting,
+              "document_keys": runs[SAMPLERS[0]][0].keys, "samplers": summaries, "verdict": decision}
     text = markdown(setting, summaries, decision)
     print(text)
     out = Path(args.out)

@@ -74,3 +74,21 @@ def test_train_args_are_read_back_from_the_runs():
     other = vars(parser.parse_args([*base, "--epochs", "5", "--hidden-size", "16"]))
     with pytest.raises(ValueError, match="different options"):
         train_args(parser, [*runs, other], dntm.SET_PER_RUN)
+
+
+SCRIPTS = {  # every benchmark that writes a results file, with the options it requires
+    "coref_end_to_end": [], "coref_gru": [], "dntm": [], "long_documents": [], "lowercase_pipeline": [],
+    "samplers": [], "tokenizer_agreement": [], "speed": ["--data-dir", "DATA"],
+    "proposal_choice": ["--data-dir", "DATA", "--entitynlm", "E"],
+    "quality": ["--data-dir", "DATA", "--entitynlm", "E", "--rnnlm", "R", "--ngram", "N"],
+}
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_each_benchmark_records_a_command_its_parser_reads_back(script, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    parser = importlib.import_module(f"benchmarks.{script}").build_parser()
+    record = command_record(parser, parser.parse_args(SCRIPTS[script]))
+    assert record["command"].startswith(f"python benchmarks/{script}.py")
+    assert _read_back(record["command"]) == record["options"]
+    assert "command_record(build_parser(), args" in (ROOT / "benchmarks" / f"{script}.py").read_text()

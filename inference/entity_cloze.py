@@ -1,8 +1,8 @@
-"""`python -m inference.entity_cloze`, as the docs show it: the command is :mod:`inference.evaluation.entity_cloze`."""
+"""`python -m inference.entity_cloze`, as the docs show it: the command is :mod:`inference.commands.entity_cloze`."""
 
 if __name__ == "__main__":
     import sys
 
-    from inference.evaluation.entity_cloze import main
+    from inference.commands.entity_cloze import main
 
     sys.exit(main())

@@ -26,7 +26,8 @@ from coref.io.text import tokenize as tokenize_text
 from generative.layers.batch import make_batch
 from generative.coref_gru import make_reading_batch
 from generative.mneme import make_batch as make_story_batch
-from inference.evaluation import entity_cloze
+from inference.commands import entity_cloze as entity_cloze_command
+from inference.commands import perplexity as perplexity_command
 from inference.algorithms import generate
 from inference.commands import marginal_ppl
 from inference.evaluation import perplexity
@@ -37,6 +38,7 @@ from inference.algorithms.importance import estimate_marginal
 from inference.algorithms.posterior import tokenize
 from inference.evaluation.rerank import candidate_log_joint, gold_mention_split, noise_free
 from tests.test_babi import TASK11, write_task
+from inference.training.resolution import train_ranker
 
 TEXT = "Anna met her brother. She thanked him."
 
@@ -394,8 +396,8 @@ def test_dntm_likelihood_is_the_perplexity_commands_sum_for_every_form_of_a_docu
 def test_dntm_token_groups_and_cloze_are_the_commands_numbers(dntm_models, anonymised_test, tmp_path, capsys):
     model = dntm_models["both"]
     argv = ["--checkpoint", str(model.path), "--corpus", "sample", "--split", "test", "--device", "cpu"]
-    assert perplexity.main([*argv, "--json", str(tmp_path / "groups.json")]) == 0
-    assert entity_cloze.main([*argv, "--max-clozes", "5", "--json", str(tmp_path / "cloze.json")]) == 0
+    assert perplexity_command.main([*argv, "--json", str(tmp_path / "groups.json")]) == 0
+    assert entity_cloze_command.main([*argv, "--max-clozes", "5", "--json", str(tmp_path / "cloze.json")]) == 0
     capsys.readouterr()
     groups = model.token_groups(list(anonymised_test.documents))
     expected = json.loads((tmp_path / "groups.json").read_text())["groups"]
@@ -527,7 +529,7 @@ def reranking(entitynlm, sample_resolver) -> elm.Reranking:
 
 def test_train_resolver_is_the_commands_resolver(sample_resolver):
     documents = resolver_documents("sample", "train", None)
-    trained = MentionRanker.train(documents, epochs=5, seed=23, progress=False)
+    trained = train_ranker(documents, epochs=5, seed=23, progress=False)
     assert np.array_equal(sample_resolver.weights, trained.weights)
     assert sample_resolver.settings["corpus"] == "sample" and not sample_resolver.settings["keep_singletons"]
 

@@ -12,6 +12,7 @@ from coref.corpora.anonymise import ENTITY_TOKENS
 from coref.document import Document, Mention
 from generative.layers.batch import TokenStream
 from generative.registry import LANGUAGE_MODELS, model_kind
+from inference.commands import perplexity as perplexity_command
 from inference.evaluation import perplexity
 from inference.training.checkpoint import Checkpoint, language_model, pretrained
 from inference.evaluation.entity_cloze import clozes, mean_quantile
@@ -59,7 +60,7 @@ def test_the_registry_builds_and_loads_every_model():
 
 def test_the_bundled_rnnlm_keeps_its_perplexity_through_the_shared_command(capsys):
     # the same figure the main job prints for it (docs/entitynlm.md: 155.51 on the embedded sample)
-    assert perplexity.main(["--checkpoint", str(pretrained("rnnlm.pt"))]) == 0
+    assert perplexity_command.main(["--checkpoint", str(pretrained("rnnlm.pt"))]) == 0
     assert "all                           155.51" in capsys.readouterr().out
 
 

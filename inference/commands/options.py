@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from coref.cli import output_file
+from coref.cli import Parser, integer, output_file
 
 DATA_DIR_HELP = "folder holding the corpora (default: $ENTITYLM_DATA; sample needs none)"
 
@@ -43,3 +43,16 @@ def add_device(parser: argparse.ArgumentParser) -> None:
 def add_json(parser: argparse.ArgumentParser, help: str = "also write the results as JSON") -> None:
     """``--json OUT``: the command's result also written, atomically, as JSON to OUT."""
     parser.add_argument("--json", metavar="OUT", type=output_file, help=help)
+
+
+def evaluation_parser(prog: str, description: str, checkpoint_help: str) -> Parser:
+    """The parser of a command that evaluates a checkpoint on a corpus split (perplexity, entity cloze)."""
+    parser = Parser(prog=prog, description=description)
+    parser.add_argument("--checkpoint", required=True, help=checkpoint_help)
+    add_corpus_split(parser, split_help="split to evaluate")
+    add_data_dir(parser)
+    parser.add_argument("--batch-tokens", type=integer(1), default=32_000, help="padded tokens per batch")
+    add_device(parser)
+    add_seed(parser)
+    add_json(parser, help="also write the result as JSON to OUT")
+    return parser

@@ -1,7 +1,5 @@
-"""Entity cloze by sentence likelihood, scored by the Mean Quantile (Kobayashi et al. 2017, §5.2.3, Table 4).
-
-    python -m inference.entity_cloze --checkpoint runs/dntm/both-gru_relu/model.pt --corpus ontogum \\
-        --split test --data-dir DATA --json result.json
+"""Entity cloze by sentence likelihood, scored by the Mean Quantile (Kobayashi et al. 2017, §5.2.3, Table 4):
+:func:`entity_cloze`, whose command is :mod:`inference.commands.entity_cloze` (``python -m inference.entity_cloze``).
 
 On the Anonymized Language Modelling data, every sentence that mentions an entity already mentioned in an earlier
 sentence is a cloze: its first such mention is the slot, the entities mentioned before the sentence are the
@@ -14,14 +12,12 @@ over clozes, the fraction of E- scored below e+:
 A cloze with no other candidate is left out (its quantile is undefined), as are ties' halves: a tie counts as
 not below. All filled sentences of all clozes run as rows of a few large batches. Each row reads the whole
 document before its sentence (the softmax runs on the sentence alone), so a split's clozes cost (candidates x
-prefix length) LSTM steps each; ``--max-clozes`` scores a seeded random sample of them (the JSON says how many
+prefix length) LSTM steps each; ``max_clozes`` scores a seeded random sample of them (the result says how many
 of how many).
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -29,14 +25,12 @@ import numpy as np
 import torch
 
 from coref.corpora.anonymise import ENTITY_TOKENS
-from coref.cli import Parser, integer
 from coref.document import Document, Mention
 from generative.registry import LANGUAGE_MODELS
 from inference.training.checkpoint import Checkpoint, CheckpointError
-from inference.commands.cli import run_command
 from inference.data import language_model_documents
 from inference.runtime import resolve_device, set_seed
-from inference.evaluation.perplexity import document_log_probs, evaluation_parser
+from inference.evaluation.perplexity import document_log_probs
 
 
 @dataclass(frozen=True)
@@ -108,40 +102,27 @@ def sentence_scores(checkpoint: Checkpoint, cloze_list: Sequence[Cloze], device:
     return scores
 
 
-def build_parser() -> Parser:
-    parser = evaluation_parser("python -m inference.entity_cloze", __doc__,
-                               "a checkpoint of a model of the anonymised data (dntm)")
-    parser.add_argument("--max-clozes", type=integer(1), default=200,
-                        help="score a random sample of this many clozes (seeded by --seed); all if fewer")
-    return parser
-
-
-def run(args: argparse.Namespace) -> dict:
-    set_seed(args.seed)
-    device = resolve_device(args.device)
-    checkpoint = Checkpoint.load(args.checkpoint)
-    if checkpoint.kind not in LANGUAGE_MODELS or LANGUAGE_MODELS[checkpoint.kind].data != "anonymised":
-        raise CheckpointError(f"{args.checkpoint}: the entity cloze needs a model of the anonymised data, not a "
-                              f"{checkpoint.kind} checkpoint")
-    documents = language_model_documents("anonymised", args.corpus, args.split, args.data_dir,
-                                         checkpoint.preprocess, checkpoint.vocabulary)
-    found, in_split = sample_clozes(documents, args.max_clozes, args.seed)
-    scores = sentence_scores(checkpoint, found, device, args.batch_tokens)
-    return {"checkpoint": str(args.checkpoint), "config": checkpoint.config, "corpus": args.corpus,
-            "split": args.split, "clozes": len(found), "clozes_in_split": in_split,
+def entity_cloze(checkpoint: str, corpus: str = "sample", split: str = "test", data_dir: str | None = None,
+                 max_clozes: int | None = 200, batch_tokens: int = 32_000, device: str = "auto", seed: int = 0) -> dict:
+    """The Mean Quantile of a model of the anonymised data (``checkpoint``) on the clozes of a corpus split (a
+    sample of ``max_clozes`` of them, seeded by ``seed``): the result ``python -m inference.entity_cloze`` prints
+    and writes as JSON."""
+    set_seed(seed)
+    where = resolve_device(device)
+    loaded = Checkpoint.load(checkpoint)
+    if loaded.kind not in LANGUAGE_MODELS or LANGUAGE_MODELS[loaded.kind].data != "anonymised":
+        raise CheckpointError(f"{checkpoint}: the entity cloze needs a model of the anonymised data, not a "
+                              f"{loaded.kind} checkpoint")
+    documents = language_model_documents("anonymised", corpus, split, data_dir, loaded.preprocess, loaded.vocabulary)
+    found, in_split = sample_clozes(documents, max_clozes, seed)
+    scores = sentence_scores(loaded, found, where, batch_tokens)
+    return {"checkpoint": str(checkpoint), "config": loaded.config, "corpus": corpus,
+            "split": split, "clozes": len(found), "clozes_in_split": in_split,
             "mean_candidates": float(np.mean([len(c.candidates) for c in found])) if found else 0.0,
             "mean_quantile": mean_quantile(scores, [cloze.answer for cloze in found])}
 
 
 def format_result(result: dict) -> str:
+    """The result in one line, as the command prints it."""
     return (f"{result['corpus']}/{result['split']}: {result['clozes']} of {result['clozes_in_split']} clozes, "
             f"{result['mean_candidates']:.1f} candidates on average, mean quantile {result['mean_quantile']:.3f}")
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return run_command(run, format_result, args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

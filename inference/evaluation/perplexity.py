@@ -1,8 +1,6 @@
 """Test perplexity of any language model checkpoint, in total and per token group (Kobayashi et al. 2017, Table 2
-and Figures 4-6).
-
-    python -m inference.perplexity --checkpoint runs/dntm/both-gru_relu/model.pt --corpus ontogum --split test \\
-        --data-dir DATA --json result.json
+and Figures 4-6): :func:`perplexity_by_group`, whose command is :mod:`inference.commands.perplexity` (``python -m
+inference.perplexity``).
 
 The checkpoint says what it reads (:data:`generative.registry.DATA_KINDS`): EntityNLM's preprocessed text, or
 the Anonymized Language Modelling data, where each coreference chain's mentions are one token ``<unkK>``. Every
@@ -20,27 +18,23 @@ k-th occurrence of an entity (Figure 5), and entity tokens by the number of enti
 For an exact model (:attr:`generative.registry.ModelKind.exact`: the RNNLM, the Dynamic Neural Text Model, the
 n-gram) the log-probabilities are its conditionals log p(x_t | x_<t). EntityNLM's per-word probabilities are not
 defined without its latent structure: its perplexity comes from ``python -m inference.marginal_ppl``, which this
-command refuses to guess.
+module refuses to guess.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
-import sys
 from collections.abc import Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
-from coref.cli import Parser, integer, output_file
 from coref.cli import progress as progress_bar
 from coref.document import Document
 from generative.layers.batch import TokenStream, batches_by_length, token_stream
 from generative.registry import LANGUAGE_MODELS, model_kind
 from inference.training.checkpoint import Checkpoint, CheckpointError, language_model, ngram_model
-from inference.commands.cli import run_command
 from inference.data import language_model_documents
 from inference.runtime import resolve_device, set_seed
 
@@ -52,25 +46,6 @@ POSITION_BUCKETS = (("1-20", 1, 20), ("21-40", 21, 40), ("41-60", 41, 60), ("61-
 OCCURRENCE_BUCKETS = (("1", 1, 1), ("2", 2, 2), ("3-6", 3, 6), ("7-10", 7, 10), ("11-", 11, None))
 ANTECEDENT_BUCKETS = (("0", 0, 0), ("1", 1, 1), ("2", 2, 2), ("3", 3, 3), ("4-6", 4, 6), ("7-10", 7, 10),
                       ("11-20", 11, 20), ("21-", 21, None))
-
-
-def evaluation_parser(prog: str, description: str, checkpoint_help: str) -> Parser:
-    """The options of every command that evaluates a checkpoint on a corpus split."""
-    parser = Parser(prog=prog, description=description)
-    parser.add_argument("--checkpoint", required=True, help=checkpoint_help)
-    parser.add_argument("--corpus", default="sample", help="corpus name, or several joined with '+'")
-    parser.add_argument("--split", default="test", help="split to evaluate")
-    parser.add_argument("--data-dir", help="folder holding the corpora (default: $ENTITYLM_DATA; sample needs none)")
-    parser.add_argument("--batch-tokens", type=integer(1), default=32_000, help="padded tokens per batch")
-    parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
-    parser.add_argument("--seed", type=int, default=0, help="random seed")
-    parser.add_argument("--json", type=output_file, metavar="OUT", help="also write the result as JSON to OUT")
-    return parser
-
-
-def build_parser() -> Parser:
-    return evaluation_parser("python -m inference.perplexity", __doc__,
-                             "a checkpoint of an exact model (rnnlm, dntm, ngram)")
 
 
 # ---- token groups --------------------------------------------------------------------------------------------
@@ -200,22 +175,25 @@ def document_log_probs(checkpoint: Checkpoint, documents: Sequence[Document], de
     return [by_key[document.key] for document in documents]
 
 
-def run(args: argparse.Namespace) -> dict:
-    set_seed(args.seed)
-    device = resolve_device(args.device)
-    checkpoint = Checkpoint.load(args.checkpoint)
-    require_exact(checkpoint)  # before reading the corpus, so the refusal is the only line
-    data = "entity" if checkpoint.kind == "ngram" else LANGUAGE_MODELS[checkpoint.kind].data
-    documents = language_model_documents(data, args.corpus, args.split, args.data_dir, checkpoint.preprocess,
-                                         checkpoint.vocabulary)
-    log_probs = document_log_probs(checkpoint, documents, device, args.batch_tokens)
-    streams = [token_stream(document, checkpoint.vocabulary) for document in documents]
-    return {"checkpoint": str(args.checkpoint), "kind": checkpoint.kind, "config": checkpoint.config,
-            "corpus": args.corpus, "split": args.split, "documents": len(documents),
-            "groups": group_table(streams, log_probs)}
+def perplexity_by_group(checkpoint: str, corpus: str = "sample", split: str = "test", data_dir: str | None = None,
+                        batch_tokens: int = 32_000, device: str = "auto", seed: int = 0) -> dict:
+    """The perplexity of an exact model's ``checkpoint`` on a corpus split, in total and per token group and
+    breakdown bucket (:func:`group_table`), in batches of ``batch_tokens`` padded tokens: the result ``python -m
+    inference.perplexity`` prints and writes as JSON."""
+    set_seed(seed)
+    where = resolve_device(device)
+    loaded = Checkpoint.load(checkpoint)
+    require_exact(loaded)  # before reading the corpus, so the refusal is the only line
+    data = "entity" if loaded.kind == "ngram" else LANGUAGE_MODELS[loaded.kind].data
+    documents = language_model_documents(data, corpus, split, data_dir, loaded.preprocess, loaded.vocabulary)
+    log_probs = document_log_probs(loaded, documents, where, batch_tokens)
+    streams = [token_stream(document, loaded.vocabulary) for document in documents]
+    return {"checkpoint": str(checkpoint), "kind": loaded.kind, "config": loaded.config, "corpus": corpus,
+            "split": split, "documents": len(documents), "groups": group_table(streams, log_probs)}
 
 
 def format_result(result: dict) -> str:
+    """Each group's perplexity and tokens, as the command prints them."""
     lines = [f"{result['kind']} on {result['corpus']}/{result['split']} ({result['documents']} documents)",
              f"{'group':<24}{'perplexity':>12}{'tokens':>10}"]
     for name in GROUPS:
@@ -223,12 +201,3 @@ def format_result(result: dict) -> str:
         value = f"{cell['perplexity']:.2f}" if cell["perplexity"] is not None else "-"
         lines.append(f"{name:<24}{value:>12}{cell['tokens']:>10}")
     return "\n".join(lines)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return run_command(run, format_result, args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

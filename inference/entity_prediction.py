@@ -1,8 +1,8 @@
-"""`python -m inference.entity_prediction`, as the docs show it: the command is :mod:`inference.evaluation.entity_prediction`."""
+"""`python -m inference.entity_prediction`, as the docs show it: the command is :mod:`inference.commands.entity_prediction`."""
 
 if __name__ == "__main__":
     import sys
 
-    from inference.evaluation.entity_prediction import main
+    from inference.commands.entity_prediction import main
 
     sys.exit(main())

@@ -12,6 +12,7 @@ from coref.corpora.registry import load_corpus
 from coref.document import Document, Mention
 from coref.corpora.preprocess import PreprocessConfig, Vocabulary, preprocess_documents
 from generative.entitynlm.model import EntityNLM, EntityNLMConfig
+from inference.commands import entity_prediction as entity_prediction_command
 from inference.evaluation import entity_prediction
 from inference.training import train
 from inference.evaluation.entity_prediction import (
@@ -111,7 +112,7 @@ def tiny_models(tmp_path_factory):
 def test_the_command_reports_every_predictor(tiny_models, tmp_path, capsys):
     out = tmp_path / "result.json"
     argv = ["--checkpoint", str(tiny_models[0]), "--corpus", "sample", "--device", "cpu", "--json", str(out)]
-    assert entity_prediction.main(argv) == 0
+    assert entity_prediction_command.main(argv) == 0
     result = json.loads(out.read_text())
     assert set(result["accuracy"]) == {"always-new", "shallow features", "EntityNLM",
                                        "EntityNLM, new-entity bias tuned on dev"}
@@ -125,7 +126,7 @@ def test_the_command_reports_every_predictor(tiny_models, tmp_path, capsys):
 
 
 def test_a_model_trained_without_singletons_is_refused(tiny_models, capsys):
-    assert entity_prediction.main(["--checkpoint", str(tiny_models[1]), "--corpus", "sample", "--device", "cpu"]) == 2
+    assert entity_prediction_command.main(["--checkpoint", str(tiny_models[1]), "--corpus", "sample", "--device", "cpu"]) == 2
     assert "--keep-singletons" in capsys.readouterr().err
 
 

@@ -1,6 +1,6 @@
 """Entity prediction on InScript (Ji et al. 2017, §5.3, Table 3): which entity does the next mention refer to?
-
-    python -m inference.entity_prediction --checkpoint runs/inscript/model.pt --data-dir DATA --json out.json
+(:func:`evaluate_entity_prediction`; its command is :mod:`inference.commands.entity_prediction`, ``python -m
+inference.entity_prediction``.)
 
 The protocol (Modi et al. 2017, as adapted by the paper): R is given, so the positions of mention starts are
 known; after the first three sentences of a story, at each of its first (at most) 30 mention starts, a
@@ -23,9 +23,7 @@ Predictors:
 
 from __future__ import annotations
 
-import argparse
 import math
-import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -35,13 +33,12 @@ import numpy as np
 import torch
 from pyro.poutine.messenger import Messenger
 
-from coref.cli import Parser, integer, output_file, progress
+from coref.cli import progress
 from coref.document import Document, encode_entities
 from coref.corpora.preprocess import Vocabulary
 from generative.layers.batch import batches_by_length, stream_positions
 from generative.entitynlm.model import Annotation, EntityNLM
 from inference.training.checkpoint import CheckpointError, entitynlm_checkpoint, entitynlm_modules
-from inference.commands.cli import run_command
 from inference.data import prepared_documents
 from inference.runtime import resolve_device, set_seed
 
@@ -238,48 +235,33 @@ def mcnemar_p(all_slots: Sequence[Slot], first: Predictions, second: Predictions
     return float(binomtest(only_first, only_first + only_second).pvalue) if only_first + only_second else 1.0
 
 
-def build_parser() -> Parser:
-    parser = Parser(prog="python -m inference.entity_prediction", description=__doc__)
-    parser.add_argument("--checkpoint", required=True,
-                        help="EntityNLM trained on InScript with --keep-singletons (inference.training.train)")
-    parser.add_argument("--corpus", default="inscript", help="corpus name, or several joined with '+'")
-    parser.add_argument("--split", default="test", help="the split the accuracy is reported on")
-    parser.add_argument("--train-split", default="train", help="fits the shallow-feature baseline")
-    parser.add_argument("--dev-split", default="dev", help="tunes the new-entity bias")
-    parser.add_argument("--data-dir", help="folder holding the corpora (default: $ENTITYLM_DATA)")
-    parser.add_argument("--skip-sentences", type=integer(0), default=3,
-                        help="predict after this many sentences (paper 3)")
-    parser.add_argument("--max-slots", type=integer(1), default=30,
-                        help="at most this many slots per story (paper 30)")
-    parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
-    parser.add_argument("--seed", type=int, default=0, help="random seed")
-    parser.add_argument("--json", metavar="OUT", type=output_file, help="also write the results as JSON")
-    return parser
-
-
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    return build_parser().parse_args(argv)
-
-
-def run(args: argparse.Namespace) -> dict:
-    set_seed(args.seed)
-    device = resolve_device(args.device)
-    _, checkpoint = entitynlm_checkpoint(args.checkpoint)
-    if checkpoint.preprocess.drop_singletons:
-        raise CheckpointError(f"{args.checkpoint}: trained without singletons; entity prediction needs a model "
+def evaluate_entity_prediction(checkpoint: str, corpus: str = "inscript", split: str = "test",
+                               train_split: str = "train", dev_split: str = "dev", data_dir: str | None = None,
+                               skip_sentences: int = 3, max_slots: int = 30, device: str = "auto",
+                               seed: int = 0) -> dict:
+    """Every predictor's accuracy on the slots of ``split`` (after ``skip_sentences`` sentences, at most
+    ``max_slots`` per story), the shallow baseline fitted on ``train_split`` and the new-entity bias tuned on
+    ``dev_split``, with the paper's figures and the McNemar test: the result ``python -m
+    inference.entity_prediction`` prints and writes as JSON. ``checkpoint`` is an EntityNLM trained with its
+    singletons kept."""
+    set_seed(seed)
+    where = resolve_device(device)
+    _, loaded = entitynlm_checkpoint(checkpoint)
+    if loaded.preprocess.drop_singletons:
+        raise CheckpointError(f"{checkpoint}: trained without singletons; entity prediction needs a model "
                               "trained with --keep-singletons")
-    model = entitynlm_modules(checkpoint, device)[0]
+    model = entitynlm_modules(loaded, where)[0]
     started = time.perf_counter()
-    training, dev, test = (prepared_documents(args.corpus, split, args.data_dir, checkpoint.preprocess,
-                                              checkpoint.vocabulary, quiet=True)
-                           for split in (args.train_split, args.dev_split, args.split))
+    training, dev, test = (prepared_documents(corpus, name, data_dir, loaded.preprocess, loaded.vocabulary,
+                                              quiet=True)
+                           for name in (train_split, dev_split, split))
     shallow = ShallowClassifier.fit([slot for document in training for slot in slots(document, 0, None)])
-    slots_of = {document.id: slots(document, args.skip_sentences, args.max_slots) for document in test + dev}
+    slots_of = {document.id: slots(document, skip_sentences, max_slots) for document in test + dev}
     all_slots = [slot for document in test for slot in slots_of[document.id]]
     dev_slots = [slot for document in dev for slot in slots_of[document.id]]
     for document in test:
         encode_entities(document)  # a clear error for a story the model cannot read
-    scores = entitynlm_scores(model, test + dev, slots_of, checkpoint.vocabulary, device)
+    scores = entitynlm_scores(model, test + dev, slots_of, loaded.vocabulary, where)
     new_bias, dev_curve = tune_new_bias(dev_slots, scores)
     predictions = {
         "always-new": defaultdict(lambda: NEW),
@@ -288,7 +270,7 @@ def run(args: argparse.Namespace) -> dict:
         "EntityNLM, new-entity bias tuned on dev": {key: score.prediction(new_bias) for key, score in scores.items()},
     }
     return {
-        "corpus": args.corpus, "split": args.split, "checkpoint": str(args.checkpoint), "stories": len(test),
+        "corpus": corpus, "split": split, "checkpoint": str(checkpoint), "stories": len(test),
         "slots": len(all_slots), "new_slots": sum(slot.gold == NEW for slot in all_slots),
         "accuracy": accuracy_table(all_slots, predictions), "paper": PAPER,
         "p_entitynlm_vs_shallow": mcnemar_p(all_slots, predictions["EntityNLM"], predictions["shallow features"]),
@@ -298,6 +280,7 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def format_result(result: dict) -> str:
+    """The accuracies beside the paper's, per scenario, as the command prints them."""
     accuracy = result["accuracy"]
     scenarios = sorted(group for group in accuracy["EntityNLM"] if group != "all")
     lines = [f"{result['corpus']}/{result['split']}: {result['stories']} stories, {result['slots']} slots "
@@ -312,11 +295,3 @@ def format_result(result: dict) -> str:
     lines.append(f"new-entity bias chosen on dev: {result['new_bias']:+.2f}; EntityNLM vs shallow features: "
                  f"exact McNemar p = {result['p_entitynlm_vs_shallow']:.2g}")
     return "\n".join(lines)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return run_command(run, format_result, parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,8 +1,8 @@
-"""`python -m inference.rerank`, as the docs show it: the command is :mod:`inference.evaluation.rerank`."""
+"""`python -m inference.rerank`, as the docs show it: the command is :mod:`inference.commands.rerank`."""
 
 if __name__ == "__main__":
     import sys
 
-    from inference.evaluation.rerank import main
+    from inference.commands.rerank import main
 
     sys.exit(main())

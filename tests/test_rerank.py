@@ -33,10 +33,12 @@ from coref.resolution.rerank import (
 )
 from coref.resolution.ranker import MentionRanker, resolver_documents
 from generative.layers.batch import make_batch
-from inference.evaluation import rerank as cli
+from inference.commands import rerank as rerank_command
+from inference.evaluation import rerank as reranking
 from inference.training.checkpoint import Checkpoint, pretrained
 from inference.data import prepared_documents
 from tests.test_kbest import random_table, table
+from inference.training.resolution import train_ranker
 
 
 def story(entities: list[int], name: str = "story") -> Document:
@@ -251,8 +253,8 @@ def test_candidate_scores_are_entitynlm_log_joint_of_each_annotation(bundled):
     gold = gold_partition(document)
     largest = max(gold, key=len)
     corrupted = (gold - {largest}) | {frozenset({j}) for j in largest}  # the largest entity torn into singletons
-    model = cli.entitynlm_modules(cli.noise_free(bundled), "cpu")[0]
-    scores = cli.candidate_log_joint(model, bundled, document, [gold, corrupted, gold], torch.device("cpu"))
+    model = reranking.entitynlm_modules(reranking.noise_free(bundled), "cpu")[0]
+    scores = reranking.candidate_log_joint(model, bundled, document, [gold, corrupted, gold], torch.device("cpu"))
     with torch.no_grad():
         expected = float(model.log_likelihood(make_batch([document], bundled.vocabulary))[0])
     assert scores[0] == pytest.approx(expected, abs=1e-4) and scores[2] == pytest.approx(expected, abs=1e-4)
@@ -263,15 +265,15 @@ def test_scorer_caches_scores_and_checks_the_documents_agree(bundled, tmp_path):
     resolver_docs = resolver_documents("sample", "dev", None)
     model_docs = prepared_documents("sample", "dev", None, bundled.preprocess, bundled.vocabulary, quiet=True)
     path = tmp_path / "cache.json"
-    scorer = cli.EntityNLMScorer(bundled, model_docs, torch.device("cpu"), 2, cli.ScoreCache(path, "fp"))
+    scorer = reranking.EntityNLMScorer(bundled, model_docs, torch.device("cpu"), 2, reranking.ScoreCache(path, "fp"))
     document = resolver_docs[0]
     partitions = [gold_partition(document), P(*[{j} for j in range(1, len(document.mentions) + 1)])]
     first = scorer(document, partitions)
     assert (scorer.scored, scorer.reused) == (2, 0)
     assert scorer(document, partitions[::-1]) == first[::-1] and (scorer.scored, scorer.reused) == (2, 2)
-    reloaded = cli.EntityNLMScorer(bundled, model_docs, torch.device("cpu"), 2, cli.ScoreCache(path, "fp"))
+    reloaded = reranking.EntityNLMScorer(bundled, model_docs, torch.device("cpu"), 2, reranking.ScoreCache(path, "fp"))
     assert reloaded(document, partitions) == first and reloaded.scored == 0
-    assert cli.ScoreCache(path, "another checkpoint").scores == {}
+    assert reranking.ScoreCache(path, "another checkpoint").scores == {}
     shifted = document.replace(mentions=[Mention(m.start, m.end + 1, m.entity) for m in document.mentions[:1]]
                                + list(document.mentions[1:]))
     with pytest.raises(ValueError, match="preprocessing disagree"):
@@ -284,7 +286,7 @@ def test_scorer_caches_scores_and_checks_the_documents_agree(bundled, tmp_path):
 @pytest.fixture(scope="module")
 def resolver_model(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("resolver") / "sample.npz"
-    MentionRanker.train(resolver_documents("sample", "train", None), progress=False).save(path)
+    train_ranker(resolver_documents("sample", "train", None), progress=False).save(path)
     return path
 
 
@@ -292,7 +294,7 @@ def test_command_line_reranks_the_sample_corpus_and_resumes_from_its_cache(resol
     out = tmp_path / "rerank.json"
     argv = ["--resolver", str(resolver_model), "--corpus", "sample", "--k", "10", "--trials", "300",
             "--device", "cpu", "--json", str(out)]
-    assert cli.main(argv) == 0
+    assert rerank_command.main(argv) == 0
     printed = capsys.readouterr().out
     assert printed.count("p vs base") == 2 and "lambda chosen on dev" in printed
     result = json.loads(out.read_text())
@@ -308,7 +310,7 @@ def test_command_line_reranks_the_sample_corpus_and_resumes_from_its_cache(resol
                                                 for row in result["documents"][split])
     assert Path(result["cache"]).is_file()
 
-    assert cli.main(argv) == 0  # a rerun scores nothing again and reports the same figures
+    assert rerank_command.main(argv) == 0  # a rerun scores nothing again and reports the same figures
     rerun = json.loads(out.read_text())
     assert rerun["entitynlm"]["scored"] == 0
     assert rerun["generators"] == result["generators"]
@@ -323,7 +325,7 @@ def test_command_line_reranks_the_sample_corpus_and_resumes_from_its_cache(resol
     ],
 )
 def test_command_line_errors_are_one_line(resolver_model, options, message, capsys):
-    assert cli.main(["--resolver", str(resolver_model), *options]) == 2
+    assert rerank_command.main(["--resolver", str(resolver_model), *options]) == 2
     error = capsys.readouterr().err
     assert message in error and error.count("\n") == 1
 
@@ -331,13 +333,14 @@ def test_command_line_errors_are_one_line(resolver_model, options, message, caps
 def test_a_bad_resolver_file_is_a_one_line_error(tmp_path, capsys):
     bad = tmp_path / "resolver.npz"
     bad.write_text("not a model")
-    assert cli.main(["--resolver", str(bad), "--corpus", "sample"]) == 2
+    assert rerank_command.main(["--resolver", str(bad), "--corpus", "sample"]) == 2
     assert "not a resolver model" in capsys.readouterr().err
 
 
 def test_reranking_detected_mentions_scores_against_entitynlm_mentions_of_the_gold(bundled, tmp_path, capsys):
     from coref.corpora.registry import load_corpus
-    from coref.resolution.mentions import MentionDetectorConfig, train_detector
+    from coref.resolution.mentions import MentionDetectorConfig
+    from inference.training.resolution import train_detector
     from coref.corpora.preprocess import entitynlm_mentions
     from coref.resolution.ranker import with_predicted_mentions
 
@@ -347,16 +350,16 @@ def test_reranking_detected_mentions_scores_against_entitynlm_mentions_of_the_go
                               epochs=30, progress=False)
     detector.save(tmp_path / "mentions.pt")
     labelled = [with_predicted_mentions(d, spans) for d, spans in zip(train, detector.predict(train))]
-    MentionRanker.train(labelled, epochs=2, progress=False).save(tmp_path / "resolver.npz")
-    split = cli.detected_mention_split("sample", "test", None, bundled, str(tmp_path / "mentions.pt"))
+    train_ranker(labelled, epochs=2, progress=False).save(tmp_path / "resolver.npz")
+    split = reranking.detected_mention_split("sample", "test", None, bundled, str(tmp_path / "mentions.pt"))
     gold = load_corpus("sample", "test", None).documents
     assert split.keys == [entitynlm_mentions(document) for document in gold]
     for document, model_document in zip(split.documents, split.model_documents):
         assert document.tokens == next(g for g in gold if g.key == document.key).tokens  # the raw text
-        cli.check_same_mentions(document, model_document)  # the same mentions, EntityNLM's preprocessing
+        reranking.check_same_mentions(document, model_document)  # the same mentions, EntityNLM's preprocessing
         assert len(model_document.tokens) <= len(document.tokens)
     out = tmp_path / "rerank.json"
-    assert cli.main(["--resolver", str(tmp_path / "resolver.npz"), "--detector", str(tmp_path / "mentions.pt"),
+    assert rerank_command.main(["--resolver", str(tmp_path / "resolver.npz"), "--detector", str(tmp_path / "mentions.pt"),
                      "--corpus", "sample", "--k", "5", "--trials", "100", "--generator", "exact", "--device", "cpu",
                      "--json", str(out)]) == 0
     result = json.loads(out.read_text())

@@ -1,31 +1,28 @@
-"""Coreference reranking with EntityNLM (paper §5.2, Table 2): a base resolver's k-best lists reranked by
-log p(R, E, L, X).
+"""Coreference reranking with EntityNLM (paper §5.2, Table 2): a base resolver's k-best lists reranked by log p(R, E,
+L, X): :func:`rerank_corpus` of a :class:`RerankConfig`, whose command is :mod:`inference.commands.rerank` (``python
+-m inference.rerank``).
 
-    python -m inference.rerank --resolver runs/resolver/litbank.npz --corpus litbank --data-dir DATA \\
-        --k 100 --json runs/rerank/litbank.json
-
-For every document of the dev and test splits the resolver (:mod:`coref.resolution.ranker`) scores all antecedent arcs
-over the gold mentions; each generator ("heuristic", the paper's; "exact") turns the table into a k-best list
-of partitions, and EntityNLM scores every distinct partition once (eq. 12), all candidates of a document in one
-run that shares the LSTM. :mod:`coref.resolution.rerank` then picks the interpolation weight on dev and prints Table 2 for
-test: the base one-best, EntityNLM alone, EntityNLM + resolver score, and the oracle, with approximate
+For every document of the dev and test splits the resolver (:mod:`coref.resolution.ranker`) scores all antecedent
+arcs over the gold mentions; each generator ("heuristic", the paper's; "exact") turns the table into a k-best list
+of partitions, and EntityNLM scores every distinct partition once (eq. 12), all candidates of a document in one run
+that shares the LSTM. :mod:`coref.resolution.rerank` then picks the interpolation weight on dev and prints Table 2
+for test: the base one-best, EntityNLM alone, EntityNLM + resolver score, and the oracle, with approximate
 randomization p-values against the base.
 
-With ``--detector`` the mentions are not given: a mention detector finds them in the raw text
-(:mod:`coref.resolution.mentions`), the resolver trained on its mentions (``python -m coref.resolver train --detector``)
-links them, and EntityNLM reranks the partitions of the mentions it can encode (outermost, not crossing), every
-system scored against EntityNLM's mentions of the gold.
+With a ``detector`` the mentions are not given: a mention detector finds them in the raw text
+(:mod:`coref.resolution.mentions`), the resolver trained on its mentions (``python -m coref.resolver train
+--detector``) links them, and EntityNLM reranks the partitions of the mentions it can encode (outermost, not
+crossing), every system scored against EntityNLM's mentions of the gold.
 
-EntityNLM's new-entity embedding u = normalise(r_1 + sigma * eps) (eq. 7) is taken at its mean (eps = 0):
-otherwise every score would carry sampling noise of a few tenths of a nat, as large as some differences
-between candidates, and a rerun would rank differently. Scores are cached per (document, partition) in a JSON
-file (``--cache DIR``, default beside ``--json OUT``) rewritten atomically after each document, so an interrupted
-run resumes where it stopped and a second run (other generator, other k) rescores nothing it has seen.
+EntityNLM's new-entity embedding u = normalise(r_1 + sigma * eps) (eq. 7) is taken at its mean (eps = 0): otherwise
+every score would carry sampling noise of a few tenths of a nat, as large as some differences between candidates,
+and a rerun would rank differently. Scores are cached per (document, partition) in a JSON file (in the config's
+``cache`` folder; the command's default is beside ``--json OUT``) rewritten atomically after each document, so an
+interrupted run resumes where it stopped and a second run (other generator, other k) rescores nothing it has seen.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import hashlib
 import json
@@ -39,7 +36,7 @@ from pathlib import Path
 import torch
 
 from coref.io.atomic import write_text_atomic
-from coref.cli import Parser, integer, output_file, output_folder, progress, run_main
+from coref.cli import progress
 from coref.corpora.registry import load_corpus
 from coref.document import Document
 from coref.resolution.kbest import Partition, document_with_clusters
@@ -68,37 +65,34 @@ from coref.resolution.ranker import (
 from generative.layers.batch import make_batch
 from generative.entitynlm.model import Annotation, EntityNLM
 from inference.training.checkpoint import Checkpoint, entitynlm_checkpoint, entitynlm_modules
-from inference.commands.cli import USER_ERRORS
 from inference.runtime import resolve_device, set_seed
 
 CACHE_FORMAT = 1
 
 
-def build_parser() -> Parser:
-    parser = Parser(prog="python -m inference.rerank", description=__doc__)
-    parser.add_argument("--resolver", required=True, help="resolver model written by `python -m coref.resolver train`")
-    parser.add_argument("--checkpoint", help="EntityNLM checkpoint (default: the bundled one)")
-    parser.add_argument("--corpus", required=True, help="sample, litbank, ontogum, ... (several joined with '+')")
-    parser.add_argument("--data-dir", help="folder holding the corpora (default: $ENTITYLM_DATA; sample needs none)")
-    parser.add_argument("--detector", help="rerank on this mention detector's mentions of the raw text (the "
-                        "resolver trained on them: python -m coref.resolver train --detector) instead of the gold "
-                        "mentions")
-    parser.add_argument("--k", type=integer(1), default=100, help="k-best list length (paper: 100)")
-    parser.add_argument("--generator", choices=[*GENERATORS, "both"], default="both", help="k-best generator")
-    parser.add_argument("--dev-split", default="dev", help="split the interpolation weight is chosen on")
-    parser.add_argument("--test-split", default="test", help="split Table 2 is reported on")
-    parser.add_argument("--json", metavar="OUT", type=output_file, help="also write every figure as JSON")
-    parser.add_argument("--cache", metavar="DIR", type=output_folder,
-                        help="folder of the EntityNLM score cache (default: OUT's folder; none without --json)")
-    parser.add_argument("--chunk", type=integer(1), default=64, help="candidates scored per EntityNLM run")
-    parser.add_argument("--trials", type=integer(1), default=10_000, help="approximate randomization trials")
-    parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (randomization test)")
-    return parser
+@dataclass(frozen=True)
+class RerankConfig:
+    """A reranking experiment: the options of ``python -m inference.rerank``. The ``resolver`` (a model of ``python
+    -m coref.resolver train``) makes k-best lists of length ``k`` by ``generator`` (one of
+    :data:`coref.resolution.rerank.GENERATORS`, or ``both``) over the gold mentions of ``corpus``, or over the
+    ``detector``'s mentions of the raw text; EntityNLM (``checkpoint``, None: the bundled one) scores them
+    ``chunk`` candidates per run, cached in the ``cache`` folder (None: no cache); the weight is chosen on
+    ``dev_split``, Table 2 reported on ``test_split`` with ``trials`` approximate randomization trials."""
 
-
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    return build_parser().parse_args(argv)
+    resolver: str
+    corpus: str
+    checkpoint: str | None = None
+    data_dir: str | None = None
+    detector: str | None = None
+    k: int = 100
+    generator: str = "both"
+    dev_split: str = "dev"
+    test_split: str = "test"
+    cache: str | None = None
+    chunk: int = 64
+    trials: int = 10_000
+    device: str = "auto"
+    seed: int = 0
 
 
 # ---- the score cache ----------------------------------------------------------------------------------------
@@ -300,16 +294,16 @@ def detected_mention_split(corpus: str, split: str, data_dir: str | None, checkp
 
 
 def split_candidates(
-    args: argparse.Namespace, split: str, data: RerankSplit, ranker: MentionRanker, scorer: EntityNLMScorer,
+    config: RerankConfig, split: str, data: RerankSplit, ranker: MentionRanker, scorer: EntityNLMScorer,
     generators: Sequence[str],
 ) -> tuple[dict[str, list[CandidateList]], list[dict]]:
-    """Every document's candidate list per generator, and per-document sizes for the JSON."""
+    """Every document's candidate list per generator (``config.k`` long), and per-document sizes for the JSON."""
     lists: dict[str, list[CandidateList]] = {generator: [] for generator in generators}
     sizes = []
     for document, parse, key in progress(list(zip(data.documents, data.syntax, data.keys)),
-                                         desc=f"{args.corpus}/{split}: k-best lists", unit="document"):
+                                         desc=f"{config.corpus}/{split}: k-best lists", unit="document"):
         table = ranker.arc_scores(document, parse)
-        candidates = document_candidates(document, table, generators, args.k, scorer, key)
+        candidates = document_candidates(document, table, generators, config.k, scorer, key)
         for generator in generators:
             lists[generator].append(candidates[generator])
         sizes.append({
@@ -335,30 +329,32 @@ def per_document_choices(lists: Sequence[CandidateList], weight: float) -> list[
     return rows
 
 
-def run(args: argparse.Namespace) -> tuple[dict, dict[str, RerankResult]]:
+def rerank_corpus(config: RerankConfig) -> tuple[dict, dict[str, RerankResult]]:
     """The experiment: every figure as JSON, and each generator's :class:`RerankResult` for the tables."""
     started = time.perf_counter()
-    set_seed(args.seed)
-    device = resolve_device(args.device)
-    ranker = MentionRanker.load(args.resolver)
-    path, checkpoint = entitynlm_checkpoint(args.checkpoint)
+    set_seed(config.seed)
+    device = resolve_device(config.device)
+    ranker = MentionRanker.load(config.resolver)
+    path, checkpoint = entitynlm_checkpoint(config.checkpoint)
     fingerprint = file_fingerprint(path)
-    cache_dir = args.cache or (Path(args.json).parent if args.json else None)
-    cache_path = Path(cache_dir) / f"entitynlm_scores_{args.corpus}_{fingerprint[:12]}.json" if cache_dir else None
-    if args.detector:
-        splits = {split: detected_mention_split(args.corpus, split, args.data_dir, checkpoint, args.detector)
-                  for split in (args.dev_split, args.test_split)}
+    cache_name = f"entitynlm_scores_{config.corpus}_{fingerprint[:12]}.json"
+    cache_path = Path(config.cache) / cache_name if config.cache else None
+    if config.detector:
+        splits = {split: detected_mention_split(config.corpus, split, config.data_dir, checkpoint, config.detector)
+                  for split in (config.dev_split, config.test_split)}
     else:
-        splits = {split: gold_mention_split(args.corpus, split, args.data_dir, checkpoint)
-                  for split in (args.dev_split, args.test_split)}
+        splits = {split: gold_mention_split(config.corpus, split, config.data_dir, checkpoint)
+                  for split in (config.dev_split, config.test_split)}
     model_documents = [document for data in splits.values() for document in data.model_documents]
-    scorer = EntityNLMScorer(checkpoint, model_documents, device, args.chunk, ScoreCache(cache_path, fingerprint))
-    generators = list(GENERATORS) if args.generator == "both" else [args.generator]
-    dev, dev_sizes = split_candidates(args, args.dev_split, splits[args.dev_split], ranker, scorer, generators)
-    test, test_sizes = split_candidates(args, args.test_split, splits[args.test_split], ranker, scorer, generators)
+    scorer = EntityNLMScorer(checkpoint, model_documents, device, config.chunk, ScoreCache(cache_path, fingerprint))
+    generators = list(GENERATORS) if config.generator == "both" else [config.generator]
+    dev, dev_sizes = split_candidates(config, config.dev_split, splits[config.dev_split], ranker, scorer,
+                                      generators)
+    test, test_sizes = split_candidates(config, config.test_split, splits[config.test_split], ranker, scorer,
+                                        generators)
     experiments = {
-        generator: rerank_experiment(dev[generator], test[generator], DEFAULT_GRID, "EntityNLM", args.trials,
-                                     args.seed)
+        generator: rerank_experiment(dev[generator], test[generator], DEFAULT_GRID, "EntityNLM", config.trials,
+                                     config.seed)
         for generator in generators
     }
     figures = {
@@ -370,12 +366,12 @@ def run(args: argparse.Namespace) -> tuple[dict, dict[str, RerankResult]]:
         for generator, experiment in experiments.items()
     }
     result = {
-        "corpus": args.corpus, "dev_split": args.dev_split, "test_split": args.test_split, "k": args.k,
-        "resolver": str(args.resolver), "detector": args.detector, "checkpoint": str(path),
+        "corpus": config.corpus, "dev_split": config.dev_split, "test_split": config.test_split, "k": config.k,
+        "resolver": str(config.resolver), "detector": config.detector, "checkpoint": str(path),
         "checkpoint_sha256": fingerprint,
-        "device": str(device), "trials": args.trials, "seed": args.seed,
+        "device": str(device), "trials": config.trials, "seed": config.seed,
         "cache": str(cache_path) if cache_path else None, "generators": figures,
-        "documents": {args.dev_split: dev_sizes, args.test_split: test_sizes},
+        "documents": {config.dev_split: dev_sizes, config.test_split: test_sizes},
         "entitynlm": {"scored": scorer.scored, "reused": scorer.reused, "seconds": scorer.seconds},
         "seconds": time.perf_counter() - started,
     }
@@ -399,20 +395,3 @@ def format_result(result: dict, experiments: dict[str, RerankResult]) -> str:
         f"({scored['reused']} more taken from the cache); total {result['seconds']:.1f} s"
     )
     return "\n\n".join(blocks)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-
-    def body() -> int:
-        result, experiments = run(args)
-        print(format_result(result, experiments))
-        if args.json:
-            write_text_atomic(args.json, json.dumps(result, indent=2) + "\n")
-        return 0
-
-    return run_main(body, USER_ERRORS)  # a bad resolver model file is a ValueError
-
-
-if __name__ == "__main__":
-    sys.exit(main())

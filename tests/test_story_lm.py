@@ -14,6 +14,7 @@ from coref.corpora.stories import load_stories
 from generative.mneme import MnemeConfig, MnemeExample, MnemeLM, make_batch
 from inference.evaluation import entity_usage
 from inference.algorithms import generate
+from inference.commands import mneme_eval as mneme_eval_command
 from inference.evaluation import mneme as mneme_eval
 from inference.training import mneme as story_lm
 from coref.io.checkpoint import FORMAT, VERSION
@@ -164,7 +165,7 @@ def test_load_story_lm_round_trips(tmp_path):
 
 
 def evaluate(checkpoints: list[Path], out: Path, *extra: str) -> int:
-    return mneme_eval.main(["--checkpoints", *map(str, checkpoints), "--corpus", "sample", "--cache-sizes", "300",
+    return mneme_eval_command.main(["--checkpoints", *map(str, checkpoints), "--corpus", "sample", "--cache-sizes", "300",
                             "200", "8", "--out", str(out), "--device", "cpu", *extra])
 
 

@@ -1,9 +1,7 @@
 """Language-modelling and generation metrics of MNEMELM story LMs (Papalampidi et al. 2022: §4.2, §5.1-5.2,
-Table 1, Table 2, Figures 3 and 4).
-
-    python -m inference.mneme_eval --checkpoints runs/mneme/vanilla/model.pt runs/mneme/d_mneme/model.pt \\
-        --corpus litbank+ontogum+inscript --split test --cache-sizes 500 100 50 10 --samples 5 \\
-        --out benchmarks/results/mneme.json --plots benchmarks/results/
+Table 1, Table 2, Figures 3 and 4): :func:`evaluate_story_models` of a :class:`StoryEvaluationConfig`, whose
+command is :mod:`inference.commands.mneme_eval` (``python -m inference.mneme_eval``; the options named below are
+its own, each a field of the config).
 
 **Language modelling** (the key ``language_modelling``; ``--skip-lm`` leaves it out). Each checkpoint
 (``python -m inference.train --model vanilla|s_mneme|d_mneme|...``) reads the split's stories, cut as in training
@@ -35,24 +33,21 @@ evaluated as they finish. ``--plots`` gets ``mneme_figure3.png`` (with a vanilla
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from coref.io.atomic import atomic_path, write_text_atomic
-from coref.cli import Parser, integer, output_file, output_folder, progress, real, run_main
+from coref.io.atomic import atomic_path
+from coref.cli import progress, real
 from coref.corpora.stories import PromptedStory
 from generative.mneme import MnemeBatch, MnemeLM, parameter_count
-from inference.commands.cli import USER_ERRORS
 from inference.runtime import resolve_device
 from inference.evaluation.entity_usage import HUMAN, Annotator, draw_stories, gap_closed, summary
-from inference.algorithms.generate import probability
 from inference.training.mneme import (
     StoryLMCheckpoint,
     corpus_parts,
@@ -67,6 +62,37 @@ GENERATION = "generation"
 BASELINE = "vanilla"
 LIMITED_CACHE = 100  # Figure 4 compares the full cache with this one (when it is among --cache-sizes)
 SCORES = ("perplexity", "entity_nll", "other_nll")
+
+
+@dataclass(frozen=True)
+class StoryEvaluationConfig:
+    """The options of ``python -m inference.mneme_eval``: the story LM ``checkpoints`` (one vocabulary, one per
+    model), the stories (``corpus``, ``split``, cut at ``max_tokens``), the language-modelling metrics at each of
+    ``cache_sizes`` with ``sections`` per story (unless ``skip_lm``), ``samples`` stories per prompt for the
+    generation metrics (0: none) from ``prompts`` prompted stories (None: all), drawn with ``top_p`` and
+    ``temperature`` from ``seed``, ``generation_batch`` at a time, annotated by the ``detector``, ``resolver`` and
+    ``pos_model`` (None: the bundled ones). ``out`` is the results file whose earlier entries are merged."""
+
+    checkpoints: Sequence[str]
+    corpus: str = "litbank+ontogum+inscript"
+    split: str = "test"
+    data_dir: str | None = None
+    max_tokens: int = 1000
+    cache_sizes: Sequence[int] = (500, 100, 50, 10)
+    sections: int = 10
+    batch_tokens: int = 4_000
+    out: str | None = None
+    skip_lm: bool = False
+    samples: int = 0
+    prompts: int | None = None
+    top_p: float = 0.8
+    temperature: float = 1.0
+    seed: int = 0
+    generation_batch: int = 32
+    detector: str | None = None
+    resolver: str | None = None
+    pos_model: str | None = None
+    device: str = "auto"
 
 
 class Tally:
@@ -179,43 +205,39 @@ def load_checkpoints(paths: Sequence[str], device: torch.device) -> dict[str, tu
     return loaded
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Evaluate every checkpoint; the results file's merged entries (``language_modelling`` unless
-    ``--skip-lm``, ``generation`` with ``--samples``)."""
-    corpus_parts(args.corpus)
-    if args.skip_lm and not args.samples:
+def evaluate_story_models(config: StoryEvaluationConfig) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Evaluate every checkpoint: this run's entries (``language_modelling`` unless ``skip_lm``, ``generation``
+    with ``samples``), each merged with the earlier entry of the same settings in the results file ``out``, and
+    the results file's content with them (what ``python -m inference.mneme_eval --out`` writes)."""
+    corpus_parts(config.corpus)
+    if config.skip_lm and not config.samples:
         raise ValueError("--skip-lm leaves nothing to do without --samples")
-    annotator = Annotator.load(args.detector, args.resolver, args.pos_model) if args.samples else None
-    results = read_results(args.out)
-    device = resolve_device(args.device)
-    loaded = load_checkpoints(args.checkpoints, device)
-    stories = load_split(args.corpus, args.split, args.data_dir, args.max_tokens)
+    annotator = Annotator.load(config.detector, config.resolver, config.pos_model) if config.samples else None
+    results = read_results(config.out)
+    device = resolve_device(config.device)
+    loaded = load_checkpoints(config.checkpoints, device)
+    stories = load_split(config.corpus, config.split, config.data_dir, config.max_tokens)
     entries = {}
-    if not args.skip_lm:
-        entries[KEY] = language_modelling(args, loaded, stories, results.get(KEY, {}), device)
-    if args.samples:
-        entries[GENERATION] = generation(args, loaded, stories, annotator, results.get(GENERATION, {}), device)
-    if args.out:
-        write_text_atomic(args.out, json.dumps({**results, **entries}, indent=2) + "\n")
-    if args.plots and KEY in entries:
-        for path in plot(entries[KEY], Path(args.plots)):
-            print(f"wrote {path}", file=sys.stderr)
-    return entries
+    if not config.skip_lm:
+        entries[KEY] = language_modelling(config, loaded, stories, results.get(KEY, {}), device)
+    if config.samples:
+        entries[GENERATION] = generation(config, loaded, stories, annotator, results.get(GENERATION, {}), device)
+    return entries, {**results, **entries}
 
 
-def language_modelling(args: argparse.Namespace, loaded: dict[str, tuple[MnemeLM, StoryLMCheckpoint, str]],
+def language_modelling(config: StoryEvaluationConfig, loaded: dict[str, tuple[MnemeLM, StoryLMCheckpoint, str]],
                        stories: Sequence[PromptedStory], earlier: dict[str, Any], device: torch.device
                        ) -> dict[str, Any]:
     """The ``language_modelling`` entry: every model at every cache size, merged into ``earlier`` when that was
     made with the same settings."""
     vocabulary = next(iter(loaded.values()))[1].vocabulary
-    batches = story_batches([encode_story(story, vocabulary) for story in stories], args.batch_tokens)
-    cache_sizes = sorted(set(args.cache_sizes), reverse=True)
-    settings = {"corpus": args.corpus, "split": args.split, "max_tokens": args.max_tokens, "sections": args.sections,
-                "cache_sizes": cache_sizes, "vocabulary": vocabulary.fingerprint}
+    batches = story_batches([encode_story(story, vocabulary) for story in stories], config.batch_tokens)
+    cache_sizes = sorted(set(config.cache_sizes), reverse=True)
+    settings = {"corpus": config.corpus, "split": config.split, "max_tokens": config.max_tokens,
+                "sections": config.sections, "cache_sizes": cache_sizes, "vocabulary": vocabulary.fingerprint}
     models = dict(earlier.get("models", {})) if earlier.get("settings") == settings else {}
     for name, (model, checkpoint, path) in loaded.items():
-        per_cache = evaluate_model(model, batches, cache_sizes, args.sections, device, name)
+        per_cache = evaluate_model(model, batches, cache_sizes, config.sections, device, name)
         models[name] = {"checkpoint": path, "parameters": parameter_count(model),
                         "trained_epochs": checkpoint.training.get("state", {}).get("epoch"),
                         "cache": per_cache, "section_degradation": section_degradation(per_cache, cache_sizes)}
@@ -230,24 +252,26 @@ def prompts_of(stories: Sequence[PromptedStory], count: int | None) -> list[Prom
     return [prompted[index * len(prompted) // count] for index in range(count)]
 
 
-def generation(args: argparse.Namespace, loaded: dict[str, tuple[MnemeLM, StoryLMCheckpoint, str]],
+def generation(config: StoryEvaluationConfig, loaded: dict[str, tuple[MnemeLM, StoryLMCheckpoint, str]],
                stories: Sequence[PromptedStory], annotator: Annotator, earlier: dict[str, Any],
                device: torch.device) -> dict[str, Any]:
     """The ``generation`` entry (Table 2): the human stories and every model's samples, annotated alike; merged
     into ``earlier`` when that was made with the same settings."""
-    chosen = prompts_of(stories, args.prompts)
+    chosen = prompts_of(stories, config.prompts)
     if not chosen:
-        raise ValueError(f"{args.corpus} {args.split}: no story has prompt entities to generate from")
-    settings = {"corpus": args.corpus, "split": args.split, "max_tokens": args.max_tokens, "stories": len(chosen),
-                "samples": args.samples, "top_p": args.top_p, "temperature": args.temperature, "seed": args.seed,
-                "annotator": {"detector": args.detector, "resolver": args.resolver, "pos_model": args.pos_model},
+        raise ValueError(f"{config.corpus} {config.split}: no story has prompt entities to generate from")
+    settings = {"corpus": config.corpus, "split": config.split, "max_tokens": config.max_tokens,
+                "stories": len(chosen), "samples": config.samples, "top_p": config.top_p,
+                "temperature": config.temperature, "seed": config.seed,
+                "annotator": {"detector": config.detector, "resolver": config.resolver,
+                              "pos_model": config.pos_model},
                 "length": "each sample as long as its human story, <eos> never drawn"}
     rows = dict(earlier.get("rows", {})) if earlier.get("settings") == settings else {}
     rows[HUMAN] = summary([annotator.measure([story.tokens for story in chosen], chosen)])
     for name, (model, checkpoint, path) in loaded.items():
-        generator = torch.Generator(device=device).manual_seed(args.seed)
-        drawn = draw_stories(model, checkpoint.vocabulary, chosen, args.samples, generator, args.top_p,
-                             args.temperature, args.generation_batch, desc=f"{name}, sampling")
+        generator = torch.Generator(device=device).manual_seed(config.seed)
+        drawn = draw_stories(model, checkpoint.vocabulary, chosen, config.samples, generator, config.top_p,
+                             config.temperature, config.generation_batch, desc=f"{name}, sampling")
         rows[name] = {**summary([annotator.measure(texts, chosen) for texts in drawn]), "checkpoint": path}
     return {"settings": settings, "rows": rows, "coherence_gap_closed": gap_closed(rows)}
 
@@ -328,55 +352,3 @@ def _save(chart, path: Path) -> Path:
     with atomic_path(path) as temporary:
         chart.savefig(temporary, format="png", dpi=100)
     return path
-
-
-def build_parser() -> Parser:
-    parser = Parser(prog="python -m inference.mneme_eval", description=__doc__)
-    parser.add_argument("--checkpoints", nargs="+", required=True,
-                        help="story LM checkpoints (OUT/model.pt of python -m inference.train), one per model")
-    parser.add_argument("--corpus", default="litbank+ontogum+inscript",
-                        help="story corpora with gold coreference, several joined with '+'")
-    parser.add_argument("--split", default="test", help="the split to evaluate")
-    parser.add_argument("--data-dir", help="folder holding the corpora (default: $ENTITYLM_DATA; sample needs none)")
-    parser.add_argument("--max-tokens", type=integer(1), default=1000,
-                        help="cut documents into stories of at most this many tokens, as in training")
-    parser.add_argument("--cache-sizes", nargs="+", type=integer(0), default=[500, 100, 50, 10],
-                        help="T-XL memory sizes to evaluate at (the largest is the full context)")
-    parser.add_argument("--sections", type=integer(1), default=10, help="L: equal sections per story (Figure 4)")
-    parser.add_argument("--batch-tokens", type=integer(1), default=4_000, help="padded story tokens per batch")
-    parser.add_argument("--out", type=output_file,
-                        help="JSON results file: the keys language_modelling and generation are written, "
-                        "the others kept")
-    parser.add_argument("--plots", type=output_folder, help="folder for mneme_figure3.png and mneme_figure4.png")
-    parser.add_argument("--skip-lm", action="store_true", help="only the generation metrics (with --samples)")
-    generation = parser.add_argument_group("generation metrics (Table 2)")
-    generation.add_argument("--samples", type=integer(0), default=0,
-                            help="stories drawn per prompt and model (paper 5; 0: no generation metrics)")
-    generation.add_argument("--prompts", type=integer(1),
-                            help="use this many prompted stories of the split, evenly spread (default: all)")
-    generation.add_argument("--top-p", type=probability, default=0.8, help="nucleus sampling's p (paper 0.8)")
-    generation.add_argument("--temperature", type=real(0, include_low=False), default=1.0,
-                            help="softmax temperature (paper 1)")
-    generation.add_argument("--seed", type=int, default=0, help="random seed of the samples (the same per model)")
-    generation.add_argument("--generation-batch", type=integer(1), default=32, help="stories sampled at a time")
-    generation.add_argument("--detector", help="the annotator's mention detector (default: the bundled one)")
-    generation.add_argument("--resolver", help="the annotator's mention ranker (default: the bundled one)")
-    generation.add_argument("--pos-model", help="the annotator's part-of-speech tagger (default: the bundled one)")
-    parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-
-    def body() -> int:
-        entries = run(args)
-        tables = {KEY: format_table, GENERATION: format_usage_table}
-        print("\n\n".join(tables[key](entry) for key, entry in entries.items()))
-        return 0
-
-    return run_main(body, USER_ERRORS)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

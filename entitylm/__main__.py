@@ -2,7 +2,8 @@
 
 ``entitylm resolve --text "..."`` is ``python -m coref.resolve --text "..."``: the same parser, output and exit
 status. The dispatcher runs the command's documented entry-point module (:data:`COMMANDS`) as ``__main__``, so
-it names modules, not functions, and follows a command wherever its code lives.
+it names modules, not functions, and follows a command wherever its code lives. The console scripts
+``entitylm-COMMAND`` are this dispatcher too, under the command's name (as ``busybox`` is).
 """
 
 from __future__ import annotations
@@ -10,11 +11,13 @@ from __future__ import annotations
 import runpy
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from coref.cli import Parser
 
 # name -> (documented entry-point module, one line for `entitylm --help`); grouped as the docs' command pages are.
 # `entitylm-NAME` is the console script of the same command (tests/test_packaging.py checks the two agree).
+SCRIPT_PREFIX = "entitylm-"
 COMMANDS: dict[str, tuple[str, str]] = {
     "corpora": ("coref.corpora", "named coreference corpora and splits: list, count, fetch the public ones"),
     "anonymise": ("coref.anonymise", "anonymised language-modelling data from a coreference corpus (DNTM)"),
@@ -57,8 +60,12 @@ def parser() -> Parser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``entitylm COMMAND ARGS``: the command's entry-point module as ``__main__`` with ``ARGS`` as its
-    arguments. Its exit status is this one's (it leaves by ``sys.exit``)."""
-    argv = sys.argv[1:] if argv is None else list(argv)
+    arguments. Its exit status is this one's (it leaves by ``sys.exit``). Called as ``entitylm-COMMAND ARGS``
+    (a console script), the command is the script's name."""
+    if argv is None:
+        script = Path(sys.argv[0]).stem
+        named = [script.removeprefix(SCRIPT_PREFIX)] if script.startswith(SCRIPT_PREFIX) else []
+        argv = [*named, *sys.argv[1:]]
     command = parser().parse_args(argv[:1]).command
     module = COMMANDS[command][0]
     saved = sys.argv

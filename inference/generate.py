@@ -1,8 +1,8 @@
-"""`python -m inference.generate`, as the docs show it: the command is :mod:`inference.algorithms.generate`."""
+"""`python -m inference.generate`, as the docs show it: the command is :mod:`inference.commands.generate`."""
 
 if __name__ == "__main__":
     import sys
 
-    from inference.algorithms.generate import main
+    from inference.commands.generate import main
 
     sys.exit(main())

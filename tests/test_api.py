@@ -28,7 +28,7 @@ from generative.coref_gru import make_reading_batch
 from generative.mneme import make_batch as make_story_batch
 from inference.commands import entity_cloze as entity_cloze_command
 from inference.commands import perplexity as perplexity_command
-from inference.algorithms import generate
+from inference.commands import generate
 from inference.commands import marginal_ppl
 from inference.evaluation import perplexity
 from inference.training import mneme as story_lm

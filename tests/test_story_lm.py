@@ -14,6 +14,7 @@ from coref.corpora.stories import load_stories
 from generative.mneme import MnemeConfig, MnemeExample, MnemeLM, make_batch
 from inference.evaluation import entity_usage
 from inference.algorithms import generate
+from inference.commands import generate as generate_command
 from inference.commands import mneme_eval as mneme_eval_command
 from inference.evaluation import mneme as mneme_eval
 from inference.training import mneme as story_lm
@@ -237,7 +238,7 @@ def test_the_evaluation_refuses_another_vocabulary_and_bad_results_files(checkpo
 
 
 def generated(checkpoint: Path, capsys, *extra: str) -> tuple[str, str]:
-    assert generate.main(["--checkpoint", str(checkpoint), "--max-tokens", "12", "--device", "cpu", *extra]) == 0
+    assert generate_command.main(["--checkpoint", str(checkpoint), "--max-tokens", "12", "--device", "cpu", *extra]) == 0
     captured = capsys.readouterr()
     return captured.out, captured.err
 
@@ -268,7 +269,7 @@ def test_generation_streams_word_by_word(checkpoints, monkeypatch):
 
     recorder = Recorder()
     monkeypatch.setattr("sys.stdout", recorder)
-    assert generate.main(["--checkpoint", str(checkpoints["vanilla"]), "--entities", "the dog", "--max-tokens", "6",
+    assert generate_command.main(["--checkpoint", str(checkpoints["vanilla"]), "--entities", "the dog", "--max-tokens", "6",
                           "--top-p", "1", "--device", "cpu"]) == 0
     words = recorder.getvalue().split()
     assert words
@@ -293,7 +294,7 @@ def test_generation_takes_a_corpus_story_prompt(checkpoints, tmp_path, capsys):
               str(tmp_path / "s.json"))
     result = json.loads((tmp_path / "s.json").read_text())
     assert result["story_id"] == story.id and result["entities"] == [" ".join(e) for e in story.entities]
-    assert generate.main(["--checkpoint", str(checkpoints["d_mneme"]), "--story-id", "nope", "--corpus",
+    assert generate_command.main(["--checkpoint", str(checkpoints["d_mneme"]), "--story-id", "nope", "--corpus",
                           "sample"]) == 2
     assert "--story-id 'nope': no such story in sample test" in capsys.readouterr().err
 

@@ -1,51 +1,48 @@
-"""Prompted story generation with a MNEMELM story LM (Papalampidi et al. 2022, §2 and §5.2).
+"""Prompted story generation with a MNEMELM story LM (Papalampidi et al. 2022, §2 and §5.2): :func:`generate_stories`
+of a :class:`GenerationConfig`, whose command is :mod:`inference.commands.generate` (``python -m
+inference.generate``).
 
-    python -m inference.generate --checkpoint runs/mneme/d_mneme/model.pt --entities "Sarah King" "the old dog"
-    python -m inference.generate --checkpoint runs/mneme/d_mneme/model.pt --story-id ID --corpus litbank \\
-        --split test --samples 5 --json samples.json
-
-The prompt is ``<sep> e1 <sep> e2 <sep> ...`` (:func:`coref.corpora.stories.prompt_tokens`): the ``--entities`` given
-(each split into words at spaces), or those of a story of a corpus split (its id as ``python -m
-inference.training.train`` cut it, ``ID#k`` for piece k of a long document). A prompt word outside the model's
-vocabulary reads as ``<unk>``, with a warning on stderr. Each sample is drawn by nucleus sampling (§5.2: top-p
-0.8, temperature 1) with the model's full T-XL memory, from one random stream seeded by ``--seed``, and
-printed to stdout as it is drawn, one line per sample, words joined by spaces; it stops at ``<eos>`` or after
-``--max-tokens`` tokens. ``--json`` also writes the prompt and the samples.
+The prompt is ``<sep> e1 <sep> e2 <sep> ...`` (:func:`coref.corpora.stories.prompt_tokens`): the entities given
+(each a tuple of words), or those of a story of a corpus split (its id as ``python -m inference.train`` cut it,
+``ID#k`` for piece k of a long document). A prompt word outside the model's vocabulary reads as ``<unk>``, with a
+warning on stderr. Each sample is drawn by nucleus sampling (§5.2: top-p 0.8, temperature 1) with the model's full
+T-XL memory, from one random stream seeded by the config's seed, and handed word by word to a writer as it is
+drawn, one line per sample; it stops at ``<eos>`` or after ``max_tokens`` tokens.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from coref.io.atomic import write_text_atomic
-from coref.cli import Parser, integer, output_file, real, run_main
 from coref.corpora.stories import PromptedStory, prompt_tokens
 from generative.mneme import MnemeLM
-from inference.commands.cli import USER_ERRORS
 from inference.runtime import resolve_device
 from inference.training.mneme import EOS, StoryVocabulary, corpus_parts, load_split, load_story_lm, never_drawn
 
 
-def probability(text: str) -> float:
-    """An option type: a number in (0, 1]."""
-    value = real(0, include_low=False)(text)
-    if value > 1:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
-    return value
+@dataclass(frozen=True)
+class GenerationConfig:
+    """The options of ``python -m inference.generate``: the story LM ``checkpoint``; the prompt's ``entities``
+    (each its words) or the ``story_id`` of a story of ``corpus`` and ``split``; ``samples`` stories of at most
+    ``max_tokens`` tokens drawn with ``top_p`` and ``temperature`` from ``seed``."""
 
-
-def entity_words(text: str) -> tuple[str, ...]:
-    """An option type: an entity's surface form, its words split at spaces (at least one)."""
-    words = tuple(text.split())
-    if not words:
-        raise argparse.ArgumentTypeError(f"an entity needs at least one word, got {text!r}")
-    return words
+    checkpoint: str
+    entities: Sequence[tuple[str, ...]] | None = None
+    story_id: str | None = None
+    corpus: str | None = None
+    split: str = "test"
+    data_dir: str | None = None
+    max_tokens: int = 200
+    top_p: float = 0.8
+    temperature: float = 1.0
+    samples: int = 1
+    seed: int = 0
+    device: str = "auto"
 
 
 def entity_story(entities: Sequence[tuple[str, ...]]) -> PromptedStory:
@@ -83,61 +80,29 @@ def sample_story(model: MnemeLM, vocabulary: StoryVocabulary, prompt: Sequence[s
     return words, False
 
 
-def run(args: argparse.Namespace) -> int:
-    """Sample the stories, streaming them to stdout; with ``--json`` write them too."""
-    if args.story_id is not None:
-        if args.corpus is None:
+def generate_stories(config: GenerationConfig, write: Callable[[str], None]) -> dict[str, Any]:
+    """Sample the stories, each handed to ``write`` as it is drawn (a word at a time, a line break after each
+    story): the prompt, the settings and the samples, as ``python -m inference.generate --json`` writes them."""
+    if config.story_id is not None:
+        if config.corpus is None:
             raise ValueError("--story-id: name the story's --corpus (and --split)")
-        corpus_parts(args.corpus)
-    device = resolve_device(args.device)
-    model, checkpoint = load_story_lm(args.checkpoint, device)
-    story = (entity_story(args.entities) if args.entities else
-             corpus_story(args.corpus, args.split, args.story_id, args.data_dir, checkpoint.max_tokens))
+        corpus_parts(config.corpus)
+    device = resolve_device(config.device)
+    model, checkpoint = load_story_lm(config.checkpoint, device)
+    story = (entity_story(config.entities) if config.entities else
+             corpus_story(config.corpus, config.split, config.story_id, config.data_dir, checkpoint.max_tokens))
     prompt, owners = prompt_tokens(story)
     unknown = checkpoint.vocabulary.unknown(prompt)
     if unknown:
         print(f"warning: prompt words outside the vocabulary read as <unk>: {' '.join(unknown)}", file=sys.stderr)
-    generator = torch.Generator(device=device).manual_seed(args.seed)
+    generator = torch.Generator(device=device).manual_seed(config.seed)
     samples: list[dict[str, Any]] = []
-    for _ in range(args.samples):
-        words, ended = sample_story(model, checkpoint.vocabulary, prompt, owners, args.max_tokens, args.top_p,
-                                    args.temperature, generator, lambda text: print(text, end="", flush=True))
-        print(flush=True)
+    for _ in range(config.samples):
+        words, ended = sample_story(model, checkpoint.vocabulary, prompt, owners, config.max_tokens, config.top_p,
+                                    config.temperature, generator, write)
+        write("\n")
         samples.append({"text": " ".join(words), "tokens": len(words), "ended_with_eos": ended})
-    if args.json:
-        result = {"checkpoint": args.checkpoint, "model": checkpoint.model, "story_id": args.story_id,
-                  "entities": [" ".join(entity) for entity in story.entities], "prompt": " ".join(prompt),
-                  "unknown_prompt_words": unknown, "max_tokens": args.max_tokens, "top_p": args.top_p,
-                  "temperature": args.temperature, "seed": args.seed, "samples": samples}
-        write_text_atomic(args.json, json.dumps(result, indent=2) + "\n")
-    return 0
-
-
-def build_parser() -> Parser:
-    parser = Parser(prog="python -m inference.generate", description=__doc__)
-    parser.add_argument("--checkpoint", required=True, help="a story LM checkpoint (OUT/model.pt of training)")
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--entities", nargs="+", type=entity_words, metavar="ENTITY",
-                        help="the prompt's entities, e.g. \"Sarah King\" \"the old dog\"")
-    source.add_argument("--story-id", help="take the prompt of this story of --corpus --split")
-    parser.add_argument("--corpus", help="with --story-id: the story's corpus")
-    parser.add_argument("--split", default="test", help="with --story-id: the story's split")
-    parser.add_argument("--data-dir", help="folder holding the corpora (default: $ENTITYLM_DATA; sample needs none)")
-    parser.add_argument("--max-tokens", type=integer(1), default=200, help="stop a sample after this many tokens")
-    parser.add_argument("--top-p", type=probability, default=0.8, help="nucleus sampling's p (paper 0.8)")
-    parser.add_argument("--temperature", type=real(0, include_low=False), default=1.0,
-                        help="softmax temperature (paper 1)")
-    parser.add_argument("--samples", type=integer(1), default=1, help="stories to draw for the prompt")
-    parser.add_argument("--seed", type=int, default=0, help="random seed of the samples")
-    parser.add_argument("--json", type=output_file, help="also write the prompt and the samples here")
-    parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return run_main(lambda: run(args), USER_ERRORS)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return {"checkpoint": config.checkpoint, "model": checkpoint.model, "story_id": config.story_id,
+            "entities": [" ".join(entity) for entity in story.entities], "prompt": " ".join(prompt),
+            "unknown_prompt_words": unknown, "max_tokens": config.max_tokens, "top_p": config.top_p,
+            "temperature": config.temperature, "seed": config.seed, "samples": samples}

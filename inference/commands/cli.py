@@ -10,6 +10,7 @@ from dataclasses import fields
 from typing import TypeVar
 
 from coref import cli
+from coref.cli import real
 from coref.io.atomic import write_text_atomic
 
 # What bad input raises: the commands report these in one line (exit status 2), never as a traceback. Every
@@ -41,3 +42,11 @@ def config_of(config: type[T], args: argparse.Namespace, **values) -> T:
     options = vars(args)
     return config(**{field.name: options[field.name] for field in fields(config)
                      if field.name in options and field.name not in values}, **values)
+
+
+def probability(text: str) -> float:
+    """An option type: a number in (0, 1]."""
+    value = real(0, include_low=False)(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {text}")
+    return value

@@ -44,8 +44,7 @@ from typing import Any
 
 from coref.cli import Parser, integer, output_file, output_folder, real, run_main
 from coref.io.atomic import write_text_atomic
-from inference.algorithms.generate import probability
-from inference.commands.cli import USER_ERRORS, config_of
+from inference.commands.cli import USER_ERRORS, config_of, probability
 from inference.commands.options import add_corpus_split, add_data_dir, add_device, add_seed
 from inference.evaluation.mneme import (
     GENERATION,

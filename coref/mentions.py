@@ -1,8 +1,8 @@
-"""`python -m coref.mentions`, as the docs show it: the command is :mod:`coref.resolution.mentions`."""
+"""`python -m coref.mentions`, as the docs show it: the command is :mod:`inference.commands.mentions`."""
 
 if __name__ == "__main__":
     import sys
 
-    from coref.resolution.mentions import main
+    from inference.commands.mentions import main
 
     sys.exit(main())

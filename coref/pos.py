@@ -1,8 +1,8 @@
-"""`python -m coref.pos`, as the docs show it: the command is :mod:`coref.resolution.pos`."""
+"""`python -m coref.pos`, as the docs show it: the command is :mod:`inference.commands.pos`."""
 
 if __name__ == "__main__":
     import sys
 
-    from coref.resolution.pos import main
+    from inference.commands.pos import main
 
     sys.exit(main())

@@ -1,8 +1,8 @@
-"""`python -m coref.resolver`, as the docs show it: the command is :mod:`coref.resolution.ranker`."""
+"""`python -m coref.resolver`, as the docs show it: the command is :mod:`inference.commands.resolver`."""
 
 if __name__ == "__main__":
     import sys
 
-    from coref.resolution.ranker import main
+    from inference.commands.resolver import main
 
     sys.exit(main())

@@ -27,11 +27,12 @@ from coref.resolution.ranker import (
 )
 from coref.io.text import tokenize
 from tests.official_scorer import official_score, require_official_scorer
+from inference.training.resolution import train_ranker
 
 
 @pytest.fixture(scope="module")
 def sample_model() -> MentionRanker:
-    return MentionRanker.train(resolver_documents("sample", "train", None), epochs=3, progress=False)
+    return train_ranker(resolver_documents("sample", "train", None), epochs=3, progress=False)
 
 
 def _candidate_lists(candidates: resolver.Candidates) -> list[list[int]]:

@@ -24,7 +24,6 @@ from coref.resolution.mentions import (
     MentionDetectorConfig,
     MentionModelError,
     choose_max_width,
-    main,
     mention_scores,
     span_grid,
     width_coverage,
@@ -32,6 +31,7 @@ from coref.resolution.mentions import (
 )
 from coref.resolution.pipeline import BUNDLED
 from coref.resolution.ranker import lowercased
+from inference.commands.mentions import main
 
 NAMES = ["Anna", "Tom", "Mary", "John", "Lucy", "Peter", "Emma", "Paul"]
 PRONOUNS = ["she", "he", "they", "it"]
@@ -76,7 +76,7 @@ def toy() -> tuple[list[Document], list[Document]]:
 
 @pytest.fixture(scope="module")
 def trained(toy) -> MentionDetector:
-    from coref.resolution.mentions import train_detector
+    from inference.training.resolution import train_detector
 
     train, dev = toy
     return train_detector(train, dev, TINY, epochs=15, seed=1, progress=False, batch_tokens=200,

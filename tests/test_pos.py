@@ -14,7 +14,9 @@ import pytest
 import torch
 
 from coref.document import Document
-from coref.resolution.pos import PosModelError, PosTagger, PosTaggerConfig, main, ontogum_tagged, tag_scores, train_tagger
+from coref.resolution.pos import PosModelError, PosTagger, PosTaggerConfig, ontogum_tagged, tag_scores
+from inference.commands.pos import main
+from inference.training.resolution import train_tagger
 from coref.resolution.pipeline import BUNDLED as COREF_BUNDLED
 
 WORDS = {

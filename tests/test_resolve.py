@@ -11,11 +11,12 @@ from coref.resolution import pipeline as resolve_module
 from coref.resolution import ranker as resolver
 from coref.corpora.registry import load_corpus
 from coref.document import Document, Mention
-from coref.resolution.mentions import MentionDetectorConfig, train_detector
+from coref.resolution.mentions import MentionDetectorConfig
 from coref.resolution.pipeline import BUNDLED, CorefPipeline, clusters, resolve
 from coref.resolution.ranker import MentionRanker, lowercased, with_predicted_mentions
 from coref.io.text import tokenize
 from inference.commands.resolve import main
+from inference.training.resolution import train_detector, train_ranker
 
 STORY = ("Maria opened a small bakery on Elm Street. Every morning, she baked bread before dawn. "
          "Her brother Tomas delivered the bread to the cafes. He drove an old van.")
@@ -29,7 +30,7 @@ def sample_pipeline(tmp_path_factory) -> tuple[CorefPipeline, str, str]:
     detector = train_detector(train, dev, MentionDetectorConfig(embedding_size=16, hidden_size=16, layers=1,
                                                                 mlp_size=16), epochs=30, progress=False)
     labelled = [with_predicted_mentions(document, spans) for document, spans in zip(train, detector.predict(train))]
-    ranker = MentionRanker.train(labelled, epochs=3, progress=False)
+    ranker = train_ranker(labelled, epochs=3, progress=False)
     folder = tmp_path_factory.mktemp("pipeline")
     detector.save(folder / "mentions.pt")
     ranker.save(folder / "resolver.npz")
@@ -47,7 +48,7 @@ def lowercase_pipeline(tmp_path_factory) -> tuple[CorefPipeline, str]:
     labelled = [with_predicted_mentions(document, spans) for document, spans in zip(train, detector.predict(train))]
     path = tmp_path_factory.mktemp("lowercase") / "mentions.pt"
     detector.save(path)
-    return CorefPipeline(detector, MentionRanker.train(labelled, epochs=3, lowercase=True, progress=False)), str(path)
+    return CorefPipeline(detector, train_ranker(labelled, epochs=3, lowercase=True, progress=False)), str(path)
 
 
 def test_the_pipeline_finds_mentions_and_links_pronouns(sample_pipeline):

@@ -35,12 +35,13 @@ from coref.resolution.ranker import (
     describe_mentions,
     evaluate_resolver,
     lowercased,
-    main,
     mention_heads,
     read_conllu_syntax,
     resolver_documents,
     resolver_syntax,
 )
+from inference.training.resolution import train_ranker
+from inference.commands.resolver import main
 
 TOKEN = re.compile(r"(?P<open>\[?)(?P<word>.+?)(?:\](?P<entity>\d+))?")
 
@@ -64,7 +65,7 @@ def story(text: str, id: str = "story") -> Document:
 
 
 def quiet_train(documents, syntax=None, **options) -> MentionRanker:
-    return MentionRanker.train(documents, syntax, progress=False, **options)
+    return train_ranker(documents, syntax, progress=False, **options)
 
 
 def arc_index(document: Document, span: tuple[int, int]) -> int:

@@ -1,72 +1,27 @@
-"""The base coreference resolver: cort's mention-ranking model with latent antecedents, over gold mentions.
-
-Martschat & Strube (2015), as digested in reference-notes §2.1. Every mention ``j`` (``1..n`` in
-``Document.mentions`` order) ranks all earlier mentions and the dummy :data:`~coref.resolution.kbest.ROOT` ("new entity");
-an arc ``i -> j`` scores the sum of the weights of its hashed categorical features, and the root arc has no
-features and scores 0. Decoding is cort's greedy one: every mention takes its best antecedent
-(:func:`coref.resolution.kbest.greedy_tree`), and the clusters are the transitive closure, singletons dropped.
-
-Prediction ranks bounded candidates, as coarse-to-fine rankers do (:func:`candidate_antecedents`): the
-:data:`ANTECEDENT_WINDOW` (500) mentions just before each mention and, before that window, those of the
-:data:`FAR_MATCHES` (5) most recent mentions with its lowercased head word or its lowercased string (dictionary
-look-ups). Features are built and scored a chunk of anaphors at a time (:meth:`MentionRanker.best_antecedents`),
-so time and memory grow linearly with the text: a 120K-word book resolves in well under a minute and 1 GB. No
-LitBank or OntoGUM document has more than 501 mentions, so there every earlier mention is a candidate and the
-predictions are exactly the greedy decoding of the full table. :meth:`MentionRanker.arc_scores` is that full
-(quadratic) table, which EntityNLM's k-best lists are built from on corpus-length documents; training reads the
-full table too.
-
-Documents are the corpus after the paper's preprocessing with case and numbers kept (:func:`resolver_documents`),
-so the resolver sees exactly EntityNLM's mentions and token positions. Mention heads and word classes come from
-the CoNLL-U parse where a corpus ships one (OntoGUM, :func:`resolver_syntax`) and from heuristics elsewhere.
-
-Learning is cort's latent structured perceptron: for each anaphor the best arc under cost-augmented scores
-(cost 2 for a wrong "new entity", 1 for a wrong link, times ``cost_scaling``) is compared with the best arc
-consistent with the gold clusters (the best-scoring coreferent antecedent, or the root for an entity's first
-mention); when they differ the consistent arc's features gain 1 and the predicted arc's lose 1. Updates are
-online, anaphor by anaphor in document order, with documents shuffled each epoch; the weights returned are
-the average over all anaphors seen.
-
-A model trained with ``lowercase`` (``train --lowercase``) lowercases every document before reading it, in
-training and in prediction alike (its predictions keep the document's own tokens): a resolver for lowercase text
-(LAMBADA), which cannot tell names by their capital. Trained on a detector's mentions, it must lowercase exactly
-when the detector does (``python -m coref.mentions train --lowercase``), or training refuses.
-
-Command line::
-
-    python -m coref.resolver train --corpus litbank [--data-dir DIR] --out runs/resolver/litbank.npz [--lowercase]
-    python -m coref.resolver predict --model M --corpus litbank --split test [--data-dir DIR] --out pred.conll
-"""
+"""The mention ranker: cort's mention-ranking resolver over hashed features (averaged perceptron weights), its
+features, greedy decoding with bounded antecedent candidates, and its checkpoint. Trained by
+:func:`inference.training.resolution.train_ranker`; the command is :mod:`inference.commands.resolver`."""
 
 from __future__ import annotations
 
-import argparse
-import inspect
 import itertools
-import json
 import os
-import sys
-import time
 import zlib
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 from scipy import sparse
-from tqdm import tqdm
 
-from coref.io.atomic import atomic_path, write_text_atomic
 from coref.io.checkpoint import Checkpoint, CheckpointError, load
-from coref.cli import Parser, integer, output_file, real, run_subcommand
 from coref.cli import progress as progress_bar
-from coref.io.conll import ConllError, read_conllu_words, write_conll
+from coref.io.conll import ConllError, read_conllu_words
 from coref.corpora.registry import corpus_names, load_corpus, resolve_data_dir
 from coref.document import Document, Mention
 from coref.resolution.kbest import ROOT, clusters, document_with_clusters, tree_from_antecedents
-from coref.resolution.mentions import MentionDetector, mention_scores
 from coref.metrics.coreference import CorefEvaluation, evaluate
 from coref.corpora.preprocess import (
     PreprocessConfig,
@@ -75,7 +30,6 @@ from coref.corpora.preprocess import (
     kept_tokens,
     preprocess_documents,
 )
-from coref.metrics.score import format_table
 
 # The paper's preprocessing but with case and numbers kept: the same tokens, spans and mentions as EntityNLM's.
 RESOLVER_PREPROCESSING = PreprocessConfig(lowercase=False, replace_numbers=False)
@@ -644,42 +598,6 @@ class MentionRanker:
         self.weights = weights
         self.settings = dict(settings or {})
 
-    @classmethod
-    def train(
-        cls,
-        documents: Sequence[Document],
-        syntax: Sequence[Syntax | None] | None = None,
-        *,
-        epochs: int = 5,
-        seed: int = 23,
-        cost_scaling: float = 100.0,
-        lowercase: bool = False,
-        progress: bool = True,
-        on_epoch: Callable[[int, MentionRanker], None] | None = None,
-    ) -> MentionRanker:
-        """Train on documents with gold clusters (reference-notes §2.1); ``on_epoch(epoch, averaged model)``.
-        With ``lowercase`` the model reads every document lowercased, now and whenever it is used.
-
-        Updates are online, one per anaphor (not batched per document), as in cort. Documents are shuffled each
-        epoch by a generator seeded with ``seed``; features are recomputed per document and epoch rather than
-        cached, which keeps memory small (LitBank's cache would take ~0.8 GB) at the price of a few seconds.
-        """
-        syntax = _per_document(documents, syntax)
-        learner = _AveragedPerceptron(1 << HASH_BITS, cost_scaling)
-        order = np.random.default_rng(seed)
-        settings = {"epochs": epochs, "seed": seed, "cost_scaling": cost_scaling, "lowercase": lowercase}
-        with progress_bar(total=epochs * len(documents), desc=f"resolver: training, {epochs} epochs", unit="document",
-                          enabled=progress) as bar:
-            for epoch in range(1, epochs + 1):
-                for index in order.permutation(len(documents)):
-                    document = documents[index]
-                    entities = np.array([mention.entity for mention in document.mentions])
-                    learner.learn_document(_read_features(document, syntax[index], lowercase), entities)
-                    bar.update()
-                if on_epoch is not None:
-                    on_epoch(epoch, cls(learner.averaged(), {**settings, "epochs": epoch}))
-        return cls(learner.averaged(), settings)
-
     def arc_scores(self, document: Document, syntax: Syntax | None = None) -> np.ndarray:
         """The ``(n+1, n+1)`` score table of :mod:`coref.resolution.kbest`: ``[j, i]`` scores arc ``i -> j`` for ``i < j``.
 
@@ -778,7 +696,7 @@ class MentionRanker:
         return cls.from_checkpoint(load(path, "resolver model", {KIND}, ResolverModelError), path)
 
 
-def _per_document(documents: Sequence[Document], syntax: Sequence[Syntax | None] | None) -> list[Syntax | None]:
+def per_document(documents: Sequence[Document], syntax: Sequence[Syntax | None] | None) -> list[Syntax | None]:
     if syntax is None:
         return [None] * len(documents)
     if len(syntax) != len(documents):
@@ -790,19 +708,12 @@ def evaluate_resolver(
     model: MentionRanker, documents: Sequence[Document], syntax: Sequence[Syntax | None] | None = None
 ) -> tuple[list[Document], CorefEvaluation]:
     """The model's predictions for ``documents`` and their scores against the documents' own (gold) clusters."""
-    parses = _per_document(documents, syntax)
+    parses = per_document(documents, syntax)
     predictions = [model.predict(document, parse) for document, parse in zip(documents, parses)]
     return predictions, evaluate(documents, predictions)
 
 
-# ---- command line -------------------------------------------------------------------------------------------
-
-
-def _summary(evaluation: CorefEvaluation) -> str:
-    return (
-        f"CoNLL F1 {100 * evaluation.conll_f1:.2f} (MUC {100 * evaluation.muc.f1:.2f}, "
-        f"B3 {100 * evaluation.bcub.f1:.2f}, CEAFe {100 * evaluation.ceafe.f1:.2f})"
-    )
+# ---- predicted mentions ---------------------------------------------------------------------------------------
 
 
 def with_predicted_mentions(gold: Document, spans: Sequence[tuple[int, int]]) -> Document:
@@ -817,145 +728,9 @@ def with_predicted_mentions(gold: Document, spans: Sequence[tuple[int, int]]) ->
                                   for start, end in spans])
 
 
-@dataclass(frozen=True)
-class _Split:
-    """A split as the resolver reads it: its documents (with the mentions it ranks), their parses, and the gold
-    the predictions are scored against (the documents themselves, unless mentions are predicted)."""
-
-    documents: list[Document]
-    syntax: list[Syntax | None]
-    gold: list[Document]
-
-    def predictions(self, model: MentionRanker) -> list[Document]:
-        return [model.predict(document, parse) for document, parse in zip(self.documents, self.syntax)]
-
-
-def _load(corpus: str, split: str, data_dir: DataDir, detector: str | None = None) -> _Split:
-    """Gold mentions: EntityNLM's preprocessed documents and their parses. With a mention ``detector``: the
-    documents as annotated, their mentions the detector's (labelled by the gold), no parses (raw text has
-    none)."""
-    if detector is None:
-        documents = resolver_documents(corpus, split, data_dir)
-        return _Split(documents, resolver_syntax(corpus, split, data_dir, documents), documents)
-    gold = load_corpus(corpus, split, data_dir).documents
-    spans = MentionDetector.load(detector).predict(gold)
-    return _Split([with_predicted_mentions(*pair) for pair in zip(gold, spans)], [None] * len(gold), gold)
-
-
 def end_to_end_evaluations(gold: Sequence[Document], predictions: Sequence[Document]) -> dict[str, CorefEvaluation]:
     """Scores of clusters over predicted mentions against the two keys: the gold as annotated, and EntityNLM's
     mentions of it (outermost, no singletons; the response filtered alike), the key of the gold-mention figures."""
     return {"as_annotated": evaluate(gold, predictions),
             "entitynlm_mentions": evaluate([entitynlm_mentions(document) for document in gold],
                                            [entitynlm_mentions(document) for document in predictions])}
-
-
-def _evaluations(split: _Split, predictions: Sequence[Document]) -> dict[str, CorefEvaluation]:
-    """Scores against the gold as annotated and, for predicted mentions, against both keys
-    (:func:`end_to_end_evaluations`)."""
-    if split.gold is split.documents:
-        return {"as_annotated": evaluate(split.gold, predictions)}
-    return end_to_end_evaluations(split.gold, predictions)
-
-
-def _train_command(args: argparse.Namespace) -> int:
-    """Train on a corpus's train split (cort's latent structured perceptron), scoring dev after each epoch, and
-    write the model (.npz) atomically."""
-    if args.detector and MentionDetector.load(args.detector).config.lowercase != args.lowercase:
-        mode = "without" if args.lowercase else "with"  # the detector's
-        raise ValueError(f"{args.detector} was trained {mode} --lowercase: train the resolver on its mentions "
-                         f"{mode} it too")
-    train = _load(args.corpus, "train", args.data_dir, args.detector)
-    dev = _load(args.corpus, "dev", args.data_dir, args.detector)
-    parsed = sum(parse is not None for parse in train.syntax)
-    print(f"{args.corpus}: {len(train.documents)} training documents ({parsed} parsed), {len(dev.documents)} dev "
-          f"documents" + (f", mentions from {args.detector}" if args.detector else "")
-          + ("; tokens lowercased" if args.lowercase else ""))
-    # Trained on predicted mentions of a corpus that annotates singletons, the model writes them too.
-    keep_singletons = args.detector is not None and any(
-        len(drop_singletons(document.mentions)) < len(document.mentions) for document in train.gold)
-
-    scoring = []  # seconds spent scoring dev, kept out of the training time
-
-    def report(epoch: int, model: MentionRanker) -> None:
-        started = time.perf_counter()
-        model.settings["keep_singletons"] = keep_singletons
-        tqdm.write(f"epoch {epoch}: dev {_summary(_evaluations(dev, dev.predictions(model))['as_annotated'])}")
-        scoring.append(time.perf_counter() - started)
-
-    started = time.perf_counter()
-    model = MentionRanker.train(
-        train.documents, train.syntax, epochs=args.epochs, seed=args.seed, cost_scaling=args.cost_scaling,
-        lowercase=args.lowercase, on_epoch=report,
-    )
-    training = time.perf_counter() - started - sum(scoring)
-    model.settings.update(corpus=args.corpus, keep_singletons=keep_singletons,
-                          detector=Path(args.detector).name if args.detector else None)
-    model.save(args.out)
-    print(f"trained in {training:.1f} s (+ {sum(scoring):.1f} s scoring dev); model saved to {args.out}")
-    return 0
-
-
-def _predict_command(args: argparse.Namespace) -> int:
-    """Resolve a corpus split with a trained model, write the clusters as CoNLL and score them against the
-    split's gold (both files written atomically)."""
-    model = MentionRanker.load(args.model)
-    split = _load(args.corpus, args.split, args.data_dir, args.detector)
-    predictions = split.predictions(model)
-    with atomic_path(args.out) as partial:
-        write_conll(predictions, partial)
-    evaluations = _evaluations(split, predictions)
-    for key, evaluation in evaluations.items():
-        print(f"key: {key.replace('_', ' ')}" if len(evaluations) > 1 else "", format_table(evaluation), sep="\n")
-    if args.json:
-        result = {key: evaluation.to_json() for key, evaluation in evaluations.items()}
-        if args.detector:
-            result["detected_mentions"] = mention_scores(split.gold, [[m.span for m in d.mentions]
-                                                                      for d in split.documents])
-        write_text_atomic(args.json, json.dumps(result if args.detector else result["as_annotated"], indent=2) + "\n")
-    return 0
-
-
-def _parser() -> Parser:
-    parser = Parser(prog="python -m coref.resolver", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    data_help = "folder holding the corpora (default: $ENTITYLM_DATA; sample needs none)"
-
-    train = commands.add_parser("train", help="train on a corpus's train split, scoring dev after each epoch",
-                                description=inspect.getdoc(_train_command))
-    train.add_argument("--corpus", required=True, help="sample, litbank, ontogum, conll2012, or several joined by '+'")
-    train.add_argument("--data-dir", help=data_help)
-    train.add_argument("--out", required=True, type=output_file, help="model file to write (.npz)")
-    train.add_argument("--epochs", type=integer(1), default=5, help="passes over the training documents (cort: 5)")
-    train.add_argument("--seed", type=int, default=23, help="seed of the document shuffling")
-    train.add_argument("--cost-scaling", type=real(0), default=100.0,
-                       help="factor of the cost of a wrong decision in cost-augmented decoding (cort: 100)")
-    train.add_argument("--detector", help="train on this mention detector's mentions (python -m coref.mentions) "
-                       "of the documents as annotated, without parses, instead of the gold mentions")
-    train.add_argument("--lowercase", action="store_true",
-                       help="lowercase every token, in training and whenever the model is used (lowercase text); "
-                       "required with a --detector trained with --lowercase, refused with any other")
-    train.set_defaults(run=_train_command)
-
-    predict = commands.add_parser("predict", help="resolve a split, write CoNLL and score it against its gold",
-                                  description=inspect.getdoc(_predict_command))
-    predict.add_argument("--model", required=True, help="a model written by train")
-    predict.add_argument("--corpus", required=True,
-                         help="sample, litbank, ontogum, conll2012, or several joined by '+'")
-    predict.add_argument("--split", required=True, help="the split to resolve")
-    predict.add_argument("--data-dir", help=data_help)
-    predict.add_argument("--out", required=True, type=output_file, help="CoNLL file to write")
-    predict.add_argument("--json", type=output_file, help="also write the scores as JSON here")
-    predict.add_argument("--detector", help="resolve this mention detector's mentions of the documents as "
-                         "annotated (scored against both keys) instead of the gold mentions")
-    predict.set_defaults(run=_predict_command)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line and return its exit status (2 and one line on stderr for bad input)."""
-    return run_subcommand(_parser(), argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -33,6 +33,7 @@ from coref.resolution.rerank import (
     oracle_choice,
 )
 from inference.api.tables import html_table
+from inference.training.resolution import train_ranker
 
 Resolver = MentionRanker | str | os.PathLike | None
 
@@ -48,7 +49,7 @@ def train_resolver(corpus: str = "sample", split: str = "train", data_dir: str |
     documents = resolver_documents(corpus, split, data_dir)
     if not documents:
         raise ValueError(f"{corpus}/{split} has no documents to train a resolver on")
-    ranker = MentionRanker.train(documents, resolver_syntax(corpus, split, data_dir, documents), epochs=epochs,
+    ranker = train_ranker(documents, resolver_syntax(corpus, split, data_dir, documents), epochs=epochs,
                                  seed=seed, lowercase=lowercase, progress=False)
     ranker.settings.update(corpus=corpus, keep_singletons=False, detector=None)
     return ranker

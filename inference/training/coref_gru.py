@@ -374,6 +374,7 @@ class ReaderFamily:
     accuracy (higher is better) as the score; batches drawn in the bucketed order of :func:`bucketed_order`."""
 
     order = "numpy-per-epoch"
+    initial: dict[str, float] = {}
 
     def __init__(self, args: argparse.Namespace, model: GatedAttentionReader, data: ReadingData,
                  config: ReaderConfig, device: torch.device) -> None:

@@ -17,7 +17,12 @@ The loop owns:
 - ``OUT/model.pt`` (the best weights) and ``OUT/last.pt`` (the state to resume from: the weights, the
   optimiser's, the schedule's and torch's RNG state, the best weights), both written atomically after every
   epoch; resuming from ``last.pt`` with the option check (only :attr:`Run.resumable` options may change);
-- the progress bar (:func:`coref.cli.progress`) and the history: one JSON record per epoch on stderr.
+- the progress bar (:func:`coref.cli.progress`) and the history: one record per epoch, printed as one JSON line
+  on stderr unless the run reports it otherwise (:attr:`Run.report`: the coreference models' one-line logs).
+
+A run without ``out`` writes no checkpoint (a library function that returns its model, such as
+:func:`inference.training.resolution.train_detector`). A family whose dev gives no score for its selecting
+component (none given, or a model without components, such as the ranker's perceptron) keeps its last epoch.
 """
 
 from __future__ import annotations
@@ -56,8 +61,9 @@ class Family(Protocol):
     name: str  # shown on the progress bar
     order: str  # a key of ORDERS, or STREAM
     modules: dict[str, nn.Module]  # the components scored on dev; the first one decides early stopping
-    optimizer: torch.optim.Optimizer
+    optimizer: torch.optim.Optimizer | None  # None: the family updates its model itself (the perceptron)
     schedule: Any  # a torch LR scheduler stepped after every update, or None
+    initial: dict[str, float]  # the dev scores before training (the weights to beat), or none
 
     def epoch_batches(self, source: Any) -> Iterable[Any]:
         """The training batches of one epoch, in the order ``source`` (the strategy's generator) draws."""
@@ -81,7 +87,7 @@ class Family(Protocol):
 class Run:
     """How a run goes: where it writes, how long, how it selects, and what a resumed run may change."""
 
-    out: Path
+    out: Path | None  # the folder of model.pt and last.pt; None: no checkpoint is written
     epochs: int
     seed: int
     options: dict[str, Any]  # the run's options, recorded in every checkpoint (the option check compares them)
@@ -91,6 +97,8 @@ class Run:
     resume: bool = False
     resumable: Collection[str] = frozenset()
     device: str = "auto"
+    progress: bool = True  # draw the progress bar (on a terminal)
+    report: Callable[[dict[str, Any]], None] = lambda record: print(json.dumps(record), file=sys.stderr)
 
 
 @dataclass
@@ -126,13 +134,14 @@ class Trainer:
         """Train ``family`` until the epochs are done or early stopping; the final state (epoch, best scores,
         history), the best weights being in :attr:`best` and ``OUT/model.pt``."""
         run = self.run
-        state: dict[str, Any] = {"epoch": 0, "best": {}, "bad_epochs": 0, "history": []}
+        state: dict[str, Any] = {"epoch": 0, "best": dict(family.initial), "bad_epochs": 0, "history": []}
         self.best = {name: module_weights(module) for name, module in family.modules.items()}
         if self.resumed is not None:
             resume = self.resumed.training["resume"]
             for name, module in family.modules.items():
                 module.load_state_dict(self.resumed.weights[name])
-            family.optimizer.load_state_dict(resume["optimizer"])
+            if family.optimizer is not None:
+                family.optimizer.load_state_dict(resume["optimizer"])
             if family.schedule is not None:
                 family.schedule.load_state_dict(resume["schedule"])
             if "rng" in resume:
@@ -140,7 +149,7 @@ class Trainer:
             self.best, state = resume["best"], self.resumed.training["state"]
             print(f"resumed from {run.out / 'last.pt'} after epoch {state['epoch']}", file=sys.stderr)
         stream = np.random.default_rng(run.seed) if family.order == STREAM else None
-        selecting = next(iter(family.modules))
+        selecting = next(iter(family.modules), None)
         while state["epoch"] < run.epochs and state["bad_epochs"] < run.patience and not self._reached(
                 state["best"].get(selecting)):
             for module in family.modules.values():
@@ -148,7 +157,7 @@ class Trainer:
             started, totals = time.perf_counter(), {}
             source = stream if stream is not None else ORDERS[family.order](run.seed, state["epoch"])
             bar = progress(family.epoch_batches(source), desc=f"{family.name}: epoch {state['epoch'] + 1}/"
-                           f"{run.epochs}", unit="batch")
+                           f"{run.epochs}", unit="batch", enabled=run.progress, leave=False)
             for batch in bar:
                 amounts, shown = family.step(batch)
                 if family.schedule is not None:
@@ -158,25 +167,28 @@ class Trainer:
                 bar.set_postfix(loss=f"{shown:.3f}")
             seconds = time.perf_counter() - started
             scores = family.evaluate()
-            improved = False
-            for name, value in scores.items():
-                if name in family.modules and self._better(value, state["best"].get(name)):
-                    state["best"][name] = value
-                    self.best[name] = module_weights(family.modules[name])
+            improved = selecting not in scores  # nothing selects: the last epoch is kept
+            for name, module in family.modules.items():
+                if name not in scores or self._better(scores[name], state["best"].get(name)):
+                    state["best"][name] = scores.get(name)
+                    self.best[name] = module_weights(module)
                     improved |= name == selecting
             state["bad_epochs"] = 0 if improved else state["bad_epochs"] + 1
             state["epoch"] += 1
             record = family.record(state["epoch"], seconds, totals, scores)
             state["history"].append(record)
-            print(json.dumps(record), file=sys.stderr)
-            self.save(family, state)
+            run.report(record)
+            if run.out is not None:
+                self.save(family, state)
         return state
 
     def save(self, family: Family, state: dict[str, Any], **summary: Any) -> None:
         """Write ``model.pt`` (the best weights; ``summary`` joins its training record) and ``last.pt``."""
         training = {"args": self.run.options, "state": state}
         family.checkpoint(self.best, {**training, **summary}).save(self.run.out / "model.pt")
-        resume = {"optimizer": family.optimizer.state_dict(), "best": self.best, "rng": torch.get_rng_state()}
+        resume = {"best": self.best, "rng": torch.get_rng_state()}
+        if family.optimizer is not None:
+            resume["optimizer"] = family.optimizer.state_dict()
         if family.schedule is not None:
             resume["schedule"] = family.schedule.state_dict()
         family.checkpoint({name: module_weights(module) for name, module in family.modules.items()},

@@ -250,6 +250,7 @@ class StoryLMFamily:
     of :meth:`MnemeLM.loss` (NLL and λ·KL), the dev NLL per story token as the score."""
 
     order = "torch-per-epoch"
+    initial: dict[str, float] = {}
 
     def __init__(self, args: argparse.Namespace, model: MnemeLM, vocabulary: StoryVocabulary,
                  train_batches: list[MnemeBatch], dev_batches: list[MnemeBatch], device: torch.device) -> None:

@@ -155,6 +155,7 @@ class LanguageModelFamily:
 
     order = "torch-per-epoch"
     schedule = None
+    initial: dict[str, float] = {}
 
     def __init__(self, args: argparse.Namespace, vocabulary: Vocabulary, preprocess: PreprocessConfig,
                  train_batches: list[DocumentBatch], dev_batches: list[DocumentBatch], device: torch.device) -> None:

@@ -40,15 +40,20 @@ import argparse
 import json
 import math
 import sys
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from coref.corpora.anonymise import ANONYMISED_PREPROCESS, MAX_CHAINS, anonymised_corpus, anonymised_vocabulary, first_entity_id
-from coref.cli import Parser, integer, output_file, progress, real, run_main
+from coref.corpora.anonymise import (
+    ANONYMISED_PREPROCESS,
+    MAX_CHAINS,
+    anonymised_corpus,
+    anonymised_vocabulary,
+    first_entity_id,
+)
+from coref.cli import Parser, integer, output_file, real, run_main
 from coref.io.conll import read_utf8
 from coref.corpora.registry import SPLITS, CorpusError, corpus_names, load_corpus, resolve_data_dir
 from coref.document import Document
@@ -57,7 +62,7 @@ from generative.dntm import ContextEncoder, DynamicNeuralTextModel, sample_negat
 from coref.io import checkpoint as stored
 from coref.io.checkpoint import CheckpointError
 from inference.commands.cli import USER_ERRORS
-from inference.runtime import resolve_device, set_seed
+from inference.training.loop import Run, Trainer
 
 KIND = "context_encoder"  # its kind of checkpoint (coref.io.checkpoint)
 LAMBADA_TEXTS = ("lambada", "lambada-dev")
@@ -297,9 +302,89 @@ def build_parser() -> Parser:
     return parser
 
 
+class ContextEncoderFamily:
+    """The context encoder as a family of :mod:`inference.training.loop`, trained in steps: an "epoch" of the loop
+    is the ``--eval-every`` steps between two scores of the held-out sentences (the last one shorter). Batches
+    of sentences come endlessly from the run's torch stream (:func:`batch_indices`), a new shuffle after every
+    pass; the negatives from a generator of their own (``seed + 2``); Adam; the held-out completion loss with
+    fixed negatives selects (the untrained encoder's loss is the one to beat)."""
+
+    order = "torch-stream"
+    schedule = None
+
+    def __init__(self, args: argparse.Namespace, encoder: ContextEncoder, vocabulary: Vocabulary,
+                 rows: list[list[int]], text: dict[str, Any], trainer: Trainer) -> None:
+        self.name, self.args, self.vocabulary, self.text = "context encoder", args, vocabulary, text
+        self.device = trainer.device
+        self.modules = {"model": encoder}
+        self.optimizer = torch.optim.Adam(encoder.parameters(), lr=args.lr)
+        shuffle = trainer.stream(self.order)
+        order = torch.randperm(len(rows), generator=shuffle).tolist()
+        self.held = min(max(1, round(args.held_out * len(rows))), len(rows) - 1)
+        held_tokens, self.held_lengths = pad([rows[i] for i in order[:self.held]])
+        train_tokens, self.train_lengths = pad([rows[i] for i in order[self.held:]])
+        self.counts = torch.bincount(train_tokens[torch.arange(train_tokens.shape[1]) < self.train_lengths[:, None]],
+                                     minlength=len(vocabulary))
+        held_negatives = sample_negatives(self.counts, (*held_tokens.shape, args.negatives), NEGATIVE_POWER,
+                                          torch.Generator().manual_seed(args.seed + 1))
+        self.held_tokens, self.held_negatives = held_tokens.to(self.device), held_negatives.to(self.device)
+        self.train_tokens = train_tokens.to(self.device)
+        self.initial = {"model": self.held_out_loss()}
+        self.history: list[dict[str, Any]] = [{"step": 0, "held_out_loss": self.initial["model"]}]
+        self.batches = batch_indices(len(self.train_lengths), args.batch_sentences, shuffle)
+        self.draws = torch.Generator().manual_seed(args.seed + 2)
+        self.steps = self.sentences = 0
+        self.seconds = 0.0
+
+    def held_out_loss(self) -> float:
+        return held_out_loss(self.modules["model"], self.held_tokens, self.held_lengths, self.held_negatives)
+
+    def epoch_batches(self, source: torch.Generator) -> Iterator[torch.Tensor]:
+        """The next ``--eval-every`` batches (fewer before the last step): :attr:`batches` draws from ``source``."""
+        for _ in range(min(self.args.eval_every, self.args.steps - self.steps)):
+            yield next(self.batches)
+
+    def step(self, index: torch.Tensor) -> tuple[dict[str, Any], None]:
+        lengths = self.train_lengths[index]
+        tokens = self.train_tokens[index.to(self.device), : int(lengths.max())]
+        negatives = sample_negatives(self.counts, (*tokens.shape, self.args.negatives), NEGATIVE_POWER,
+                                     self.draws).to(self.device)
+        loss = self.modules["model"].completion_loss(tokens, lengths.to(self.device), negatives)
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+        self.steps += 1
+        self.sentences += len(index)
+        return {"loss": loss.detach(), "steps": 1}, None
+
+    def evaluate(self) -> dict[str, float]:
+        score = self.held_out_loss()
+        if not math.isfinite(score):
+            raise FloatingPointError(f"the held-out loss is {score} at step {self.steps}: lower --lr")
+        return {"model": score}
+
+    def record(self, epoch: int, seconds: float, totals: dict[str, Any], scores: dict[str, float]
+               ) -> dict[str, Any]:
+        self.seconds += seconds
+        record = {"step": self.steps, "train_loss": float(totals["loss"]) / totals["steps"],
+                  "held_out_loss": scores["model"], "sentences_per_second": self.sentences / self.seconds}
+        self.history.append(record)
+        return record
+
+    def best(self) -> dict[str, Any]:
+        """The step and held-out loss of the weights kept (the first of the lowest)."""
+        best = min(self.history, key=lambda record: record["held_out_loss"])
+        return {"step": best["step"], "held_out_loss": best["held_out_loss"]}
+
+    def checkpoint(self, weights: dict[str, Any], training: dict[str, Any]) -> stored.Checkpoint:
+        record = {"args": training["args"], "text": self.text, "history": self.history, "best": self.best(),
+                  "steps": self.steps}
+        return stored.Checkpoint(KIND, {"size": self.args.context_size}, self.vocabulary.to_dict(), weights, record)
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    set_seed(args.seed)
-    device = resolve_device(args.device)
+    trainer = Trainer(Run(Path(args.out), math.ceil(args.steps / args.eval_every), args.seed, vars(args),
+                          device=args.device, single_file=True))
     extra = extra_text_names(args.extra_text, args.corpus)
     train = anonymised_corpus(args.corpus, "train", args.data_dir)
     vocabulary = anonymised_vocabulary(train.documents, args.vocab_size)
@@ -318,62 +403,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         print(f"{source}: {stats['sentences']:,} sentences ({stats['sentences_dropped']:,} of more than "
               f"{args.max_sentence_tokens} tokens dropped), {stats['words']:,} words, "
               f"{stats['unknown_words'] / max(stats['words'], 1):.1%} <unk>", file=sys.stderr)
-    shuffle = torch.Generator().manual_seed(args.seed)
-    order = torch.randperm(len(rows), generator=shuffle).tolist()
-    held = min(max(1, round(args.held_out * len(rows))), len(rows) - 1)
-    held_tokens, held_lengths = pad([rows[i] for i in order[:held]])
-    train_tokens, train_lengths = pad([rows[i] for i in order[held:]])
-    counts = torch.bincount(train_tokens[torch.arange(train_tokens.shape[1]) < train_lengths[:, None]],
-                            minlength=len(vocabulary))
-    held_negatives = sample_negatives(counts, (*held_tokens.shape, args.negatives), NEGATIVE_POWER,
-                                      torch.Generator().manual_seed(args.seed + 1))
-    held_tokens, held_negatives = held_tokens.to(device), held_negatives.to(device)
-    train_tokens = train_tokens.to(device)
-
-    encoder = ContextEncoder(len(vocabulary), args.context_size).to(device)
-    optimizer = torch.optim.Adam(encoder.parameters(), lr=args.lr)
-    initial = held_out_loss(encoder, held_tokens, held_lengths, held_negatives)
-    best = {"step": 0, "held_out_loss": initial}
-    best_state = {name: tensor.detach().clone() for name, tensor in encoder.state_dict().items()}
-    history = [{"step": 0, "held_out_loss": initial}]
-    batches = batch_indices(len(train_lengths), args.batch_sentences, shuffle)
-    draws = torch.Generator().manual_seed(args.seed + 2)
-    running, running_steps, training_seconds, sentences_seen = torch.zeros((), device=device), 0, 0.0, 0
-    started = time.perf_counter()
-    bar = progress(range(1, args.steps + 1), desc="context encoder", unit="step")
-    for step in bar:
-        index = next(batches)
-        lengths = train_lengths[index]
-        tokens = train_tokens[index.to(device), : int(lengths.max())]
-        negatives = sample_negatives(counts, (*tokens.shape, args.negatives), NEGATIVE_POWER, draws).to(device)
-        loss = encoder.completion_loss(tokens, lengths.to(device), negatives)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        running += loss.detach()
-        running_steps += 1
-        sentences_seen += len(index)
-        if step % args.eval_every and step != args.steps:
-            continue
-        training_seconds += time.perf_counter() - started
-        score = held_out_loss(encoder, held_tokens, held_lengths, held_negatives)
-        if not math.isfinite(score):
-            raise FloatingPointError(f"the held-out loss is {score} at step {step}: lower --lr")
-        record = {"step": step, "train_loss": float(running) / running_steps, "held_out_loss": score,
-                  "sentences_per_second": sentences_seen / training_seconds}
-        history.append(record)
-        running, running_steps = torch.zeros((), device=device), 0
-        if score < best["held_out_loss"]:
-            best = {"step": step, "held_out_loss": score}
-            best_state = {name: tensor.detach().clone() for name, tensor in encoder.state_dict().items()}
-        bar.set_postfix(loss=f"{record['train_loss']:.3f}", held_out=f"{score:.3f}")
-        print(json.dumps(record), file=sys.stderr)
-        save_checkpoint(args.out, best_state, vocabulary, args, text=text, history=history, best=best, steps=step)
-        started = time.perf_counter()
+    encoder = ContextEncoder(len(vocabulary), args.context_size).to(trainer.device)
+    family = ContextEncoderFamily(args, encoder, vocabulary, rows, text, trainer)
+    trainer.fit(family)
     return {"out": args.out, "vocabulary": len(vocabulary), "size": args.context_size, "text": text,
-            "sentences": {"train": len(train_lengths), "held_out": held}, "steps": args.steps,
-            "initial_held_out_loss": initial, "best": best, "final": history[-1],
-            "sentences_per_second": sentences_seen / training_seconds}
+            "sentences": {"train": len(family.train_lengths), "held_out": family.held}, "steps": args.steps,
+            "initial_held_out_loss": family.initial["model"], "best": family.best(), "final": family.history[-1],
+            "sentences_per_second": family.sentences / family.seconds}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -8,10 +8,13 @@ The loop owns:
   loop drew before the loops were one (so that the same seed gives the same losses):
   ``"torch-per-epoch"`` (a :class:`torch.Generator` seeded ``seed + epoch``: the language models and the story
   LMs permute their batches with it), ``"numpy-per-epoch"`` (a numpy generator seeded ``seed + epoch``: the
-  Coref-GRU readers' bucketed order) and ``"numpy-stream"`` (one numpy generator seeded ``seed`` for the whole
-  run: the mention detector, the tagger and the ranker). The per-epoch strategies make a resumed run draw what
-  an uninterrupted one would;
-- epochs, early stopping on a dev score (each family says which score selects and in which direction; a family
+  Coref-GRU readers' bucketed order), ``"numpy-stream"`` (one numpy generator seeded ``seed`` for the whole
+  run: the mention detector, the tagger and the ranker) and ``"torch-stream"`` (one torch generator seeded
+  ``seed`` for the whole run, which the family may draw from before training, :meth:`Trainer.stream`: the
+  context encoder holds its sentences out with it). The per-epoch strategies make a resumed run draw what an
+  uninterrupted one would;
+- epochs (or, for a family trained in steps, evaluation periods: an "epoch" is then the steps between two
+  evaluations), early stopping on a dev score (each family says which score selects and in which direction; a family
   with several components, EntityNLM's model and proposals, keeps each component's weights of its own best
   score, and only the first component's score counts for stopping);
 - ``OUT/model.pt`` (the best weights) and ``OUT/last.pt`` (the state to resume from: the weights, the
@@ -20,7 +23,8 @@ The loop owns:
 - the progress bar (:func:`coref.cli.progress`) and the history: one record per epoch, printed as one JSON line
   on stderr unless the run reports it otherwise (:attr:`Run.report`: the coreference models' one-line logs).
 
-A run without ``out`` writes no checkpoint (a library function that returns its model, such as
+A run with ``single_file`` writes only the best weights, to the file ``out`` (no ``last.pt``: it cannot be
+resumed); a run without ``out`` writes no checkpoint (a library function that returns its model, such as
 :func:`inference.training.resolution.train_detector`). A family whose dev gives no score for its selecting
 component (none given, or a model without components, such as the ranker's perceptron) keeps its last epoch.
 """
@@ -48,7 +52,10 @@ ORDERS: dict[str, Callable[[int, int], Any]] = {  # strategy -> (seed, epoch) ->
     "torch-per-epoch": lambda seed, epoch: torch.Generator().manual_seed(seed + epoch),
     "numpy-per-epoch": lambda seed, epoch: np.random.default_rng(seed + epoch),
 }
-STREAM = "numpy-stream"  # one numpy generator for the whole run (drawn on in turn by every epoch)
+STREAMS: dict[str, Callable[[int], Any]] = {  # strategy -> seed -> the one random source of the whole run
+    "numpy-stream": lambda seed: np.random.default_rng(seed),
+    "torch-stream": lambda seed: torch.Generator().manual_seed(seed),
+}
 
 
 class Saveable(Protocol):
@@ -59,7 +66,7 @@ class Family(Protocol):
     """What a trainable family supplies to the loop."""
 
     name: str  # shown on the progress bar
-    order: str  # a key of ORDERS, or STREAM
+    order: str  # a key of ORDERS or of STREAMS
     modules: dict[str, nn.Module]  # the components scored on dev; the first one decides early stopping
     optimizer: torch.optim.Optimizer | None  # None: the family updates its model itself (the perceptron)
     schedule: Any  # a torch LR scheduler stepped after every update, or None
@@ -68,9 +75,10 @@ class Family(Protocol):
     def epoch_batches(self, source: Any) -> Iterable[Any]:
         """The training batches of one epoch, in the order ``source`` (the strategy's generator) draws."""
 
-    def step(self, batch: Any) -> tuple[dict[str, float], float]:
+    def step(self, batch: Any) -> tuple[dict[str, Any], float | None]:
         """One update on ``batch`` (forward, backward, clipping, ``optimizer.step``): the amounts to add to the
-        epoch's totals, and the loss shown on the progress bar."""
+        epoch's totals (numbers, or 0-d tensors summed on the device without a sync per step), and the loss shown
+        on the progress bar (None: none shown)."""
 
     def evaluate(self) -> dict[str, float]:
         """The dev score of each component (named as in :attr:`modules`)."""
@@ -87,7 +95,7 @@ class Family(Protocol):
 class Run:
     """How a run goes: where it writes, how long, how it selects, and what a resumed run may change."""
 
-    out: Path | None  # the folder of model.pt and last.pt; None: no checkpoint is written
+    out: Path | None  # the folder of model.pt and last.pt (the file, with single_file); None: nothing written
     epochs: int
     seed: int
     options: dict[str, Any]  # the run's options, recorded in every checkpoint (the option check compares them)
@@ -97,6 +105,7 @@ class Run:
     resume: bool = False
     resumable: Collection[str] = frozenset()
     device: str = "auto"
+    single_file: bool = False  # out is the file of the best weights, and no last.pt is written
     progress: bool = True  # draw the progress bar (on a terminal)
     report: Callable[[dict[str, Any]], None] = lambda record: print(json.dumps(record), file=sys.stderr)
 
@@ -112,6 +121,13 @@ class Trainer:
     def __post_init__(self) -> None:
         set_seed(self.run.seed)
         self.device = resolve_device(self.run.device)
+        self._streams: dict[str, Any] = {}
+
+    def stream(self, order: str) -> Any:
+        """The run's one random source of a stream strategy (:data:`STREAMS`), made on first use."""
+        if order not in self._streams:
+            self._streams[order] = STREAMS[order](self.run.seed)
+        return self._streams[order]
 
     def check_out_folder(self, load_last: Callable[[Path], Any]) -> Any:
         """Refuse a folder holding an earlier run unless resuming it, and a resumed run with other options than
@@ -148,14 +164,16 @@ class Trainer:
                 torch.set_rng_state(resume["rng"])
             self.best, state = resume["best"], self.resumed.training["state"]
             print(f"resumed from {run.out / 'last.pt'} after epoch {state['epoch']}", file=sys.stderr)
-        stream = np.random.default_rng(run.seed) if family.order == STREAM else None
         selecting = next(iter(family.modules), None)
         while state["epoch"] < run.epochs and state["bad_epochs"] < run.patience and not self._reached(
                 state["best"].get(selecting)):
             for module in family.modules.values():
                 module.train(True)
             started, totals = time.perf_counter(), {}
-            source = stream if stream is not None else ORDERS[family.order](run.seed, state["epoch"])
+            if family.order in STREAMS:
+                source = self.stream(family.order)
+            else:
+                source = ORDERS[family.order](run.seed, state["epoch"])
             bar = progress(family.epoch_batches(source), desc=f"{family.name}: epoch {state['epoch'] + 1}/"
                            f"{run.epochs}", unit="batch", enabled=run.progress, leave=False)
             for batch in bar:
@@ -164,7 +182,8 @@ class Trainer:
                     family.schedule.step()
                 for name, value in amounts.items():
                     totals[name] = totals.get(name, 0.0) + value
-                bar.set_postfix(loss=f"{shown:.3f}")
+                if shown is not None:
+                    bar.set_postfix(loss=f"{shown:.3f}")
             seconds = time.perf_counter() - started
             scores = family.evaluate()
             improved = selecting not in scores  # nothing selects: the last epoch is kept
@@ -185,6 +204,9 @@ class Trainer:
     def save(self, family: Family, state: dict[str, Any], **summary: Any) -> None:
         """Write ``model.pt`` (the best weights; ``summary`` joins its training record) and ``last.pt``."""
         training = {"args": self.run.options, "state": state}
+        if self.run.single_file:
+            family.checkpoint(self.best, {**training, **summary}).save(self.run.out)
+            return
         family.checkpoint(self.best, {**training, **summary}).save(self.run.out / "model.pt")
         resume = {"best": self.best, "rng": torch.get_rng_state()}
         if family.optimizer is not None:

@@ -25,7 +25,7 @@ from coref.resolution import mentions, pos, ranker
 from coref.resolution.mentions import MentionDetector, MentionDetectorConfig, choose_max_width, width_coverage
 from coref.resolution.pos import PosTagger, PosTaggerConfig, tag_scores
 from coref.resolution.ranker import HASH_BITS, MentionRanker, Syntax
-from inference.training.loop import STREAM, Run, Trainer
+from inference.training.loop import Run, Trainer
 
 Log = Callable[[str], None]
 
@@ -34,7 +34,7 @@ class DetectorFamily:
     """The mention detector: binary cross-entropy of every candidate span (clipped), Adam; dev mention F1 at the
     best threshold selects."""
 
-    order = STREAM
+    order = "numpy-stream"
     schedule = None
     initial: dict[str, float] = {}
 
@@ -124,7 +124,7 @@ class TaggerFamily:
     """The part-of-speech tagger: token cross-entropy (clipped), Adam; dev accuracy selects (without dev, the
     last epoch is kept)."""
 
-    order = STREAM
+    order = "numpy-stream"
     schedule = None
     initial: dict[str, float] = {}
 
@@ -218,7 +218,7 @@ class RankerFamily:
     §2.1), a document at a time; its "step" is the perceptron's update, its model the averaged weights. Nothing
     selects: every epoch runs, and ``on_epoch`` sees each epoch's averaged model."""
 
-    order = STREAM
+    order = "numpy-stream"
     optimizer = None
     schedule = None
     initial: dict[str, float] = {}

@@ -1,8 +1,8 @@
-"""`python -m inference.posterior`, as the docs show it: the command is :mod:`inference.algorithms.posterior`."""
+"""`python -m inference.posterior`, as the docs show it: the command is :mod:`inference.commands.posterior`."""
 
 if __name__ == "__main__":
     import sys
 
-    from inference.algorithms.posterior import main
+    from inference.commands.posterior import main
 
     sys.exit(main())

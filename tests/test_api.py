@@ -35,7 +35,7 @@ from inference.training import mneme as story_lm
 from inference.training.checkpoint import Checkpoint, entitynlm_modules, pretrained
 from inference.runtime import set_seed
 from inference.algorithms.importance import estimate_marginal
-from inference.algorithms.posterior import tokenize
+from coref.io.text import plain_document as tokenize
 from inference.evaluation.rerank import candidate_log_joint, gold_mention_split, noise_free
 from tests.test_babi import TASK11, write_task
 from inference.training.resolution import train_ranker

@@ -17,7 +17,9 @@ import torch
 
 from coref.io.conll import read_conll
 from coref.document import Document, EntityAnnotation, Mention
+from coref.io.text import plain_document
 from inference.algorithms import posterior
+from inference.commands import posterior as posterior_command
 from inference.training.checkpoint import Checkpoint, pretrained
 from inference.algorithms.smc import sample_structures, stream_to_document, systematic_resampling
 from tests.test_entitynlm import EOS, annotations, tiny_batch, tiny_models
@@ -115,11 +117,11 @@ def test_pairwise_marginals_weight_the_structures():
 
 
 def test_tokenize_splits_words_punctuation_and_sentences():
-    document = posterior.tokenize("Anna's cat slept. Did it wake?  Yes")
+    document = plain_document("Anna's cat slept. Did it wake?  Yes")
     assert document.tokens == ("Anna's", "cat", "slept", ".", "Did", "it", "wake", "?", "Yes")
     assert document.sentences == ((0, 4), (4, 8), (8, 9))
     with pytest.raises(ValueError, match="no words"):
-        posterior.tokenize("  ")
+        plain_document("  ")
 
 
 def test_antecedents_are_the_closest_earlier_mention_of_the_entity_weighted_over_particles():
@@ -266,7 +268,7 @@ def test_the_heatmap_has_a_bounded_size_however_many_spans(tmp_path, max_spans):
 def run(capsys, *argv: str) -> tuple[int, str, str]:
     """The command's exit status, stdout and stderr (argument errors exit through SystemExit)."""
     try:
-        status = posterior.main([*argv, "--device", "cpu"])
+        status = posterior_command.main([*argv, "--device", "cpu"])
     except SystemExit as exit:
         status = exit.code
     captured = capsys.readouterr()
@@ -284,7 +286,7 @@ def test_the_command_writes_samples_marginals_antecedents_and_heatmaps(tmp_path,
     assert sorted(path.name for path in out.iterdir()) == sorted([*posterior.OUTPUT_FILES, "heatmap-text.png"])
     samples, problems = read_conll(out / "samples.conll")
     assert len(samples) == 7 and not problems
-    assert all(sample.tokens == posterior.tokenize(TEXT).tokens for sample in samples)  # the original tokens
+    assert all(sample.tokens == plain_document(TEXT).tokens for sample in samples)  # the original tokens
     (best,), _ = read_conll(out / "map.conll")
     marginals = json.loads((out / "marginals.json").read_text())["text"]
     spans = {(span["start"], span["end"]) for span in marginals["spans"]}
@@ -382,7 +384,7 @@ class Terminal(io.StringIO):
 
 def test_progress_bars_on_a_terminal_say_what_they_count(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(sys, "stderr", Terminal())
-    assert posterior.main(["--text", TEXT, "--particles", "2", "--out", str(tmp_path / "out"), "--device", "cpu"]) == 0
+    assert posterior_command.main(["--text", TEXT, "--particles", "2", "--out", str(tmp_path / "out"), "--device", "cpu"]) == 0
     bars = sys.stderr.getvalue()
     assert "SIR posteriors, 2 particles each: 100%" in bars and "marginals, antecedents and heatmaps: 100%" in bars
     assert ("document/s" in bars or "s/document" in bars) and "it/s" not in bars and "s/it" not in bars
@@ -415,11 +417,11 @@ def test_smc_resamples_below_the_ess_threshold(tmp_path, capsys):
 def test_help_shows_the_whole_description_every_option_and_its_default(capsys):
     status, stdout, _ = run(capsys, "--help")
     assert status == 0
-    assert posterior.__doc__.strip().splitlines()[-1].strip() in stdout  # not cut after the first line
+    assert posterior_command.__doc__.strip().splitlines()[-1].strip() in stdout  # not cut after the first line
     assert "  antecedents.json  the same as JSON\n" in stdout  # nor re-wrapped
     assert "(default: sir)" in stdout and "(default: 40)" in stdout and "(default: None)" not in stdout
     assert "better resolver" in stdout
-    assert all(action.help for action in posterior.build_parser()._actions)
+    assert all(action.help for action in posterior_command.build_parser()._actions)
 
 
 def test_the_checkpoint_default_proposal_stands_in_when_it_has_no_forward_one(tmp_path, capsys):

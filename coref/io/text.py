@@ -23,6 +23,10 @@ abbreviation (``U.S. Senator`` is commoner than ``in the U.S. The``). A blank li
 ``benchmarks/tokenizer_agreement.py`` measures how often this reproduces the corpora's gold tokens and
 sentences from detokenised text (99.3% of LitBank's tokens and 99.6% of OntoGUM's; sentence-boundary F1 98.4
 and 99.5).
+
+:func:`plain_document` is the other reading of a text, the one EntityNLM's commands and notebook API use (the
+bundled language models' figures on raw text were measured with it): words, with their inner apostrophes,
+periods and hyphens, and single punctuation marks as tokens; sentences end at ``.``, ``!`` and ``?``.
 """
 
 from __future__ import annotations
@@ -60,6 +64,9 @@ _OPENING_QUOTES = {'"', "'", "``", "“", "‘", "«"}
 # The abbreviations after which a sentence may end (never after titles, initials, U.S. or D.C.).
 _MAY_END = {abbreviation + "." for abbreviation in _ABBREVIATIONS} | {"a.m.", "p.m."}
 _BLANK_LINE = re.compile(r"\n[^\S\n]*\n")
+# plain_document's tokens: words (inner ' ’ . - kept) and single punctuation marks; its sentence ends
+PLAIN_TOKEN = re.compile(r"\w+(?:['’.-]\w+)*|[^\w\s]")
+PLAIN_SENTENCE_END = {".", "!", "?"}
 
 
 @dataclass(frozen=True)
@@ -108,3 +115,15 @@ def document_from_text(text: str, id: str = "text") -> tuple[Document, tuple[tup
     """The tokenised ``text`` as a Document without mentions (for a mention detector), and the tokens' offsets."""
     tokenized = tokenize(text)
     return Document(id, tokenized.tokens, tokenized.sentences), tokenized.offsets
+
+
+def plain_document(text: str, id: str = "text", token: re.Pattern = PLAIN_TOKEN, what: str = "--text") -> Document:
+    """A plain text as a Document: words and punctuation marks as tokens (``token``'s matches), sentences ending
+    at . ! or ? (``what`` names the text in the error for one without words)"""
+    tokens = token.findall(text)
+    if not tokens:
+        raise ValueError(f"{what}: the text has no words")
+    ends = [i + 1 for i, token in enumerate(tokens) if token in PLAIN_SENTENCE_END]
+    if not ends or ends[-1] != len(tokens):
+        ends.append(len(tokens))
+    return Document(id, tokens, zip([0, *ends[:-1]], ends))

@@ -1,43 +1,21 @@
 """Posterior coreference structures p(R, E, L | X) of a text under EntityNLM, drawn by importance resampling
 (SIR) or sequential Monte Carlo (SMC, resampling at sentence ends); see inference/algorithms/smc.py.
 
-  python -m inference.posterior --text "Anna met Tom. She gave him a book." --out posterior/
-  python -m inference.posterior --file chapter.txt --out posterior/      # a chapter, a book (UTF-8 text)
-  python -m inference.posterior --conll story.conll --samples 50 --out posterior/
-  python -m inference.posterior --evaluate --corpus litbank --split test --data-dir DATA --method both
-
 Mentions are never given: R, E and L are all latent. The text is read the way the model reads it (the
-checkpoint's preprocessing), and the structures are mapped back onto the original tokens.
-
-With --text, --file or --conll, the folder --out receives:
-  samples.conll     --samples structures drawn from the posterior, one CoNLL document ID#sampleK each
-  map.conll         per document, the sampled structure of highest joint probability p(X, R, E, L)
-  marginals.json    per document, the spans whose mention probability is at least --min-probability,
-                    and the posterior probability that two of them are mentions of one entity, among the
-                    --max-spans most probable (the heatmap's)
-  antecedents.txt   per such span, its antecedent (the closest earlier mention of its entity, or a new
-                    entity) with posterior probabilities, most probable first: at most --top-antecedents,
-                    the rest summed as one remainder (sparse marginals: linear in the text's length)
-  antecedents.json  the same as JSON
-  heatmap-ID.png    per document, P(same entity) of the --max-spans most probable mention spans
-  summary.json      per document, the estimate of log p(x), the ESS, resamplings and its heatmap's file
-The run writes into a new folder beside --out and puts it in place of --out only when it succeeds, so an
-earlier run's files never linger and a failed or interrupted run leaves --out as it was. An existing --out
-holding anything else than these files is refused, never cleared.
-
-With --evaluate it instead scores the MAP structure as a standalone resolver against a corpus split's gold
-(CoNLL F1; singletons dropped, as the gold has none) and reports the samplers' ESS.
+checkpoint's preprocessing), and the structures are mapped back onto the original tokens. :func:`analyse`
+writes a folder of samples, MAP structures, marginals, antecedent lists and heatmaps for texts;
+:func:`evaluate_map` scores the MAP structure as a resolver against a corpus split's gold. Both take a
+:class:`PosteriorConfig`; their command is :mod:`inference.commands.posterior` (``python -m inference.posterior``,
+whose help lists the files written).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import re
 import secrets
 import shutil
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -50,35 +28,51 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from coref.cli import Parser, integer, output_file
 from coref.cli import progress as progress_bar
 from coref.io.conll import format_conll, read_conll, read_utf8
+from coref.io.text import plain_document
 from coref.document import Document, Mention, bracketed
 from coref.metrics.coreference import evaluate
 from coref.corpora.preprocess import EOS, Vocabulary, drop_singletons, kept_tokens, preprocess_document
 from generative.layers.batch import batches_by_length
-from generative.entitynlm.model import PROPOSAL_CONTEXTS, EntityNLM, EntityNLMConfig, EntityProposal
+from generative.entitynlm.model import EntityNLM, EntityNLMConfig, EntityProposal
 from inference.training.checkpoint import PROPOSAL_WEIGHTS, Checkpoint, entitynlm_checkpoint, entitynlm_modules
-from inference.commands.cli import run_command
 from inference.data import prepared_documents
 from inference.runtime import resolve_device, set_seed
 from inference.algorithms.smc import ParticleStructures, sample_structures, stream_to_document
 
 METHODS = {"sir": "never", "smc": "sentence"}
-TOKEN = re.compile(r"\w+(?:['’.-]\w+)*|[^\w\s]")
-SENTENCE_END = {".", "!", "?"}
 
 
-def tokenize(text: str, id: str = "text", token: re.Pattern = TOKEN, what: str = "--text") -> Document:
-    """A plain text as a Document: words and punctuation marks as tokens (``token``'s matches), sentences ending
-    at . ! or ? (``what`` names the text in the error for one without words)"""
-    tokens = token.findall(text)
-    if not tokens:
-        raise ValueError(f"{what}: the text has no words")
-    ends = [i + 1 for i, token in enumerate(tokens) if token in SENTENCE_END]
-    if not ends or ends[-1] != len(tokens):
-        ends.append(len(tokens))
-    return Document(id, tokens, zip([0, *ends[:-1]], ends))
+@dataclass(frozen=True)
+class PosteriorConfig:
+    """The options of ``python -m inference.posterior``. The texts: one of ``text``, a UTF-8 ``file`` or a
+    ``conll`` file (for :func:`analyse`), or the ``corpus`` split (for :func:`evaluate_map`). The model:
+    ``checkpoint`` (None: the bundled one) with ``proposal`` (None: :func:`posterior_proposal`). The sampling:
+    ``particles`` per document by ``method`` (sir, smc, or both for :func:`evaluate_map`), SMC resampling below
+    ``ess_threshold`` x particles, ``batch_tokens`` particles x padded tokens per batch. The outputs of
+    :func:`analyse`, in the folder ``out``: ``samples`` structures per document, spans and antecedents of at
+    least ``min_probability``, ``max_spans`` spans per heatmap, ``top_antecedents`` per span."""
+
+    text: str | None = None
+    file: str | None = None
+    conll: str | None = None
+    checkpoint: str | None = None
+    method: str = "sir"
+    proposal: str | None = None
+    particles: int = 100
+    samples: int = 20
+    ess_threshold: float = 0.5
+    min_probability: float = 0.05
+    max_spans: int = 40
+    top_antecedents: int = 5
+    out: str = "posterior"
+    corpus: str = "sample"
+    split: str = "test"
+    data_dir: str | None = None
+    batch_tokens: int = 20_000
+    device: str = "auto"
+    seed: int = 0
 
 
 @dataclass(frozen=True)
@@ -483,77 +477,7 @@ def heatmap_file_names(names: Sequence[str]) -> list[str]:
     return files
 
 
-# ---- the command ---------------------------------------------------------------------------------------------
-
-
-def build_parser() -> Parser:
-    """The command's options (checked further by :func:`parse_args`)."""
-    parser = Parser(prog="python -m inference.posterior", description=__doc__)
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--text", help="a text to analyse (tokenised here: words and punctuation marks; "
-                                       "sentences end at . ! ?)")
-    source.add_argument("--file", help="a UTF-8 text file to analyse, tokenised as --text (a chapter, a book: "
-                                       "time and memory grow linearly with its length)")
-    source.add_argument("--conll", metavar="FILE",
-                        help="a CoNLL-2012-style file of documents to analyse (their mentions are not used)")
-    source.add_argument("--evaluate", action="store_true",
-                        help="score the MAP structure as a resolver on --corpus/--split instead")
-    parser.add_argument("--checkpoint", metavar="FILE", help="EntityNLM checkpoint (default: the bundled one)")
-    parser.add_argument("--method", default="sir", choices=[*METHODS, "both"],
-                        help="sir: importance resampling; smc: also resample at sentence ends; both: compare them "
-                             "(--evaluate only). SIR is the default as the better resolver: with the paper's "
-                             "proposal its MAP structure scored 30.03 / 24.76 CoNLL F1 on LitBank / OntoGUM test, "
-                             "SMC's 18.81 / 13.44 (same model; README, 'Posterior coreference structures'). SMC "
-                             "keeps more effective samples and estimates p(x) better")
-    parser.add_argument("--proposal", choices=PROPOSAL_CONTEXTS,
-                        help="forward (the paper's) or bidirectional. Default: forward when the checkpoint has it "
-                             "(31.86 / 26.53 CoNLL F1 against 13.27 / 9.38 for the refined bidirectional one), "
-                             "else the checkpoint's own")
-    parser.add_argument("--particles", type=integer(1), default=100, help="particles per document")
-    parser.add_argument("--samples", type=integer(1), default=20,
-                        help="structures drawn per document into samples.conll")
-    parser.add_argument("--ess-threshold", type=float, default=0.5,
-                        help="--method smc resamples a document at a sentence end when its ESS is below this "
-                             "fraction of the particles (0 to 1; 0 never resamples)")
-    parser.add_argument("--min-probability", type=float, default=0.05,
-                        help="spans less probably a mention than this (0 to 1), and antecedents less probable, are "
-                             "left out of marginals.json, the antecedent lists and the heatmaps")
-    parser.add_argument("--max-spans", type=integer(1), default=40,
-                        help="a heatmap (and marginals.json's pairwise block) shows at most this many spans")
-    parser.add_argument("--top-antecedents", type=integer(1), default=5,
-                        help="the antecedent lists keep at most this many antecedents per span, the most probable; "
-                             "the rest is one remainder")
-    parser.add_argument("--out", metavar="FOLDER", default="posterior",
-                        help="output folder for --text/--file/--conll, replaced as a whole when the run succeeds; "
-                             "refused "
-                             "if it holds files other than the ones listed above")
-    parser.add_argument("--corpus", default="sample", help="--evaluate: corpus name")
-    parser.add_argument("--split", default="test", help="--evaluate: split")
-    parser.add_argument("--data-dir", metavar="FOLDER",
-                        help="--evaluate: folder holding the corpora (default: $ENTITYLM_DATA)")
-    parser.add_argument("--json", metavar="FILE", type=output_file,
-                        help="--evaluate: also write the results as JSON to FILE")
-    parser.add_argument("--batch-tokens", type=integer(1), default=20_000,
-                        help="particles x padded tokens per batch (memory against speed)")
-    parser.add_argument("--device", default="auto", help="auto (CUDA when there is a GPU), cpu or cuda")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (a run is reproducible)")
-    return parser
-
-
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """The options of ``argv``; a bad one or a bad combination exits with one line on stderr (status 2)."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    problems = [
-        (args.method == "both" and not args.evaluate, "--method both compares the samplers and needs --evaluate"),
-        (args.json is not None and not args.evaluate, "--json is for --evaluate; --text/--file/--conll write to --out"),
-        (not 0 <= args.min_probability <= 1, f"--min-probability must be in [0, 1], got {args.min_probability}"),
-        (not 0 <= args.ess_threshold <= 1, f"--ess-threshold must be in [0, 1], got {args.ess_threshold}"),
-    ]
-    for problem, message in problems:
-        if problem:
-            parser.error(message)
-    return args
+# ---- the two uses -----------------------------------------------------------------------------------------------
 
 
 def posterior_proposal(checkpoint: Checkpoint, proposal: str | None = None) -> str:
@@ -566,30 +490,31 @@ def posterior_proposal(checkpoint: Checkpoint, proposal: str | None = None) -> s
     return EntityNLMConfig(**checkpoint.config).proposal
 
 
-def load_model(args: argparse.Namespace, device: torch.device) -> tuple[Checkpoint, EntityNLM, EntityProposal]:
-    """The checkpoint, its model and the proposal of ``--proposal`` (default: :func:`posterior_proposal`)."""
-    _, checkpoint = entitynlm_checkpoint(args.checkpoint)
-    model, proposal = entitynlm_modules(checkpoint, device, posterior_proposal(checkpoint, args.proposal))
-    return checkpoint, model, proposal
+def load_model(checkpoint: str | None, proposal: str | None, device: torch.device
+               ) -> tuple[Checkpoint, EntityNLM, EntityProposal]:
+    """The checkpoint (None: the bundled one), its model and the ``proposal`` (None: :func:`posterior_proposal`)."""
+    _, loaded = entitynlm_checkpoint(checkpoint)
+    model, chosen = entitynlm_modules(loaded, device, posterior_proposal(loaded, proposal))
+    return loaded, model, chosen
 
 
-def input_documents(args: argparse.Namespace) -> list[Document]:
-    """The documents of ``--text``, ``--file`` or ``--conll``, without mentions (malformed ones are no concern
-    here)."""
-    if args.file is not None:
-        return [tokenize(read_utf8(args.file), Path(args.file).stem, what=args.file)]
-    if args.text is not None:
+def input_documents(text: str | None = None, file: str | None = None, conll: str | None = None) -> list[Document]:
+    """The documents of ``text``, a UTF-8 text ``file`` (read by :func:`coref.io.text.plain_document`) or a
+    ``conll`` file, without mentions (malformed ones are no concern here)."""
+    if file is not None:
+        return [plain_document(read_utf8(file), Path(file).stem, what=file)]
+    if text is not None:
         try:
-            args.text.encode("utf-8")
+            text.encode("utf-8")
         except UnicodeEncodeError:  # undecodable bytes on the command line arrive as surrogates
             raise ValueError("--text: not UTF-8 text") from None
-        return [tokenize(args.text)]
-    documents, _ = read_conll(args.conll)
+        return [plain_document(text)]
+    documents, _ = read_conll(conll)
     if not documents:
-        raise ValueError(f"{args.conll}: no documents")
+        raise ValueError(f"{conll}: no documents")
     repeated = [key for key, count in Counter(document.key for document in documents).items() if count > 1]
     if repeated:
-        raise ValueError(f"{args.conll}: document {repeated[0][0]!r} part {repeated[0][1]} appears more than once")
+        raise ValueError(f"{conll}: document {repeated[0][0]!r} part {repeated[0][1]} appears more than once")
     return [document.replace(mentions=()) for document in documents]
 
 
@@ -625,58 +550,60 @@ def original_posteriors(model: EntityNLM, proposal: EntityProposal, originals: S
     return moved
 
 
-def analyse(args: argparse.Namespace) -> dict:
-    """--text / --file / --conll: samples, MAP structures, marginals, antecedent lists and heatmaps, into
-    ``args.out``."""
-    device = resolve_device(args.device)
-    set_seed(args.seed)
-    originals = input_documents(args)
-    checkpoint, model, proposal = load_model(args, device)
+def analyse(config: PosteriorConfig) -> dict:
+    """The texts (``text``, ``file`` or ``conll``): samples, MAP structures, marginals, antecedent lists and
+    heatmaps, into the folder ``config.out`` (replaced as a whole when the run succeeds)."""
+    device = resolve_device(config.device)
+    set_seed(config.seed)
+    originals = input_documents(config.text, config.file, config.conll)
+    checkpoint, model, proposal = load_model(config.checkpoint, config.proposal, device)
     names = [document_name(document) for document in originals]
-    with replacing_folder(args.out) as folder:
-        results = original_posteriors(model, proposal, originals, checkpoint, args.particles, args.method,
-                                      args.batch_tokens, device, ess_threshold=args.ess_threshold)
+    with replacing_folder(config.out) as folder:
+        results = original_posteriors(model, proposal, originals, checkpoint, config.particles, config.method,
+                                      config.batch_tokens, device, ess_threshold=config.ess_threshold)
         samples, maps, marginals, antecedents, texts, summary = [], [], {}, {}, [], []
         documents = zip(originals, names, heatmap_file_names(names), results)
         for original, name, heatmap, posterior in progress_bar(documents, total=len(originals), unit="document",
                                                                desc="marginals, antecedents and heatmaps"):
             on_original = posterior.structures
-            draws = np.random.choice(len(on_original), size=args.samples, p=posterior.weights)
+            draws = np.random.choice(len(on_original), size=config.samples, p=posterior.weights)
             samples += [on_original[p].replace(id=f"{original.id}#sample{k}") for k, p in enumerate(draws)]
             maps.append(posterior.map_structure)
-            table = coreference_marginals(on_original, posterior.weights, args.min_probability)
-            marginals[name] = table.to_json(args.max_spans)
-            rankings = antecedent_rankings(on_original, posterior.weights, args.min_probability, args.top_antecedents)
+            table = coreference_marginals(on_original, posterior.weights, config.min_probability)
+            marginals[name] = table.to_json(config.max_spans)
+            rankings = antecedent_rankings(on_original, posterior.weights, config.min_probability,
+                                           config.top_antecedents)
             antecedents[name] = [ranking.to_json() for ranking in rankings]
             texts.append(format_antecedents(name, rankings))
-            plot_marginals(table, folder / heatmap, name, args.max_spans)
+            plot_marginals(table, folder / heatmap, name, config.max_spans)
             summary.append({"document": original.id, "part": original.part, "log_marginal": posterior.log_marginal,
                             "ess": posterior.ess, "mean_sentence_end_ess": posterior.stage_ess,
-                            "resamplings": posterior.resamplings, "particles": args.particles,
-                            "method": args.method, "proposal": proposal.context, "heatmap": heatmap})
+                            "resamplings": posterior.resamplings, "particles": config.particles,
+                            "method": config.method, "proposal": proposal.context, "heatmap": heatmap})
         (folder / "samples.conll").write_text(format_conll(samples), encoding="utf-8")
         (folder / "map.conll").write_text(format_conll(maps), encoding="utf-8")
         (folder / "marginals.json").write_text(json.dumps(marginals, indent=1) + "\n", encoding="utf-8")
         (folder / "antecedents.json").write_text(json.dumps(antecedents, indent=1) + "\n", encoding="utf-8")
         (folder / "antecedents.txt").write_text("\n".join(texts), encoding="utf-8")
         (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    return {"maps": maps, "summary": summary, "out": args.out}
+    return {"maps": maps, "summary": summary, "out": config.out}
 
 
-def evaluate_map(args: argparse.Namespace) -> dict:
-    """--evaluate: the MAP structure as a resolver (CoNLL F1 against the gold) and the samplers' ESS."""
-    device = resolve_device(args.device)
-    checkpoint, model, proposal = load_model(args, device)
-    gold = prepared_documents(args.corpus, args.split, args.data_dir, checkpoint.preprocess, checkpoint.vocabulary,
-                              quiet=True)
+def evaluate_map(config: PosteriorConfig) -> dict:
+    """The MAP structure as a resolver on the corpus split (CoNLL F1 against the gold) and the samplers' ESS, by
+    ``config.method`` or, with ``both``, each sampler from the same seed."""
+    device = resolve_device(config.device)
+    checkpoint, model, proposal = load_model(config.checkpoint, config.proposal, device)
+    gold = prepared_documents(config.corpus, config.split, config.data_dir, checkpoint.preprocess,
+                              checkpoint.vocabulary, quiet=True)
     tokens = sum(len(document.tokens) + len(document.sentences) for document in gold)
-    result = {"corpus": args.corpus, "split": args.split, "documents": len(gold), "tokens": tokens,
-              "particles": args.particles, "proposal": proposal.context, "device": str(device), "methods": {}}
-    for method in METHODS if args.method == "both" else [args.method]:
-        set_seed(args.seed)
+    result = {"corpus": config.corpus, "split": config.split, "documents": len(gold), "tokens": tokens,
+              "particles": config.particles, "proposal": proposal.context, "device": str(device), "methods": {}}
+    for method in METHODS if config.method == "both" else [config.method]:
+        set_seed(config.seed)
         started = time.perf_counter()
-        results = posteriors(model, proposal, gold, checkpoint.vocabulary, args.particles, method,
-                             args.batch_tokens, device, ess_threshold=args.ess_threshold)
+        results = posteriors(model, proposal, gold, checkpoint.vocabulary, config.particles, method,
+                             config.batch_tokens, device, ess_threshold=config.ess_threshold)
         seconds = time.perf_counter() - started
         response = [without_singletons(posterior.map_structure) for posterior in results]
         scores = evaluate(gold, response)
@@ -694,6 +621,7 @@ def evaluate_map(args: argparse.Namespace) -> dict:
 
 
 def format_evaluation(result: dict) -> str:
+    """The scores of :func:`evaluate_map` per method, as the command prints them."""
     lines = [f"{result['corpus']}/{result['split']}: {result['documents']} documents, {result['tokens']} tokens, "
              f"{result['particles']} particles, {result['proposal']} proposal, gold mentions {result['gold_mentions']}",
              f"{'method':<6} {'MUC F1':>7} {'B3 F1':>7} {'CEAFe F1':>9} {'CoNLL F1':>9} {'ment. F1':>9} "
@@ -711,6 +639,7 @@ def format_evaluation(result: dict) -> str:
 
 
 def format_analysis(result: dict) -> str:
+    """Each document's estimate and MAP structure, and where :func:`analyse` wrote, as the command prints them."""
     lines = []
     for document, row in zip(result["maps"], result["summary"]):
         lines.append(f"{document_name(document)}: log p(x) ~ {row['log_marginal']:.2f}, ESS {row['ess']:.1f} of "
@@ -719,14 +648,3 @@ def format_analysis(result: dict) -> str:
         lines.append("  MAP: " + bracketed(document))
     lines.append(f"wrote {', '.join(OUTPUT_FILES)} and heatmaps to {result['out']}/")
     return "\n".join(lines)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    if args.evaluate:
-        return run_command(evaluate_map, format_evaluation, args)
-    return run_command(analyse, format_analysis, args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -27,7 +27,7 @@ each result printable and displayable in Jupyter; ``entitylm`` re-exports every 
     elm.stories("sample", "test"), elm.anonymised("sample", "train"), elm.babi(11, "test", "DATA")  # other data
 
 Nothing here computes anything the commands do not: a text is tokenised as ``entitylm posterior --text`` does
-(:func:`inference.algorithms.posterior.tokenize`) and read with the checkpoint's preprocessing; likelihoods are
+(:func:`coref.io.text.plain_document`) and read with the checkpoint's preprocessing; likelihoods are
 what ``entitylm marginal-ppl`` measures per document (its :func:`run_samplers`; ``entitylm perplexity``'s for the
 exact models), posteriors what ``entitylm posterior`` samples (:func:`original_posteriors`), scores those of
 ``entitylm score``, clozes those of ``entitylm entity-cloze``, a reader's accuracy that of ``entitylm train``'s

@@ -10,7 +10,7 @@ from numbers import Integral
 from typing import TextIO
 
 from coref.document import Document
-from inference.algorithms.posterior import tokenize
+from coref.io.text import plain_document
 from inference.evaluation.marginal_ppl import random_state, restore_random_state
 from inference.runtime import set_seed
 
@@ -70,7 +70,7 @@ def seeded(seed: int) -> Iterator[None]:
         yield
 
 
-def as_documents(text: Texts, tokenizer: Callable[[str, str], Document] = tokenize) -> list[Document]:
+def as_documents(text: Texts, tokenizer: Callable[[str, str], Document] = plain_document) -> list[Document]:
     """Texts as Documents: a string tokenised as ``inference.algorithms.posterior --text`` does (words and punctuation
     marks; sentences end at . ! ?), named ``text`` (``text 0``, ``text 1``, ... in a list); a Document as it is.
     ``tokenizer(text, name)``: another way to read a string (the DNTM's keeps ``<unkK>`` whole)."""

@@ -23,9 +23,9 @@ import torch
 from coref.corpora.anonymise import ANONYMISED_PREPROCESS, ENTITY_TOKENS, anonymise
 from coref.corpora.preprocess import apply_vocabulary, preprocess_document
 from coref.document import Document, Mention
+from coref.io.text import PLAIN_TOKEN, plain_document
 from generative.dntm import DNTMConfig
 from generative.layers.batch import make_batch, token_stream
-from inference.algorithms.posterior import TOKEN, tokenize
 from inference.api.arguments import Texts, as_documents
 from inference.api.language_model import LanguageModel
 from inference.api.tables import html_table
@@ -34,7 +34,7 @@ from inference.evaluation.entity_cloze import Cloze, mean_quantile, sample_cloze
 from inference.evaluation.perplexity import GROUPS, document_log_probs, group_table
 
 ENTITY = re.compile(r"<unk(\d+)>")
-ANONYMISED_TOKEN = re.compile(r"<unk\d+>|" + TOKEN.pattern)  # a text's tokens, an entity's <unkK> one of them
+ANONYMISED_TOKEN = re.compile(r"<unk\d+>|" + PLAIN_TOKEN.pattern)  # a text's tokens, an entity's <unkK> one of them
 BATCH_TOKENS = 32_000  # padded tokens per batch, the commands' default
 
 
@@ -42,7 +42,7 @@ def anonymised_text(text: str, id: str = "text") -> Document:
     """A text whose entities are written ``<unkK>`` as an anonymised Document: tokenised as ``entitylm posterior
     --text`` does, each ``<unkK>`` one token and a one-token mention of entity K. The entities must be numbered
     1, 2, ... in order of first appearance, as the anonymised data numbers its chains; else ValueError."""
-    document = tokenize(text, id, ANONYMISED_TOKEN)
+    document = plain_document(text, id, ANONYMISED_TOKEN)
     mentions = [Mention(t, t + 1, int(found[1])) for t, token in enumerate(document.tokens)
                 if (found := ENTITY.fullmatch(token))]
     first = list(dict.fromkeys(mention.entity for mention in mentions))

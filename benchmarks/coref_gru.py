@@ -35,16 +35,25 @@ from scipy.stats import binomtest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repository's packages
 
-from benchmarks.runs import ROOT, TRAIN, Step, command_record, run_steps, stored_options, train_args  # noqa: E402
+from benchmarks.runs import (  # noqa: E402
+    ROOT,
+    TRAIN,
+    Step,
+    command_parser,
+    command_record,
+    run_steps,
+    stored_options,
+    train_args,
+)
 from coref.cli import Parser, integer, output_folder, run_main  # noqa: E402
 from coref.corpora.babi import TASKS  # noqa: E402
 from coref.io.atomic import write_text_atomic  # noqa: E402
 from inference.training.coref_gru import READERS  # noqa: E402
-from inference.training.coref_gru import build_parser as reader_parser  # noqa: E402
 
 FAILED_BELOW = 0.95  # a task whose max accuracy is below this has failed (the paper's and bAbI's convention)
 LAMBADA_MODELS = ("ga_gru", "ga_cgru")  # Table 3's comparison
 SET_PER_RUN = ("model", "task", "data_dir", "seed", "out", "resume")  # what --train-args does not give
+READING = "inference.reading"  # `python -m inference.train --model READER` reads a reader's options with its parser
 
 
 def build_parser() -> Parser:
@@ -90,6 +99,11 @@ def lambada_steps(args: argparse.Namespace, model: str, seed: int) -> list[Step]
                                      "--seed", str(seed), "--out", str(folder), *args.lambada_args.split()])]
 
 
+def read_back(runs: list[dict], given: str) -> str:
+    """The further training options of ``runs`` (as their checkpoints stored them), ``given`` where none ran."""
+    return train_args(command_parser(READING), runs, SET_PER_RUN) if runs else given
+
+
 def mcnemar(first: list[bool], second: list[bool]) -> dict[str, float | int]:
     """McNemar's exact test on paired right/wrong answers: b questions only ``first`` answers right, c only
     ``second``; p is the two-sided binomial test of b against b + c at one half."""
@@ -108,8 +122,7 @@ def collect_lambada(args: argparse.Namespace) -> dict:
                      for path in paths if path.parent.parent.name == model}
              for model in LAMBADA_MODELS}
     runs = [stored_options(path.parent / "model.pt") for path in paths]
-    result: dict = {"train_args": train_args(reader_parser(), runs, SET_PER_RUN) if runs else args.lambada_args,
-                    "models": {}, "mcnemar": {}}
+    result: dict = {"train_args": read_back(runs, args.lambada_args), "models": {}, "mcnemar": {}}
     for model, runs in tests.items():
         if runs:
             result["models"][model] = {
@@ -147,7 +160,7 @@ def collect(args: argparse.Namespace) -> dict:
                 best = max(runs, key=lambda run: run["best_dev_accuracy"])  # ties: the earlier seed
                 tests = [run["test_accuracy"] for run in runs]
                 tasks[str(task)] = {"avg": sum(tests) / len(tests), "max": best["test_accuracy"], "seeds": len(runs),
-                                    "train_args": train_args(reader_parser(), options, SET_PER_RUN)}
+                                    "train_args": read_back(options, args.train_args)}
         if tasks:
             result["models"][model] = {
                 "tasks": tasks,
@@ -159,9 +172,8 @@ def collect(args: argparse.Namespace) -> dict:
     lambada = collect_lambada(args)
     if lambada["models"]:
         result["lambada"] = lambada
-    read_back = train_args(reader_parser(), trained_with, SET_PER_RUN) if trained_with else args.train_args
-    return {**command_record(build_parser(), args, train_args=read_back, lambada_args=lambada["train_args"],
-                         collect_only=False), **result}
+    return {**command_record(build_parser(), args, train_args=read_back(trained_with, args.train_args),
+                             lambada_args=lambada["train_args"], collect_only=False), **result}
 
 
 def lambada_table(lambada: dict) -> str:

@@ -30,6 +30,7 @@ from benchmarks.runs import (  # noqa: E402
     ROOT,
     TRAIN,
     Step,
+    command_parser,
     command_record,
     mean_and_error,
     run_steps,
@@ -41,7 +42,6 @@ from coref.io.atomic import atomic_path, write_text_atomic  # noqa: E402
 from generative.dntm import MERGES, PLACEMENTS  # noqa: E402
 from inference.evaluation.perplexity import GROUPS  # noqa: E402
 from inference.training.checkpoint import Checkpoint  # noqa: E402
-from inference.training.train import build_parser as train_parser  # noqa: E402
 
 VARIANTS = ("baseline", *(f"{placement}/{merge}" for placement in PLACEMENTS if placement != "none"
                           for merge in MERGES))
@@ -128,7 +128,7 @@ def collect(args: argparse.Namespace) -> dict:
         runs = [(json.loads((folder / "perplexity.json").read_text()), json.loads((folder / "cloze.json").read_text()))
                 for folder in folders]
         options = [stored_options(folder / "model.pt") for folder in folders]
-        entry = {"train_args": train_args(train_parser(), options, SET_PER_RUN)}
+        entry = {"train_args": train_args(command_parser(TRAIN), options, SET_PER_RUN)}
         trained_with += [] if suffix else options
         entry |= {group: mean_and_error([p["groups"][group]["perplexity"] for p, _ in runs]) for group in GROUPS}
         entry["mean_quantile"] = mean_and_error([c["mean_quantile"] for _, c in runs])
@@ -139,7 +139,7 @@ def collect(args: argparse.Namespace) -> dict:
                             for figure in FIGURES}
         result["variants"][variant + suffix] = entry
     # the command that reproduces the table: every step run (not --collect-only), as the runs were trained
-    read_back = train_args(train_parser(), trained_with, SET_PER_RUN) if trained_with else args.train_args
+    read_back = train_args(command_parser(TRAIN), trained_with, SET_PER_RUN) if trained_with else args.train_args
     return {**command_record(build_parser(), args, train_args=read_back, collect_only=False), **result}
 
 

@@ -8,6 +8,7 @@ parser reads from that command line): ``tests/test_benchmark_records.py`` checks
 from __future__ import annotations
 
 import argparse
+import importlib
 import math
 import os
 import shlex
@@ -20,6 +21,7 @@ import numpy as np
 
 from coref.io import checkpoint as stored
 from coref.io.atomic import write_text_atomic
+from entitylm.__main__ import command_module
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -102,6 +104,11 @@ def json_ready(options: dict) -> dict:
         return str(value) if isinstance(value, Path) else list(value) if isinstance(value, tuple) else value
 
     return {name: kept(value) for name, value in options.items()}
+
+
+def command_parser(entry: str) -> argparse.ArgumentParser:
+    """The parser of the documented command ``python -m ENTRY``, wherever its code lives."""
+    return importlib.import_module(command_module(entry)).build_parser()
 
 
 def stored_options(checkpoint: Path) -> dict:

@@ -8,6 +8,8 @@ it names modules, not functions, and follows a command wherever its code lives. 
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 import runpy
 import sys
 from collections.abc import Sequence
@@ -41,6 +43,20 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "generate": ("inference.generate", "prompted story generation with a MNEMELM story LM"),
     "mneme-eval": ("inference.mneme_eval", "language-modelling and generation metrics of MNEMELM story LMs"),
 }
+
+
+def command_module(entry: str) -> str:
+    """The module whose ``main`` the entry point ``entry`` (``inference.train``) runs, read from its source without
+    running it: where the command's parser is (``build_parser``), wherever its code has moved."""
+    spec = importlib.util.find_spec(entry)
+    if spec is None or spec.origin is None:
+        raise ValueError(f"{entry}: no such module")
+    path = Path(spec.origin).with_name("__main__.py") if spec.submodule_search_locations else Path(spec.origin)
+    imports = {node.module for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+               if isinstance(node, ast.ImportFrom) and any(alias.name == "main" for alias in node.names)}
+    if len(imports) != 1:
+        raise ValueError(f"{path}: not an entry point that runs one command's main")
+    return imports.pop()
 
 
 def parser() -> Parser:

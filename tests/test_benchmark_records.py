@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import dntm
-from benchmarks.runs import command_record, json_ready, train_args
-from inference.training.train import build_parser as train_parser
+from benchmarks.runs import TRAIN, command_parser, command_record, json_ready, train_args
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -65,7 +64,7 @@ def test_a_command_record_gives_every_option_and_round_trips(monkeypatch):
 def test_train_args_are_read_back_from_the_runs():
     """The further options of training runs, from what their checkpoints stored (``training["args"]``): only
     what differs from the training command's defaults, and what the benchmark sets per run left out."""
-    parser = train_parser()
+    parser = command_parser(TRAIN)
     base = ["--model", "dntm", "--placement", "both", "--corpus", "sample", "--out", "runs/x"]
     runs = [vars(parser.parse_args([*base, "--seed", str(seed), "--epochs", "8", "--hidden-size", "16"]))
             for seed in (0, 1)]

@@ -126,7 +126,8 @@ def test_the_command_reports_every_predictor(tiny_models, tmp_path, capsys):
 
 
 def test_a_model_trained_without_singletons_is_refused(tiny_models, capsys):
-    assert entity_prediction_command.main(["--checkpoint", str(tiny_models[1]), "--corpus", "sample", "--device", "cpu"]) == 2
+    argv = ["--checkpoint", str(tiny_models[1]), "--corpus", "sample", "--device", "cpu"]
+    assert entity_prediction_command.main(argv) == 2
     assert "--keep-singletons" in capsys.readouterr().err
 
 

@@ -384,7 +384,8 @@ class Terminal(io.StringIO):
 
 def test_progress_bars_on_a_terminal_say_what_they_count(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(sys, "stderr", Terminal())
-    assert posterior_command.main(["--text", TEXT, "--particles", "2", "--out", str(tmp_path / "out"), "--device", "cpu"]) == 0
+    argv = ["--text", TEXT, "--particles", "2", "--out", str(tmp_path / "out"), "--device", "cpu"]
+    assert posterior_command.main(argv) == 0
     bars = sys.stderr.getvalue()
     assert "SIR posteriors, 2 particles each: 100%" in bars and "marginals, antecedents and heatmaps: 100%" in bars
     assert ("document/s" in bars or "s/document" in bars) and "it/s" not in bars and "s/it" not in bars

@@ -359,9 +359,9 @@ def test_reranking_detected_mentions_scores_against_entitynlm_mentions_of_the_go
         reranking.check_same_mentions(document, model_document)  # the same mentions, EntityNLM's preprocessing
         assert len(model_document.tokens) <= len(document.tokens)
     out = tmp_path / "rerank.json"
-    assert rerank_command.main(["--resolver", str(tmp_path / "resolver.npz"), "--detector", str(tmp_path / "mentions.pt"),
-                     "--corpus", "sample", "--k", "5", "--trials", "100", "--generator", "exact", "--device", "cpu",
-                     "--json", str(out)]) == 0
+    assert rerank_command.main(["--resolver", str(tmp_path / "resolver.npz"), "--detector",
+                                str(tmp_path / "mentions.pt"), "--corpus", "sample", "--k", "5", "--trials", "100",
+                                "--generator", "exact", "--device", "cpu", "--json", str(out)]) == 0
     result = json.loads(out.read_text())
     assert result["detector"] == str(tmp_path / "mentions.pt")
     rows = result["generators"]["exact"]["test"]

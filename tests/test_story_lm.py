@@ -166,8 +166,8 @@ def test_load_story_lm_round_trips(tmp_path):
 
 
 def evaluate(checkpoints: list[Path], out: Path, *extra: str) -> int:
-    return mneme_eval_command.main(["--checkpoints", *map(str, checkpoints), "--corpus", "sample", "--cache-sizes", "300",
-                            "200", "8", "--out", str(out), "--device", "cpu", *extra])
+    return mneme_eval_command.main(["--checkpoints", *map(str, checkpoints), "--corpus", "sample", "--cache-sizes",
+                                    "300", "200", "8", "--out", str(out), "--device", "cpu", *extra])
 
 
 def test_the_evaluation_writes_every_model_and_cache_size(checkpoints, tmp_path, capsys):
@@ -238,7 +238,8 @@ def test_the_evaluation_refuses_another_vocabulary_and_bad_results_files(checkpo
 
 
 def generated(checkpoint: Path, capsys, *extra: str) -> tuple[str, str]:
-    assert generate_command.main(["--checkpoint", str(checkpoint), "--max-tokens", "12", "--device", "cpu", *extra]) == 0
+    argv = ["--checkpoint", str(checkpoint), "--max-tokens", "12", "--device", "cpu", *extra]
+    assert generate_command.main(argv) == 0
     captured = capsys.readouterr()
     return captured.out, captured.err
 
@@ -269,8 +270,8 @@ def test_generation_streams_word_by_word(checkpoints, monkeypatch):
 
     recorder = Recorder()
     monkeypatch.setattr("sys.stdout", recorder)
-    assert generate_command.main(["--checkpoint", str(checkpoints["vanilla"]), "--entities", "the dog", "--max-tokens", "6",
-                          "--top-p", "1", "--device", "cpu"]) == 0
+    assert generate_command.main(["--checkpoint", str(checkpoints["vanilla"]), "--entities", "the dog",
+                                  "--max-tokens", "6", "--top-p", "1", "--device", "cpu"]) == 0
     words = recorder.getvalue().split()
     assert words
     partial = [text for text in recorder.flushed if text and not text.endswith("\n")]

@@ -4,11 +4,11 @@ log p(R, E, L, X).
     python -m inference.rerank --resolver runs/resolver/litbank.npz --corpus litbank --data-dir DATA \\
         --k 100 --json runs/rerank/litbank.json
 
-For every document of the dev and test splits the resolver (:mod:`coref.resolution.ranker`) scores all antecedent arcs
-over the gold mentions; each generator ("heuristic", the paper's; "exact") turns the table into a k-best list
-of partitions, and EntityNLM scores every distinct partition once (eq. 12), all candidates of a document in one
-run that shares the LSTM. :mod:`coref.resolution.rerank` then picks the interpolation weight on dev and prints Table 2 for
-test: the base one-best, EntityNLM alone, EntityNLM + resolver score, and the oracle, with approximate
+For every document of the dev and test splits the resolver (:mod:`coref.resolution.ranker`) scores all antecedent
+arcs over the gold mentions; each generator ("heuristic", the paper's; "exact") turns the table into a k-best list
+of partitions, and EntityNLM scores every distinct partition once (eq. 12), all candidates of a document in one run
+that shares the LSTM. :mod:`coref.resolution.rerank` then picks the interpolation weight on dev and prints Table 2
+for test: the base one-best, EntityNLM alone, EntityNLM + resolver score, and the oracle, with approximate
 randomization p-values against the base.
 
 With ``--detector`` the mentions are not given: a mention detector finds them in the raw text

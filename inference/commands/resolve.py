@@ -8,12 +8,13 @@
     >>> document = resolve("Anna met her brother. She thanked him.")   # a coref.document.Document
 
 Three steps, each a module of its own: :mod:`coref.io.text` tokenises the text and splits its sentences (the
-corpora's Penn Treebank conventions, character offsets kept); the mention detector of :mod:`coref.resolution.mentions`
-proposes mentions from the tokens alone; the mention ranker of :mod:`coref.resolution.ranker`, trained on that detector's
-mentions of the same corpus (``python -m coref.resolver train --detector``), links each mention to an earlier one
-or starts a new entity. A mention linked to nothing is a singleton: written only by a model of a corpus that
-annotates singletons (LitBank), dropped otherwise (OntoNotes style), so "not a mention" and "mentioned once"
-are the same decision. The models bundled in ``coref/pretrained`` (see :data:`BUNDLED`) need no data directory.
+corpora's Penn Treebank conventions, character offsets kept); the mention detector of
+:mod:`coref.resolution.mentions` proposes mentions from the tokens alone; the mention ranker of
+:mod:`coref.resolution.ranker`, trained on that detector's mentions of the same corpus (``python -m coref.resolver
+train --detector``), links each mention to an earlier one or starts a new entity. A mention linked to nothing is a
+singleton: written only by a model of a corpus that annotates singletons (LitBank), dropped otherwise (OntoNotes
+style), so "not a mention" and "mentioned once" are the same decision. The models bundled in ``coref/pretrained``
+(see :data:`BUNDLED`) need no data directory.
 
 Output: a readable list of the entities on stdout; ``--out`` the CoNLL file (``-``: stdout); ``--json`` the
 clusters with token and character offsets. With ``--conll`` each document is written under its own header, its

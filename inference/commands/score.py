@@ -1,9 +1,9 @@
 """Score a coreference response file against a key file, as the official CoNLL-2012 scorer does.
 
-``python -m coref.score KEY RESPONSE [--json OUT]`` (console script ``entitylm-score``) reads both
-CoNLL-2012-family files with :func:`coref.io.conll.read_conll`, scores every metric of :mod:`coref.metrics.coreference`, and
-prints recall, precision and F1 as percentages (rounded to 2 decimals; the Perl scorer truncates instead) with
-the CoNLL F1. ``--json`` writes :meth:`CorefEvaluation.to_json` (fractions in [0, 1]).
+``python -m coref.score KEY RESPONSE [--json OUT]`` (console script ``entitylm-score``) reads both CoNLL-2012-family
+files with :func:`coref.io.conll.read_conll`, scores every metric of :mod:`coref.metrics.coreference`, and prints
+recall, precision and F1 as percentages (rounded to 2 decimals; the Perl scorer truncates instead) with the CoNLL
+F1. ``--json`` writes :meth:`CorefEvaluation.to_json` (fractions in [0, 1]).
 
 It reads exactly what the official scorer reads: every mention, nested, crossing or repeated, nothing repaired.
 What the official scorer dies on (an unclosed bracket, a close without an open) and what it cannot score (a

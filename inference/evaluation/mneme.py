@@ -43,7 +43,7 @@ from typing import Any
 import torch
 
 from coref.io.atomic import atomic_path
-from coref.cli import progress, real
+from coref.cli import progress
 from coref.corpora.stories import PromptedStory
 from generative.mneme import MnemeBatch, MnemeLM, parameter_count
 from inference.runtime import resolve_device

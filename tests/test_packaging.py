@@ -122,3 +122,15 @@ def test_import_entitylm_is_the_notebook_api_without_loading_torch():
     assert set(api.__all__) <= set(dir(elm))
     with pytest.raises(AttributeError, match="no attribute 'nonexistent'"):
         elm.nonexistent  # noqa: B018
+
+
+def test_each_entry_point_names_the_module_of_its_command():
+    """`command_module` reads which module an entry point runs `main` from (benchmarks find a parser through it)."""
+    import importlib.util
+
+    from entitylm.__main__ import command_module
+
+    targets = {command_module(module) for module, _ in COMMANDS.values()}
+    assert all(importlib.util.find_spec(target) is not None for target in targets)
+    with pytest.raises(ValueError, match="not an entry point"):
+        command_module("coref.document")

@@ -29,7 +29,8 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.runs import command_record  # noqa: E402
 from coref import resolver  # noqa: E402
-from coref.cli import Parser, output_folder, run_main  # noqa: E402
+from inference.checks import output_folder  # noqa: E402
+from inference.commands.cli import Parser, run_main  # noqa: E402
 from coref.io.atomic import write_text_atomic  # noqa: E402
 
 CORPORA = ("litbank", "ontogum")

@@ -38,7 +38,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repository's packages
 
 from benchmarks.runs import command_record
-from coref.cli import Parser, integer, output_folder, real, run_main
+from inference.checks import integer, output_folder, real
+from inference.commands.cli import Parser, run_main
 from coref.corpora.preprocess import EOS
 from coref.io.atomic import write_text_atomic
 from generative.entitynlm.model import PROPOSAL_CONTEXTS

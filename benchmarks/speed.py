@@ -33,7 +33,8 @@ from pyro.infer import Importance
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repository's packages
 
 from benchmarks.runs import command_record
-from coref.cli import Parser, integer, output_folder, run_main
+from inference.checks import integer, output_folder
+from inference.commands.cli import Parser, run_main
 from coref.document import sentence_chunks
 from coref.io.atomic import write_text_atomic
 from generative.baselines.rnnlm import RNNLM, RNNLMConfig

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from coref.cli import Parser
+from inference.commands.cli import Parser
 
 # name -> (documented entry-point module, one line for `entitylm --help`); grouped as the docs' command pages are.
 # `entitylm-NAME` is the console script of the same command (tests/test_packaging.py checks the two agree).

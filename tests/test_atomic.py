@@ -7,7 +7,7 @@ import os
 import pytest
 
 from coref.io.atomic import atomic_path, write_text_atomic
-from coref.cli import INTERRUPTED, run_main
+from inference.commands.cli import INTERRUPTED, run_main
 
 
 def test_a_write_replaces_the_file_with_a_normal_mode_and_leaves_nothing_else(tmp_path):

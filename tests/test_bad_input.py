@@ -1,4 +1,5 @@
-"""Every command fails on bad input in one clear line (docs: "Reliability"; the contract is :mod:`coref.cli`'s).
+"""Every command fails on bad input in one clear line (docs: "Reliability"; the contract is
+:mod:`inference.commands.cli`'s).
 
 ``ROWS`` is a table of (command, arguments, what the error must say). Each row runs the way a user runs it, as a
 subprocess: ``python -m MODULE``, a console script of pyproject.toml from the environment's ``bin/``, or a
@@ -32,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coref.cli import HelpFormatter
+from inference.commands.cli import HelpFormatter
 from coref.corpora.preprocess import PreprocessConfig
 from coref.resolution.pipeline import BUNDLED
 from coref.resolution.ranker import HASH_BITS, MentionRanker
@@ -586,9 +587,9 @@ def test_help_shows_the_whole_description_and_every_option_with_its_default(modu
                 assert action.help, f"{parser.prog} {'/'.join(action.option_strings) or action.dest}: no help text"
 
 
-def test_progress_bars_are_made_by_coref_cli_progress():
+def test_progress_bars_are_made_by_coref_io_progress():
     """Bars say what they count (``progress`` has no default unit, so never tqdm's "it") and are drawn on a
     terminal only; a direct ``tqdm(...)`` call would bypass both."""
-    direct = [str(path.relative_to(ROOT)) for folder in ("coref", "inference", "benchmarks")
-              for path in sorted((ROOT / folder).glob("*.py")) if "tqdm(" in path.read_text()]
-    assert direct == ["coref/cli.py"]
+    direct = [str(path.relative_to(ROOT)) for folder in ("coref", "inference", "benchmarks", "entitylm")
+              for path in sorted((ROOT / folder).rglob("*.py")) if "tqdm(" in path.read_text()]
+    assert direct == ["coref/io/progress.py"]

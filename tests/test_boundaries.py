@@ -39,7 +39,7 @@ COMMANDS = "inference.commands"
 ALLOWED: set[tuple[str, str]] = {
     (f"inference.training.{module}", "inference.commands.cli")
     for module in ("context_encoder", "grid", "mneme", "train")
-}
+} | {("entitylm.__main__", "inference.commands.cli")}  # the dispatcher is a command: the commands' Parser
 
 
 @dataclass(frozen=True)

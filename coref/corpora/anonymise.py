@@ -27,9 +27,9 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from coref.corpora.preprocess import SPECIALS, UNK, PreprocessConfig, PreprocessReport, Vocabulary, preprocess_documents
 from coref.corpora.registry import Corpus, DataDir, dropped_report, load_corpus
 from coref.document import Document, Mention, encoding_problems
-from coref.corpora.preprocess import SPECIALS, UNK, PreprocessConfig, PreprocessReport, Vocabulary, preprocess_documents
 
 MAX_CHAINS = 50  # the paper's "documents with no more than 50 clusters"
 ENTITY_TOKENS = tuple(f"<unk{k}>" for k in range(1, MAX_CHAINS + 1))

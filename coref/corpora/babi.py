@@ -68,7 +68,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from coref.cli import FileLineError
+from coref.io.errors import FileLineError
 from coref.io.conll import read_utf8
 from coref.corpora.registry import CorpusError, DataDir, resolve_data_dir
 from coref.document import Document

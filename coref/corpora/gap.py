@@ -20,10 +20,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from coref.cli import FileLineError, progress
-from coref.io.conll import read_utf8
 from coref.corpora.registry import CorpusError, DataDir, resolve_data_dir
 from coref.document import Document, Mention
+from coref.io.conll import read_utf8
+from coref.io.errors import FileLineError
+from coref.io.progress import progress
 from coref.io.text import TokenizedText
 
 SPLIT_FILES = {"dev": "gap-development.tsv", "test": "gap-test.tsv", "validation": "gap-validation.tsv"}

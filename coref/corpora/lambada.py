@@ -43,7 +43,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from coref.io.atomic import write_text_atomic
-from coref.cli import FileLineError, progress
+from coref.io.errors import FileLineError
+from coref.io.progress import progress
 from coref.io.conll import read_utf8
 from coref.corpora.registry import CorpusError, DataDir, resolve_data_dir
 from coref.document import Document

@@ -40,12 +40,12 @@ from dataclasses import dataclass
 from importlib.resources import as_file, files
 from pathlib import Path
 
-from coref.io.atomic import atomic_path, write_text_atomic
-from coref.cli import progress
-from coref.io.conll import Problem, read_conll, read_utf8
-from coref.document import Document
 from coref.corpora.inscript import InscriptError, LabelCounts, read_story
 from coref.corpora.preprocess import PreprocessReport, preprocess_documents
+from coref.document import Document
+from coref.io.atomic import atomic_path, write_text_atomic
+from coref.io.conll import Problem, read_conll, read_utf8
+from coref.io.progress import progress
 from coref.io.text import tokenize
 
 DATA_ENV = "ENTITYLM_DATA"

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from coref.cli import FileLineError
+from coref.io.errors import FileLineError
 from coref.document import Document, Mention
 
 _NO_MENTION = frozenset({"", "_", "-"})

@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from coref.io.conll import read_conll, read_utf8
 from coref.document import Document
+from coref.io.conll import read_conll, read_utf8
+from coref.io.text import TokenizedText, tokenize
 from coref.resolution.mentions import MentionDetector
 from coref.resolution.ranker import MentionRanker, with_predicted_mentions
-from coref.io.text import TokenizedText, tokenize
 
 PRETRAINED = Path(__file__).parent / "pretrained"
 BUNDLED = {"detector": PRETRAINED / "mentions.pt", "resolver": PRETRAINED / "resolver.pt"}

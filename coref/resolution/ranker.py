@@ -17,7 +17,7 @@ import torch
 from scipy import sparse
 
 from coref.io.checkpoint import Checkpoint, CheckpointError, load
-from coref.cli import progress as progress_bar
+from coref.io.progress import progress as progress_bar
 from coref.io.conll import ConllError, read_conllu_words
 from coref.corpora.registry import corpus_names, load_corpus, resolve_data_dir
 from coref.document import Document, Mention

@@ -28,18 +28,18 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from coref.cli import progress as progress_bar
-from coref.io.conll import format_conll, read_conll, read_utf8
-from coref.io.text import plain_document
-from coref.document import Document, Mention, bracketed
-from coref.metrics.coreference import evaluate
 from coref.corpora.preprocess import EOS, Vocabulary, drop_singletons, kept_tokens, preprocess_document
-from generative.layers.batch import batches_by_length
+from coref.document import Document, Mention, bracketed
+from coref.io.conll import format_conll, read_conll, read_utf8
+from coref.io.progress import progress as progress_bar
+from coref.io.text import plain_document
+from coref.metrics.coreference import evaluate
 from generative.entitynlm.model import EntityNLM, EntityNLMConfig, EntityProposal
-from inference.training.checkpoint import PROPOSAL_WEIGHTS, Checkpoint, entitynlm_checkpoint, entitynlm_modules
+from generative.layers.batch import batches_by_length
+from inference.algorithms.smc import ParticleStructures, sample_structures, stream_to_document
 from inference.data import prepared_documents
 from inference.runtime import resolve_device, set_seed
-from inference.algorithms.smc import ParticleStructures, sample_structures, stream_to_document
+from inference.training.checkpoint import PROPOSAL_WEIGHTS, Checkpoint, entitynlm_checkpoint, entitynlm_modules
 
 METHODS = {"sir": "never", "smc": "sentence"}
 

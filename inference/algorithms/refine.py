@@ -26,10 +26,13 @@ from pathlib import Path
 
 import torch
 
-from coref.io.atomic import atomic_path
-from coref.cli import progress
 from coref.document import sentence_chunks
+from coref.io.atomic import atomic_path
+from coref.io.progress import progress
 from generative.layers.batch import DocumentBatch, batches_by_length
+from inference.algorithms.importance import ImportanceEstimate, importance_log_densities, log_importance_weights
+from inference.data import prepared_documents
+from inference.runtime import changed_options, resolve_device, set_seed
 from inference.training.checkpoint import (
     PROPOSAL_WEIGHTS,
     Checkpoint,
@@ -38,10 +41,6 @@ from inference.training.checkpoint import (
     module_weights,
     read_torch_file,
 )
-from inference.data import prepared_documents
-from inference.runtime import changed_options, resolve_device, set_seed
-from inference.algorithms.importance import ImportanceEstimate, importance_log_densities, log_importance_weights
-
 
 # What a resumed refinement may change: how long it goes on, how often it evaluates, and where it runs.
 RESUMABLE_CHANGES = frozenset({"steps", "eval_every", "device", "data_dir", "json"})

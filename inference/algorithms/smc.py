@@ -40,7 +40,7 @@ import pyro
 import pyro.distributions as dist
 import torch
 
-from coref.cli import progress as progress_bar
+from coref.io.progress import progress as progress_bar
 from coref.document import Document, EntityAnnotation, Mention
 from generative.layers.batch import DocumentBatch, stream_positions
 from generative.entitynlm.model import NEW_ENTITY_SITE, EntityNLM, EntityProposal, MentionState

@@ -28,10 +28,10 @@ import inspect
 import json
 from collections.abc import Sequence
 
-from coref.cli import Parser, run_subcommand
 from coref.corpora.anonymise import anonymised_corpus, dropped_lines, format_table, stats_json
 from coref.corpora.registry import available_splits
 from coref.io.atomic import write_text_atomic
+from inference.commands.cli import Parser, run_subcommand
 from inference.commands.options import add_data_dir, add_json
 
 

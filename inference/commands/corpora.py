@@ -38,9 +38,10 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from coref.cli import Parser, output_folder, run_subcommand
 from coref.corpora.registry import DOWNLOADERS, RAW_GITHUB, SPLITS, corpus_summary
 from coref.io.atomic import write_text_atomic
+from inference.checks import output_folder
+from inference.commands.cli import Parser, run_subcommand
 from inference.commands.options import add_data_dir, add_json
 
 

@@ -42,8 +42,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from coref.cli import Parser, integer
-from inference.commands.cli import config_of, run_command
+from inference.checks import integer
+from inference.commands.cli import Parser, config_of, run_command
 from inference.commands.options import add_corpus_split, add_data_dir, add_device, add_json, add_seed
 from inference.evaluation.diagnostics import DiagnosticsConfig, diagnose, format_result
 

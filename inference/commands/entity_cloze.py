@@ -23,8 +23,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from coref.cli import Parser, integer
-from inference.commands.cli import run_command
+from inference.checks import integer
+from inference.commands.cli import Parser, run_command
 from inference.commands.options import evaluation_parser
 from inference.evaluation.entity_cloze import entity_cloze, format_result
 

@@ -26,8 +26,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from coref.cli import Parser, integer
-from inference.commands.cli import run_command
+from inference.checks import integer
+from inference.commands.cli import Parser, run_command
 from inference.commands.options import add_corpus_split, add_data_dir, add_device, add_json, add_seed
 from inference.evaluation.entity_prediction import evaluate_entity_prediction, format_result
 

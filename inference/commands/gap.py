@@ -22,12 +22,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from coref.cli import Parser, integer, run_main
 from coref.corpora.gap import evaluate_gap, format_scores, load_gap
 from coref.document import Document
 from coref.io.atomic import write_text_atomic
 from coref.io.text import TokenizedText, tokenize
 from coref.resolution.pipeline import CorefPipeline
+from inference.checks import integer
+from inference.commands.cli import Parser, run_main
 from inference.commands.options import add_data_dir, add_json
 
 

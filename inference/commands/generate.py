@@ -19,10 +19,10 @@ import argparse
 import json
 from collections.abc import Sequence
 
-from coref.cli import Parser, integer, real, run_main
 from coref.io.atomic import write_text_atomic
 from inference.algorithms.generate import GenerationConfig, generate_stories
-from inference.commands.cli import USER_ERRORS, config_of, probability
+from inference.checks import integer, probability, real
+from inference.commands.cli import USER_ERRORS, Parser, config_of, run_main
 from inference.commands.options import add_corpus_split, add_data_dir, add_device, add_json, add_seed
 
 

@@ -29,9 +29,9 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from coref.cli import Parser, integer, real
 from generative.entitynlm.model import PROPOSAL_CONTEXTS
-from inference.commands.cli import config_of, run_command
+from inference.checks import integer, real
+from inference.commands.cli import Parser, config_of, run_command
 from inference.commands.options import add_corpus_split, add_data_dir, add_device, add_json, add_seed
 from inference.evaluation.marginal_ppl import SAMPLERS, MarginalConfig, format_result, marginal_perplexity
 

@@ -42,9 +42,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from coref.cli import Parser, integer, output_file, output_folder, real, run_main
 from coref.io.atomic import write_text_atomic
-from inference.commands.cli import USER_ERRORS, config_of, probability
+from inference.checks import integer, output_file, output_folder, probability, real
+from inference.commands.cli import USER_ERRORS, Parser, config_of, run_main
 from inference.commands.options import add_corpus_split, add_data_dir, add_device, add_seed
 from inference.evaluation.mneme import (
     GENERATION,

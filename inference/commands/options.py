@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import argparse
 
-from coref.cli import Parser, integer, output_file
+from inference.checks import integer, output_file
+from inference.commands.cli import Parser
 
 DATA_DIR_HELP = "folder holding the corpora (default: $ENTITYLM_DATA; sample needs none)"
 

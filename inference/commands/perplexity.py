@@ -28,8 +28,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from coref.cli import Parser
-from inference.commands.cli import run_command
+from inference.commands.cli import Parser, run_command
 from inference.commands.options import evaluation_parser
 from inference.evaluation.perplexity import format_result, perplexity_by_group
 

@@ -40,7 +40,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from coref.cli import Parser, integer, output_file, real, run_subcommand
+from inference.checks import integer, output_file, real
+from inference.commands.cli import Parser, run_subcommand
 from coref.corpora.registry import canonical_split
 from coref.io.atomic import write_text_atomic
 from coref.resolution.pos import BUNDLED, CORPUS, PosTagger, PosTaggerConfig, ontogum_tagged, tag_scores

@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from coref.cli import Parser, integer
 from generative.entitynlm.model import PROPOSAL_CONTEXTS
 from inference.algorithms.posterior import (
     METHODS,
@@ -44,7 +43,8 @@ from inference.algorithms.posterior import (
     format_analysis,
     format_evaluation,
 )
-from inference.commands.cli import config_of, run_command
+from inference.checks import integer
+from inference.commands.cli import Parser, config_of, run_command
 from inference.commands.options import add_corpus_split, add_data_dir, add_device, add_json, add_seed
 
 

@@ -23,10 +23,10 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from coref.cli import Parser, integer, output_file, real
 from generative.entitynlm.model import PROPOSAL_CONTEXTS
 from inference.algorithms.refine import RefineConfig, format_result, refine_proposal
-from inference.commands.cli import config_of, run_command
+from inference.checks import integer, output_file, real
+from inference.commands.cli import Parser, config_of, run_command
 from inference.commands.options import add_corpus_split, add_data_dir, add_device, add_json, add_seed
 
 

@@ -30,10 +30,10 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from coref.cli import Parser, integer, output_folder, run_main
 from coref.io.atomic import write_text_atomic
 from coref.resolution.rerank import GENERATORS, RerankResult
-from inference.commands.cli import USER_ERRORS, config_of
+from inference.checks import integer, output_folder
+from inference.commands.cli import USER_ERRORS, Parser, config_of, run_main
 from inference.commands.options import add_corpus_split, add_data_dir, add_device, add_json, add_seed
 from inference.evaluation.rerank import RerankConfig, format_result, rerank_corpus
 

@@ -32,10 +32,11 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from coref.cli import Parser, output_file, run_main
 from coref.io.atomic import atomic_path, write_text_atomic
 from coref.io.conll import format_conll
 from coref.resolution.pipeline import CorefPipeline, clusters_json, format_clusters, read_inputs
+from inference.checks import output_file
+from inference.commands.cli import Parser, run_main
 
 
 def build_parser() -> Parser:

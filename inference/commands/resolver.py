@@ -51,7 +51,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from coref.cli import Parser, integer, output_file, real, run_subcommand
+from inference.checks import integer, output_file, real
+from inference.commands.cli import Parser, run_subcommand
 from coref.corpora.preprocess import drop_singletons
 from coref.corpora.registry import load_corpus
 from coref.document import Document

@@ -19,9 +19,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from coref.cli import Parser, run_main
 from coref.io.atomic import write_text_atomic
 from coref.metrics.score import format_table, score_files, scoring_warnings
+from inference.commands.cli import Parser, run_main
 from inference.commands.options import add_json
 
 

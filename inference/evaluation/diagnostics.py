@@ -44,11 +44,14 @@ from pathlib import Path
 
 import torch
 
-from coref.cli import progress
 from coref.corpora.preprocess import EOS, Vocabulary
-from generative.layers.batch import DocumentBatch, batches_by_length
-from generative.entitynlm.model import Annotation, EntityNLM, EntityProposal
+from coref.io.progress import progress
 from generative.baselines.rnnlm import RNNLM
+from generative.entitynlm.model import Annotation, EntityNLM, EntityProposal
+from generative.layers.batch import DocumentBatch, batches_by_length
+from inference.algorithms.smc import ParticleStructures, sample_structures
+from inference.data import prepared_documents
+from inference.runtime import resolve_device, set_seed
 from inference.training.checkpoint import (
     Checkpoint,
     CheckpointError,
@@ -57,9 +60,6 @@ from inference.training.checkpoint import (
     language_model,
     pretrained,
 )
-from inference.data import prepared_documents
-from inference.runtime import resolve_device, set_seed
-from inference.algorithms.smc import ParticleStructures, sample_structures
 
 GROUPS = ("all", "mention", "outside", "eos")
 GROUP_LABELS = {"all": "all tokens", "mention": "in gold mentions", "outside": "outside mentions",

@@ -27,10 +27,10 @@ import torch
 from coref.corpora.anonymise import ENTITY_TOKENS
 from coref.document import Document, Mention
 from generative.registry import LANGUAGE_MODELS
-from inference.training.checkpoint import Checkpoint, CheckpointError
 from inference.data import language_model_documents
-from inference.runtime import resolve_device, set_seed
 from inference.evaluation.perplexity import document_log_probs
+from inference.runtime import resolve_device, set_seed
+from inference.training.checkpoint import Checkpoint, CheckpointError
 
 
 @dataclass(frozen=True)

@@ -33,14 +33,14 @@ import numpy as np
 import torch
 from pyro.poutine.messenger import Messenger
 
-from coref.cli import progress
-from coref.document import Document, encode_entities
 from coref.corpora.preprocess import Vocabulary
-from generative.layers.batch import batches_by_length, stream_positions
+from coref.document import Document, encode_entities
+from coref.io.progress import progress
 from generative.entitynlm.model import Annotation, EntityNLM
-from inference.training.checkpoint import CheckpointError, entitynlm_checkpoint, entitynlm_modules
+from generative.layers.batch import batches_by_length, stream_positions
 from inference.data import prepared_documents
 from inference.runtime import resolve_device, set_seed
+from inference.training.checkpoint import CheckpointError, entitynlm_checkpoint, entitynlm_modules
 
 NEW = -1  # the prediction "a new entity"
 PAPER = {"always-new": 31.08, "shallow features": 45.34, "Modi et al. (2017)": 62.65, "EntityNLM": 74.23,

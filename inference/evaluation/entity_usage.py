@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from coref.cli import progress
+from coref.io.progress import progress
 from coref.document import Document
 from coref.metrics.stories import AVERAGED, StoryMetrics, corpus_metrics, story_metrics
 from coref.resolution.pos import PosTagger

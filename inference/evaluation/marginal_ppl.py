@@ -34,11 +34,15 @@ from pathlib import Path
 import pyro.util
 import torch
 
-from coref.cli import progress as progress_bar
-from coref.document import Document
 from coref.corpora.preprocess import EOS, Vocabulary
-from generative.layers.batch import DocumentBatch, batches_by_length, token_stream
+from coref.document import Document
+from coref.io.progress import progress as progress_bar
 from generative.entitynlm.model import EntityNLM, EntityProposal
+from generative.layers.batch import DocumentBatch, batches_by_length, token_stream
+from inference.algorithms.importance import ImportanceEstimate, psis_khat
+from inference.algorithms.smc import ParticleStructures, importance_sampling, sample_structures
+from inference.data import prepared_documents
+from inference.runtime import resolve_device, set_seed
 from inference.training.checkpoint import (
     Checkpoint,
     CheckpointError,
@@ -48,10 +52,6 @@ from inference.training.checkpoint import (
     ngram_model,
     pretrained,
 )
-from inference.data import prepared_documents
-from inference.runtime import resolve_device, set_seed
-from inference.algorithms.importance import ImportanceEstimate, psis_khat
-from inference.algorithms.smc import ParticleStructures, importance_sampling, sample_structures
 
 DEFAULT_BASELINES = ("rnnlm.pt",)
 SAMPLERS = ("is", "smc")

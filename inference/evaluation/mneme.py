@@ -42,12 +42,12 @@ from typing import Any
 
 import torch
 
-from coref.io.atomic import atomic_path
-from coref.cli import progress
 from coref.corpora.stories import PromptedStory
+from coref.io.atomic import atomic_path
+from coref.io.progress import progress
 from generative.mneme import MnemeBatch, MnemeLM, parameter_count
-from inference.runtime import resolve_device
 from inference.evaluation.entity_usage import HUMAN, Annotator, draw_stories, gap_closed, summary
+from inference.runtime import resolve_device
 from inference.training.mneme import (
     StoryLMCheckpoint,
     corpus_parts,

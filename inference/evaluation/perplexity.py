@@ -30,13 +30,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from coref.cli import progress as progress_bar
 from coref.document import Document
+from coref.io.progress import progress as progress_bar
 from generative.layers.batch import TokenStream, batches_by_length, token_stream
 from generative.registry import LANGUAGE_MODELS, model_kind
-from inference.training.checkpoint import Checkpoint, CheckpointError, language_model, ngram_model
 from inference.data import language_model_documents
 from inference.runtime import resolve_device, set_seed
+from inference.training.checkpoint import Checkpoint, CheckpointError, language_model, ngram_model
 
 GROUPS = ("all", "reappearing_entities", "following_entities", "non_entities")
 # The paper's buckets: Figure 4 (token position), Figure 5 (occurrence of the entity a token follows), Figure 6

@@ -35,13 +35,20 @@ from pathlib import Path
 
 import torch
 
-from coref.io.atomic import write_text_atomic
-from coref.cli import progress
+from coref.corpora.preprocess import entitynlm_mentions, preprocess_document, preprocess_documents
 from coref.corpora.registry import load_corpus
 from coref.document import Document
+from coref.io.atomic import write_text_atomic
+from coref.io.progress import progress
 from coref.resolution.kbest import Partition, document_with_clusters
 from coref.resolution.mentions import MentionDetector
-from coref.corpora.preprocess import entitynlm_mentions, preprocess_document, preprocess_documents
+from coref.resolution.ranker import (
+    RESOLVER_PREPROCESSING,
+    MentionRanker,
+    Syntax,
+    resolver_syntax,
+    with_predicted_mentions,
+)
 from coref.resolution.rerank import (
     DEFAULT_GRID,
     GENERATORS,
@@ -55,17 +62,10 @@ from coref.resolution.rerank import (
     oracle_choice,
     rerank_experiment,
 )
-from coref.resolution.ranker import (
-    RESOLVER_PREPROCESSING,
-    MentionRanker,
-    Syntax,
-    resolver_syntax,
-    with_predicted_mentions,
-)
-from generative.layers.batch import make_batch
 from generative.entitynlm.model import Annotation, EntityNLM
-from inference.training.checkpoint import Checkpoint, entitynlm_checkpoint, entitynlm_modules
+from generative.layers.batch import make_batch
 from inference.runtime import resolve_device, set_seed
+from inference.training.checkpoint import Checkpoint, entitynlm_checkpoint, entitynlm_modules
 
 CACHE_FORMAT = 1
 

@@ -8,13 +8,13 @@ import json
 import pytest
 
 from coref.resolution import pipeline as resolve_module
-from coref.resolution import ranker as resolver
 from coref.corpora.registry import load_corpus
 from coref.document import Document, Mention
 from coref.resolution.mentions import MentionDetectorConfig
 from coref.resolution.pipeline import BUNDLED, CorefPipeline, clusters, resolve
 from coref.resolution.ranker import MentionRanker, lowercased, with_predicted_mentions
 from coref.io.text import tokenize
+from inference.commands import resolver as resolver_command
 from inference.commands.resolve import main
 from inference.training.resolution import train_detector, train_ranker
 
@@ -107,14 +107,14 @@ def test_the_bundled_models_resolve_a_text_with_no_data_directory():
 def test_training_and_scoring_on_predicted_mentions_through_the_command(sample_pipeline, tmp_path, capsys):
     _, detector, _ = sample_pipeline
     model = tmp_path / "resolver.npz"
-    assert resolver.main(["train", "--corpus", "sample", "--detector", detector, "--out", str(model),
+    assert resolver_command.main(["train", "--corpus", "sample", "--detector", detector, "--out", str(model),
                           "--epochs", "2"]) == 0
     assert "mentions from" in capsys.readouterr().out
     trained = MentionRanker.load(model)
     assert trained.settings["detector"] == "mentions.pt"
     assert trained.keeps_singletons  # the sample annotates singletons, as LitBank does
     scores = tmp_path / "scores.json"
-    assert resolver.main(["predict", "--model", str(model), "--detector", detector, "--corpus", "sample",
+    assert resolver_command.main(["predict", "--model", str(model), "--detector", detector, "--corpus", "sample",
                           "--split", "dev", "--out", str(tmp_path / "dev.conll"), "--json", str(scores)]) == 0
     result = json.loads(scores.read_text())
     assert set(result) == {"as_annotated", "entitynlm_mentions", "detected_mentions"}
@@ -125,7 +125,7 @@ def test_training_and_scoring_on_predicted_mentions_through_the_command(sample_p
 
 
 def test_the_gap_command_scores_the_pipeline(sample_pipeline, tmp_path, capsys):
-    from coref.corpora import gap
+    from inference.commands import gap
     from tests.test_gap import ROW, write_gap
 
     _, detector, ranker = sample_pipeline
@@ -154,16 +154,16 @@ def test_a_resolver_must_lowercase_exactly_when_its_detector_does(lowercase_pipe
     detector = lowercase_pipeline[1]
     model = tmp_path / "resolver.npz"
     command = ["train", "--corpus", "sample", "--detector", detector, "--out", str(model), "--epochs", "1"]
-    assert resolver.main(command) == 2
+    assert resolver_command.main(command) == 2
     error = capsys.readouterr().err
     assert error == (f"error: {detector} was trained with --lowercase: train the resolver on its mentions with it "
                      "too\n")
     assert not model.exists()
-    assert resolver.main([*command, "--lowercase"]) == 0
+    assert resolver_command.main([*command, "--lowercase"]) == 0
     assert "tokens lowercased" in capsys.readouterr().out
     assert MentionRanker.load(model).lowercase
     scores = tmp_path / "scores.json"
-    assert resolver.main(["predict", "--model", str(model), "--detector", detector, "--corpus", "sample",
+    assert resolver_command.main(["predict", "--model", str(model), "--detector", detector, "--corpus", "sample",
                           "--split", "dev", "--out", str(tmp_path / "dev.conll"), "--json", str(scores)]) == 0
     assert json.loads(scores.read_text())["as_annotated"]["conll_f1"] > 0
 

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from coref.io.atomic import write_text_atomic
 from inference.algorithms.generate import GenerationConfig, generate_stories
 from inference.checks import integer, probability, real
-from inference.commands.cli import USER_ERRORS, Parser, config_of, run_main
+from inference.commands.cli import Parser, config_of, run_main
 from inference.commands.options import add_corpus_split, add_data_dir, add_device, add_json, add_seed
 
 
@@ -67,4 +67,4 @@ def main(argv: Sequence[str] | None = None) -> int:
             write_text_atomic(args.json, json.dumps(result, indent=2) + "\n")
         return 0
 
-    return run_main(body, USER_ERRORS)
+    return run_main(body)

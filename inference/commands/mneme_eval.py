@@ -44,7 +44,7 @@ from typing import Any
 
 from coref.io.atomic import write_text_atomic
 from inference.checks import integer, output_file, output_folder, probability, real
-from inference.commands.cli import USER_ERRORS, Parser, config_of, run_main
+from inference.commands.cli import Parser, config_of, run_main
 from inference.commands.options import add_corpus_split, add_data_dir, add_device, add_seed
 from inference.evaluation.mneme import (
     GENERATION,
@@ -115,4 +115,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\n\n".join(tables[key](entry) for key, entry in entries.items()))
         return 0
 
-    return run_main(body, USER_ERRORS)
+    return run_main(body)

@@ -33,7 +33,7 @@ from pathlib import Path
 from coref.io.atomic import write_text_atomic
 from coref.resolution.rerank import GENERATORS, RerankResult
 from inference.checks import integer, output_folder
-from inference.commands.cli import USER_ERRORS, Parser, config_of, run_main
+from inference.commands.cli import Parser, config_of, run_main
 from inference.commands.options import add_corpus_split, add_data_dir, add_device, add_json, add_seed
 from inference.evaluation.rerank import RerankConfig, format_result, rerank_corpus
 
@@ -80,4 +80,4 @@ def main(argv: Sequence[str] | None = None) -> int:
             write_text_atomic(args.json, json.dumps(result, indent=2) + "\n")
         return 0
 
-    return run_main(body, USER_ERRORS)  # a bad resolver model file is a ValueError
+    return run_main(body)  # a bad resolver model file is a ValueError

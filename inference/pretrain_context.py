@@ -1,8 +1,9 @@
-"""`python -m inference.pretrain_context`, as the docs show it: the command is :mod:`inference.training.context_encoder`."""
+"""`python -m inference.pretrain_context`, as the docs show it: the command is
+:mod:`inference.commands.pretrain_context`."""
 
 if __name__ == "__main__":
     import sys
 
-    from inference.training.context_encoder import main
+    from inference.commands.pretrain_context import main
 
     sys.exit(main())

@@ -1,8 +1,8 @@
-"""`python -m inference.reading`, as the docs show it: the command is :mod:`inference.training.coref_gru`."""
+"""`python -m inference.reading`, as the docs show it: the command is :mod:`inference.commands.reading`."""
 
 if __name__ == "__main__":
     import sys
 
-    from inference.training.coref_gru import main
+    from inference.commands.reading import main
 
     sys.exit(main())

@@ -1,8 +1,8 @@
-"""`python -m inference.story_lm`, as the docs show it: the command is :mod:`inference.training.mneme`."""
+"""`python -m inference.story_lm`, as the docs show it: the command is :mod:`inference.commands.story_lm`."""
 
 if __name__ == "__main__":
     import sys
 
-    from inference.training.mneme import main
+    from inference.commands.story_lm import main
 
     sys.exit(main())

@@ -1,8 +1,8 @@
-"""`python -m inference.train`, as the docs show it: the command is :mod:`inference.training.train`."""
+"""`python -m inference.train`, as the docs show it: the command is :mod:`inference.commands.train`."""
 
 if __name__ == "__main__":
     import sys
 
-    from inference.training.train import main
+    from inference.commands.train import main
 
     sys.exit(main())

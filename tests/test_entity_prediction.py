@@ -14,7 +14,7 @@ from coref.corpora.preprocess import PreprocessConfig, Vocabulary, preprocess_do
 from generative.entitynlm.model import EntityNLM, EntityNLMConfig
 from inference.commands import entity_prediction as entity_prediction_command
 from inference.evaluation import entity_prediction
-from inference.training import train
+from inference.commands import train
 from inference.evaluation.entity_prediction import (
     NEW,
     EntityScores,

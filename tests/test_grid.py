@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from inference.training import grid
+from inference.commands import grid
 from inference.training.checkpoint import Checkpoint, entitynlm_modules
 
 TRAIN = ["--batch-tokens", "1000", "--epochs", "2", "--patience", "5", "--device", "cpu", "--seed", "0"]

@@ -11,12 +11,13 @@ import pytest
 import torch
 
 from coref.corpora.anonymise import ENTITY_TOKENS, anonymised_corpus, anonymised_vocabulary, first_entity_id
-from coref.cli import HelpFormatter
+from inference.commands.cli import HelpFormatter
 from coref.corpora.preprocess import Vocabulary, apply_vocabulary
 from generative.layers.batch import make_batch
 from generative.dntm import ContextEncoder, DNTMConfig, DynamicNeuralTextModel, sentence_batch
-from inference.training import context_encoder as pretrain_context
-from inference.training import train
+from inference.commands import pretrain_context
+from inference.training import context_encoder
+from inference.commands import train
 from coref.io.checkpoint import load
 from inference.training.checkpoint import Checkpoint, CheckpointError
 from inference.training.context_encoder import (
@@ -172,7 +173,7 @@ def test_ctrl_c_is_one_line_and_status_130(monkeypatch, tmp_path, capsys):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(pretrain_context, "anonymised_corpus", interrupted)
+    monkeypatch.setattr(context_encoder, "anonymised_corpus", interrupted)
     assert pretrain_context.main(["--corpus", "sample", "--out", str(tmp_path / "x.pt")]) == 130
     assert capsys.readouterr().err.strip() == "interrupted" and not list(tmp_path.iterdir())
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
+from inference.commands import train
+from inference.commands.reading import parse_args
 from inference.training import coref_gru as reading
-from inference.training import train
 from tests.test_babi import TASK11, TASK13, TASK16, write_task
 
 TINY = ["--embedding-size", "8", "--hidden-size", "8", "--device", "cpu"]
@@ -89,10 +91,9 @@ def test_noun_chains_are_trained_on_stored_and_kept_on_resume(babi_dir, tmp_path
 
 def test_the_one_hot_baseline_matches_the_c_gru_parameter_count(babi_dir):
     data = reading.ReadingData.babi(13, str(babi_dir))
-    args = reading.parse_args(["--model", "ga_gru_onehot", "--task", "babi:13", "--out", "x"])
+    args = parse_args(["--model", "ga_gru_onehot", "--task", "babi:13", "--out", "x"])
     onehot = reading.GatedAttentionReader(reading.reader_config(args, data))
-    args.model = "ga_cgru"
-    cgru = reading.GatedAttentionReader(reading.reader_config(args, data))
+    cgru = reading.GatedAttentionReader(reading.reader_config(dataclasses.replace(args, model="ga_cgru"), data))
     count = sum(p.numel() for p in cgru.parameters())
     assert abs(sum(p.numel() for p in onehot.parameters()) - count) / count < 0.05
 
@@ -103,9 +104,9 @@ def test_an_earlier_run_is_refused_and_a_bad_checkpoint_named(babi_dir, tmp_path
     (out / "last.pt").write_bytes(b"not a checkpoint")
     argv = ["--model", "bi_gru", "--task", "babi:11", "--data-dir", str(babi_dir), "--out", str(out), *TINY]
     with pytest.raises(ValueError, match="holds an earlier run"):
-        reading.train_reader(reading.parse_args(argv))
+        reading.train_reader(parse_args(argv))
     with pytest.raises(ValueError, match="not an entitylm reader checkpoint"):
-        reading.train_reader(reading.parse_args([*argv, "--resume"]))
+        reading.train_reader(parse_args([*argv, "--resume"]))
 
 
 def test_the_benchmark_reports_avg_max_by_dev_and_failed_tasks(tmp_path):
@@ -214,7 +215,7 @@ def test_lambada_trains_and_reports_accuracy_in_context(lambada_dir, tmp_path, c
     assert report["test_correct"][1] is False  # its answer is on no candidate position
     assert summary["test_accuracy"] == report["test_accuracy"] == sum(report["test_correct"]) / 2
     assert summary["test_accuracy_in_context"] == float(report["test_correct"][0])
-    args = reading.parse_args(["--model", "ga_gru", "--task", "lambada", "--out", "x"])
+    args = parse_args(["--model", "ga_gru", "--task", "lambada", "--out", "x"])
     assert (args.hidden_size, args.batch_size, args.lr, args.dropout) == (256, 64, 0.0005, 0.2)  # Appendix B
     assert args.halve_every == 2 and args.halve_per_epochs
 

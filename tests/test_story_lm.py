@@ -19,7 +19,7 @@ from inference.commands import mneme_eval as mneme_eval_command
 from inference.evaluation import mneme as mneme_eval
 from inference.training import mneme as story_lm
 from coref.io.checkpoint import FORMAT, VERSION
-from inference.training import train
+from inference.commands import train
 
 TINY = ["--corpus", "sample", "--d-model", "16", "--layers", "1", "--heads", "2", "--d-ff", "32", "--chunk", "8",
         "--segment", "16", "--cache", "32", "--vocab-size", "150", "--batch-tokens", "300", "--warmup", "0",

@@ -155,6 +155,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line and return its exit status (2 and one line on stderr for bad input)."""
     return run_subcommand(build_parser(), argv)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -5,8 +5,8 @@ attributes are the verbs and adjectives of the sentences that mention it). No we
 installs from the package registries reachable here (spaCy's ``en_core_web_sm`` and NLTK's tagger data are
 downloaded from GitHub, Stanza's models from Hugging Face; none of them is on PyPI), so this is a small tagger
 of our own, trained on the UPOS column of OntoGUM's CoNLL-U files (GUM's train split; the epoch is chosen on dev)
-and bundled as ``coref/resolution/pretrained/pos.pt`` (``train`` with the defaults: 20 epochs, about 3 minutes on one CPU
-core). Token accuracy (``benchmarks/results/pos.json``): 96.45% on dev, 96.25% on test (VERB F1 95.0, ADJ F1
+and bundled as ``coref/resolution/pretrained/pos.pt`` (``train`` with the defaults: 20 epochs, about 3 minutes on
+one CPU core). Token accuracy (``benchmarks/results/pos.json``): 96.45% on dev, 96.25% on test (VERB F1 95.0, ADJ F1
 89.7), 89.49% on test2 (GENTLE's out-of-domain genres); 86.4% on the 11% of test words outside its vocabulary.
 
 Model: a BiLSTM over each sentence with a softmax over the tags at every token. A token is read as the features
@@ -129,6 +129,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line and return its exit status (2 and one line on stderr for bad input)."""
     return run_subcommand(build_parser(), argv)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

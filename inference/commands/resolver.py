@@ -1,8 +1,8 @@
 """The base coreference resolver: cort's mention-ranking model with latent antecedents, over gold mentions.
 
 Martschat & Strube (2015), as digested in reference-notes §2.1. Every mention ``j`` (``1..n`` in
-``Document.mentions`` order) ranks all earlier mentions and the dummy :data:`~coref.resolution.kbest.ROOT` ("new entity");
-an arc ``i -> j`` scores the sum of the weights of its hashed categorical features, and the root arc has no
+``Document.mentions`` order) ranks all earlier mentions and the dummy :data:`~coref.resolution.kbest.ROOT` ("new
+entity"); an arc ``i -> j`` scores the sum of the weights of its hashed categorical features, and the root arc has no
 features and scores 0. Decoding is cort's greedy one: every mention takes its best antecedent
 (:func:`coref.resolution.kbest.greedy_tree`), and the clusters are the transitive closure, singletons dropped.
 
@@ -43,7 +43,6 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -211,6 +210,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line and return its exit status (2 and one line on stderr for bad input)."""
     return run_subcommand(build_parser(), argv)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,46 +1,16 @@
-"""Pretrain the Dynamic Neural Text Model's context encoder on sentence completion (Kobayashi et al. 2017, §5.1).
-
-    python -m inference.pretrain_context --corpus ontogum --data-dir DATA --out runs/context/ontogum.pt \
-        [--extra-text inscript,lambada] [--steps 50000 --batch-sentences 128 --negatives 5 --context-size 128]
-    python -m inference.train --model dntm --corpus ontogum --data-dir DATA --out runs/dntm/pretrained \
-        --context-encoder runs/context/ontogum.pt
-
-The paper pretrains the word embeddings and the context encoder (the BiLSTM and W_hd of eq. 6-8) on a large
-corpus, predicting every word of a sentence from the words around it with negative sampling (context2vec with
-one shared embedding set, footnote 7: sentences of at most 32 tokens, batches of 128, 5 negatives, 50,000
-iterations), then freezes the encoder while training the language model and initialises the LM's input and
-output word embeddings with the pretrained ones, every ``<unkK>`` with ``<unk>``'s vector. Here:
-
-- the vocabulary is the one ``inference.training.train --model dntm`` builds for the same ``--corpus`` and ``--vocab-size``:
-  :func:`coref.corpora.anonymise.anonymised_vocabulary` of the anonymised TRAINING documents, so that word ids agree;
-- the text is the training split of ``--corpus`` with its original words (:data:`ANONYMISED_PREPROCESS`, NOT
-  anonymised, so the words of mentions are seen), plus ``--extra-text``: the training split of other corpora of
-  :mod:`coref.corpora.registry` (``inscript``, ``litbank``, ...), ``lambada`` (LAMBADA's training novels,
-  ``DATA/lambada/train-novels/**/*.txt``, which the official release has and the shared data lacks) or
-  ``lambada-dev`` (LAMBADA's 4,869 development passages: in no test split, but do not use them when reporting
-  LAMBADA development results); each passage is cut into sentences after ``.``, ``!``, ``?``;
-- sentences of more than ``--max-sentence-tokens`` words are dropped; each sentence is its words and ``</s>``,
-  as the DNTM's encoder reads it (:func:`generative.dntm.sentence_batch`), words outside the vocabulary
-  ``<unk>``;
-- the loss is :meth:`generative.dntm.ContextEncoder.completion_loss` at every token, the negatives drawn from
-  the pretraining text's unigram counts over the vocabulary raised to 0.75 (:func:`generative.dntm.sample_negatives`;
-  the counts of the text, not of the anonymised vocabulary, so that ``<unkK>`` and ``<s>``, which the text never
-  holds, are never drawn); Adam; ``--held-out`` of the sentences (2%) are scored every ``--eval-every`` steps
-  with fixed negatives, and the weights of the best score are kept.
-
-``--out`` is written atomically at every evaluation (a stopped run leaves its best weights so far): a
-``context_encoder`` checkpoint of :mod:`coref.io.checkpoint` (config ``size``; training record ``args``,
-``text``, ``history``, ``best``, ``steps``).
-:func:`load_context_encoder` puts it into a DNTM (``inference.training.train --context-encoder``).
+"""Pretraining the Dynamic Neural Text Model's context encoder on sentence completion (Kobayashi et al. 2017,
+§5.1): the text (sentences of the corpus and of ``--extra-text``), the encoder's checkpoint and
+:func:`load_context_encoder`, which puts one into a DNTM, and :func:`pretrain_context_encoder`, which trains one
+from a :class:`ContextEncoderTraining` through the one loop (:mod:`inference.training.loop`). The command, whose
+help says how the paper's method is followed, is :mod:`inference.commands.pretrain_context`.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import sys
 from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +23,7 @@ from coref.corpora.anonymise import (
     anonymised_vocabulary,
     first_entity_id,
 )
-from coref.cli import Parser, integer, output_file, real, run_main
+from inference.checks import integer, output_file, real
 from coref.io.conll import read_utf8
 from coref.corpora.registry import SPLITS, CorpusError, corpus_names, load_corpus, resolve_data_dir
 from coref.document import Document
@@ -61,8 +31,8 @@ from coref.corpora.preprocess import EOS, SPECIALS, Vocabulary, preprocess_docum
 from generative.dntm import ContextEncoder, DynamicNeuralTextModel, sample_negatives
 from coref.io import checkpoint as stored
 from coref.io.checkpoint import CheckpointError
-from inference.commands.cli import USER_ERRORS
 from inference.training.loop import Run, Trainer
+from inference.training.options import check
 
 KIND = "context_encoder"  # its kind of checkpoint (coref.io.checkpoint)
 LAMBADA_TEXTS = ("lambada", "lambada-dev")
@@ -126,8 +96,8 @@ def lambada_documents(name: str, data_dir: str | None) -> list[Document]:
 
 
 def extra_text_names(text: str | None, corpus: str) -> list[str]:
-    """The names of ``--extra-text``: corpora of :mod:`coref.corpora.registry` (their training split) or LAMBADA's texts;
-    each once, and none already in ``--corpus``."""
+    """The names of ``--extra-text``: corpora of :mod:`coref.corpora.registry` (their training split) or LAMBADA's
+    texts; each once, and none already in ``--corpus``."""
     names = [name.strip() for name in (text or "").split(",") if name.strip()]
     for name in names:
         if name not in SPLITS and name not in LAMBADA_TEXTS:
@@ -207,14 +177,6 @@ def held_out_loss(encoder: ContextEncoder, tokens: torch.Tensor, lengths: torch.
 # ---- the checkpoint ----------------------------------------------------------------------------------------------
 
 
-def save_checkpoint(path: str | Path, encoder_state: dict[str, torch.Tensor], vocabulary: Vocabulary,
-                    args: argparse.Namespace, **record: Any) -> None:
-    """Write the pretrained encoder atomically, a ``context_encoder`` checkpoint of :mod:`coref.io.checkpoint`
-    (``record``: text, history, best, steps)."""
-    stored.Checkpoint(KIND, {"size": args.context_size}, vocabulary.to_dict(), {"model": encoder_state},
-                      {"args": vars(args), **record}).save(path)
-
-
 def read_context_encoder(path: str | Path) -> dict[str, Any]:
     """A context encoder's checkpoint (of any format version) as a dict: ``size``, ``vocabulary`` (a
     :class:`Vocabulary`), ``state_dict``, ``options`` and the training record (``text``, ``history``, ``best``,
@@ -272,34 +234,39 @@ def load_context_encoder(model: DynamicNeuralTextModel, path: str | Path, vocabu
     return f"{path} ({trained}): {'; '.join(done)}"
 
 
-# ---- command line ------------------------------------------------------------------------------------------------
+# ---- a run -------------------------------------------------------------------------------------------------------
 
 
-def build_parser() -> Parser:
-    parser = Parser(prog="python -m inference.pretrain_context", description=__doc__)
-    parser.add_argument("--corpus", required=True,
-                        help="the corpus the DNTM will be trained on (its training split is text and vocabulary)")
-    parser.add_argument("--data-dir", help="folder holding the corpora (default: $ENTITYLM_DATA; sample needs none)")
-    parser.add_argument("--out", required=True, type=output_file, help="the checkpoint to write (atomically)")
-    parser.add_argument("--extra-text", metavar="NAMES",
-                        help="more text, comma-separated: corpora of coref.corpora.registry (their training split), lambada "
-                             "(LAMBADA's training novels) or lambada-dev (its development passages)")
-    parser.add_argument("--vocab-size", type=integer(len(SPECIALS) + MAX_CHAINS + 1), default=10_000,
-                        help="as inference.training.train's --vocab-size (the anonymised vocabulary, paper 10K)")
-    parser.add_argument("--context-size", type=integer(1), default=128,
-                        help="embeddings, BiLSTM units per direction and context vectors (inference.training.train's)")
-    parser.add_argument("--steps", type=integer(1), default=50_000, help="updates (paper 50,000)")
-    parser.add_argument("--batch-sentences", type=integer(1), default=128, help="sentences per update (paper 128)")
-    parser.add_argument("--negatives", type=integer(1), default=5, help="negative samples per target (paper 5)")
-    parser.add_argument("--max-sentence-tokens", type=integer(1), default=32,
-                        help="longer sentences are dropped (paper 32)")
-    parser.add_argument("--lr", type=real(0, include_low=False), default=1e-3, help="Adam's learning rate")
-    parser.add_argument("--held-out", type=real(0, 0.5, include_low=False), default=0.02,
-                        help="fraction of the sentences (at least one) scored to keep the best weights")
-    parser.add_argument("--eval-every", type=integer(1), default=500, help="score the held-out sentences this often")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (held-out choice, batches, negatives, init)")
-    parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
-    return parser
+@dataclass
+class ContextEncoderTraining:
+    """The options of a pretraining run: those of ``python -m inference.pretrain_context`` (its ``--help`` says
+    what each means), checked on creation as the command line checks them."""
+
+    corpus: str
+    out: str | Path
+    data_dir: str | None = None
+    extra_text: str | None = None
+    vocab_size: int = 10_000
+    context_size: int = 128
+    steps: int = 50_000
+    batch_sentences: int = 128
+    negatives: int = 5
+    max_sentence_tokens: int = 32
+    lr: float = 1e-3
+    held_out: float = 0.02
+    eval_every: int = 500
+    seed: int = 0
+    device: str = "auto"
+
+    def __post_init__(self) -> None:
+        check(self, CHECKS)
+        self.out = str(self.out)  # recorded in the checkpoint, which holds plain values only
+
+
+CHECKS = {"out": output_file, "vocab_size": integer(len(SPECIALS) + MAX_CHAINS + 1), "context_size": integer(1),
+          "steps": integer(1), "batch_sentences": integer(1), "negatives": integer(1),
+          "max_sentence_tokens": integer(1), "lr": real(0, include_low=False),
+          "held_out": real(0, 0.5, include_low=False), "eval_every": integer(1)}
 
 
 class ContextEncoderFamily:
@@ -312,27 +279,27 @@ class ContextEncoderFamily:
     order = "torch-stream"
     schedule = None
 
-    def __init__(self, args: argparse.Namespace, encoder: ContextEncoder, vocabulary: Vocabulary,
+    def __init__(self, options: ContextEncoderTraining, encoder: ContextEncoder, vocabulary: Vocabulary,
                  rows: list[list[int]], text: dict[str, Any], trainer: Trainer) -> None:
-        self.name, self.args, self.vocabulary, self.text = "context encoder", args, vocabulary, text
+        self.name, self.options, self.vocabulary, self.text = "context encoder", options, vocabulary, text
         self.device = trainer.device
         self.modules = {"model": encoder}
-        self.optimizer = torch.optim.Adam(encoder.parameters(), lr=args.lr)
+        self.optimizer = torch.optim.Adam(encoder.parameters(), lr=options.lr)
         shuffle = trainer.stream(self.order)
         order = torch.randperm(len(rows), generator=shuffle).tolist()
-        self.held = min(max(1, round(args.held_out * len(rows))), len(rows) - 1)
+        self.held = min(max(1, round(options.held_out * len(rows))), len(rows) - 1)
         held_tokens, self.held_lengths = pad([rows[i] for i in order[:self.held]])
         train_tokens, self.train_lengths = pad([rows[i] for i in order[self.held:]])
         self.counts = torch.bincount(train_tokens[torch.arange(train_tokens.shape[1]) < self.train_lengths[:, None]],
                                      minlength=len(vocabulary))
-        held_negatives = sample_negatives(self.counts, (*held_tokens.shape, args.negatives), NEGATIVE_POWER,
-                                          torch.Generator().manual_seed(args.seed + 1))
+        held_negatives = sample_negatives(self.counts, (*held_tokens.shape, options.negatives), NEGATIVE_POWER,
+                                          torch.Generator().manual_seed(options.seed + 1))
         self.held_tokens, self.held_negatives = held_tokens.to(self.device), held_negatives.to(self.device)
         self.train_tokens = train_tokens.to(self.device)
         self.initial = {"model": self.held_out_loss()}
         self.history: list[dict[str, Any]] = [{"step": 0, "held_out_loss": self.initial["model"]}]
-        self.batches = batch_indices(len(self.train_lengths), args.batch_sentences, shuffle)
-        self.draws = torch.Generator().manual_seed(args.seed + 2)
+        self.batches = batch_indices(len(self.train_lengths), options.batch_sentences, shuffle)
+        self.draws = torch.Generator().manual_seed(options.seed + 2)
         self.steps = self.sentences = 0
         self.seconds = 0.0
 
@@ -341,13 +308,13 @@ class ContextEncoderFamily:
 
     def epoch_batches(self, source: torch.Generator) -> Iterator[torch.Tensor]:
         """The next ``--eval-every`` batches (fewer before the last step): :attr:`batches` draws from ``source``."""
-        for _ in range(min(self.args.eval_every, self.args.steps - self.steps)):
+        for _ in range(min(self.options.eval_every, self.options.steps - self.steps)):
             yield next(self.batches)
 
     def step(self, index: torch.Tensor) -> tuple[dict[str, Any], None]:
         lengths = self.train_lengths[index]
         tokens = self.train_tokens[index.to(self.device), : int(lengths.max())]
-        negatives = sample_negatives(self.counts, (*tokens.shape, self.args.negatives), NEGATIVE_POWER,
+        negatives = sample_negatives(self.counts, (*tokens.shape, self.options.negatives), NEGATIVE_POWER,
                                      self.draws).to(self.device)
         loss = self.modules["model"].completion_loss(tokens, lengths.to(self.device), negatives)
         self.optimizer.zero_grad()
@@ -379,48 +346,37 @@ class ContextEncoderFamily:
     def checkpoint(self, weights: dict[str, Any], training: dict[str, Any]) -> stored.Checkpoint:
         record = {"args": training["args"], "text": self.text, "history": self.history, "best": self.best(),
                   "steps": self.steps}
-        return stored.Checkpoint(KIND, {"size": self.args.context_size}, self.vocabulary.to_dict(), weights, record)
+        return stored.Checkpoint(KIND, {"size": self.options.context_size}, self.vocabulary.to_dict(), weights, record)
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
-    trainer = Trainer(Run(Path(args.out), math.ceil(args.steps / args.eval_every), args.seed, vars(args),
-                          device=args.device, single_file=True))
-    extra = extra_text_names(args.extra_text, args.corpus)
-    train = anonymised_corpus(args.corpus, "train", args.data_dir)
-    vocabulary = anonymised_vocabulary(train.documents, args.vocab_size)
-    sources = {f"{args.corpus}/train": preprocess_documents(train.corpus.documents, ANONYMISED_PREPROCESS)[0]}
+def pretrain_context_encoder(options: ContextEncoderTraining) -> dict[str, Any]:
+    """Pretrain a context encoder as ``options`` say, writing its best weights to ``options.out`` at every
+    evaluation; the summary (text, sentences, initial, best and final held-out loss, speed)."""
+    periods = math.ceil(options.steps / options.eval_every)
+    trainer = Trainer(Run(Path(options.out), periods, options.seed, asdict(options), device=options.device,
+                          single_file=True))
+    extra = extra_text_names(options.extra_text, options.corpus)
+    train = anonymised_corpus(options.corpus, "train", options.data_dir)
+    vocabulary = anonymised_vocabulary(train.documents, options.vocab_size)
+    sources = {f"{options.corpus}/train": preprocess_documents(train.corpus.documents, ANONYMISED_PREPROCESS)[0]}
     for name in extra:
-        sources[name if name in LAMBADA_TEXTS else f"{name}/train"] = text_documents(name, args.data_dir)
+        sources[name if name in LAMBADA_TEXTS else f"{name}/train"] = text_documents(name, options.data_dir)
     rows: list[list[int]] = []
     text = {}
     for source, documents in sources.items():
-        encoded, text[source] = encode_sentences(documents, vocabulary, args.max_sentence_tokens)
+        encoded, text[source] = encode_sentences(documents, vocabulary, options.max_sentence_tokens)
         rows += encoded
     if len(rows) < 2:
-        raise ValueError(f"--corpus {args.corpus}: {len(rows)} sentence(s) of at most {args.max_sentence_tokens} "
+        raise ValueError(f"--corpus {options.corpus}: {len(rows)} sentence(s) of at most {options.max_sentence_tokens} "
                          "tokens: too little text to train and hold out")
     for source, stats in text.items():
         print(f"{source}: {stats['sentences']:,} sentences ({stats['sentences_dropped']:,} of more than "
-              f"{args.max_sentence_tokens} tokens dropped), {stats['words']:,} words, "
+              f"{options.max_sentence_tokens} tokens dropped), {stats['words']:,} words, "
               f"{stats['unknown_words'] / max(stats['words'], 1):.1%} <unk>", file=sys.stderr)
-    encoder = ContextEncoder(len(vocabulary), args.context_size).to(trainer.device)
-    family = ContextEncoderFamily(args, encoder, vocabulary, rows, text, trainer)
+    encoder = ContextEncoder(len(vocabulary), options.context_size).to(trainer.device)
+    family = ContextEncoderFamily(options, encoder, vocabulary, rows, text, trainer)
     trainer.fit(family)
-    return {"out": args.out, "vocabulary": len(vocabulary), "size": args.context_size, "text": text,
-            "sentences": {"train": len(family.train_lengths), "held_out": family.held}, "steps": args.steps,
+    return {"out": options.out, "vocabulary": len(vocabulary), "size": options.context_size, "text": text,
+            "sentences": {"train": len(family.train_lengths), "held_out": family.held}, "steps": options.steps,
             "initial_held_out_loss": family.initial["model"], "best": family.best(), "final": family.history[-1],
             "sentences_per_second": family.sentences / family.seconds}
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-
-    def body() -> int:
-        print(json.dumps(run(args), indent=2))
-        return 0
-
-    return run_main(body, USER_ERRORS)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,34 +1,16 @@
-"""Training the Coref-GRU readers (Dhingra et al. 2018) on bAbI-1K, through ``python -m inference.train``.
-
-    python -m inference.train --model ga_cgru --task babi:3 --data-dir DATA --out runs/babi/ga_cgru/3/seed0
-    python -m inference.train --model ga_cgru --task wikihop --data-dir DATA --out runs/wikihop   # a demo
-
-``inference.training.train`` hands a reader's ``--model`` to this module's parser (``python -m inference.reading``
-is the same command), whose defaults are the readers' own.
-
-The models (:mod:`generative.coref_gru`): ``ga_gru``, ``ga_cgru`` and ``ga_gru_onehot`` are the gated-attention
-reader (K = 3) with GRU, C-GRU or GRU + 1-hot coreference features (its hidden size chosen so that its
-parameter count matches the C-GRU model's); ``bi_gru`` and ``bi_cgru`` the one-layer readers. A task is
-extractive when every training answer occurs in its story (the answer is then read off the story by
-attention-sum), a classification task otherwise (a softmax over the task's answers), as the paper's Appendix B
-describes. The hyper-parameters are Appendix B's: d = 64, batches of 32, Adam with learning rate 0.01 halved
-after every 120 updates, dropout 0.1; the coreference chains are :mod:`coref.corpora.babi`'s.
-
-Dev accuracy (on :mod:`coref.corpora.babi`'s dev split, the last stories of the training file) picks the epoch; the
-run stops after ``--patience`` epochs without a gain or at 100% dev accuracy. ``OUT/model.pt`` holds the best
-weights and, at the end, the test accuracy; ``OUT/last.pt`` the state ``--resume`` continues from; both are
-written atomically after every epoch.
+"""Training the Coref-GRU readers (Dhingra et al. 2018) on bAbI-1K, LAMBADA or the WikiHop sample: the tasks'
+data (:class:`ReadingData`), their reader checkpoints, and :func:`train_reader`, which trains one from a
+:class:`ReaderTraining` through the one loop (:mod:`inference.training.loop`). The command, whose help says what
+each option means, is :mod:`inference.commands.reading` (``python -m inference.train --model ga_cgru ...``).
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import math
-import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +19,10 @@ import torch
 
 from coref.io.atomic import write_text_atomic
 from coref.corpora.babi import CHAIN_RULES, TASKS, BabiExample, babi_answer_classes, babi_vocabulary, load_babi
-from coref.cli import Parser, integer, output_file, output_folder, real, run_main
+from inference.checks import integer, output_folder, real
 from coref.corpora.lambada import LambadaExample, is_candidate, lambada_clusters, lambada_splits
 from coref.corpora.wikihop import load_wikihop_sample
 from generative.coref_gru import (
-    BiReader,
     GatedAttentionReader,
     ReaderConfig,
     ReadingExample,
@@ -50,15 +31,12 @@ from generative.coref_gru import (
     non_overlapping,
 )
 from coref.io import checkpoint as stored
-from inference.training.loop import Run, Trainer
+from generative.registry import TRAINABLE, models_of
+from inference.training.loop import Report, Run, Trainer
+from inference.training.options import check
 
-READERS = {  # name: (reader class, recurrent layer)
-    "ga_gru": (GatedAttentionReader, "gru"),
-    "ga_cgru": (GatedAttentionReader, "cgru"),
-    "ga_gru_onehot": (GatedAttentionReader, "gru_onehot"),
-    "bi_gru": (BiReader, "gru"),
-    "bi_cgru": (BiReader, "cgru"),
-}
+RECURRENT = {"ga_gru": "gru", "ga_cgru": "cgru", "ga_gru_onehot": "gru_onehot", "bi_gru": "gru", "bi_cgru": "cgru"}
+READERS = {name: (TRAINABLE[name].make, RECURRENT[name]) for name in models_of("reader")}  # (class, recurrent)
 PAD = "<pad>"
 WIKIHOP_CHAINS = 50  # chains per WikiHop document, the sequential one included (Appendix B)
 LAMBADA_CHAINS = 15  # chains per LAMBADA passage, the sequential one included (Appendix B)
@@ -257,11 +235,52 @@ def _occurrence_ends(tokens: Sequence[str], words: Sequence[str]) -> list[int]:
             if list(tokens[start:start + width]) == list(words)]
 
 
-def reader_config(args: argparse.Namespace, data: ReadingData) -> ReaderConfig:
+@dataclass
+class ReaderTraining:
+    """The options of a reader's training run: those of ``python -m inference.reading`` (its ``--help`` says what
+    each means), checked on creation as the command line checks them; the settings left None are Appendix B's
+    for the task's family (:data:`SCHEDULES`)."""
+
+    model: str
+    task: str
+    out: str | Path
+    data_dir: str | None = None
+    chains: str = "names"
+    embedding_size: int | None = None
+    hidden_size: int | None = None
+    dropout: float | None = None
+    lr: float | None = None
+    halve_every: int | None = None
+    batch_size: int | None = None
+    epochs: int = 60
+    patience: int = 10
+    device: str = "auto"
+    seed: int = 0
+    resume: bool = False
+    halve_per_epochs: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        check(self, CHECKS)
+        self.out = str(self.out)  # recorded in checkpoints, which hold plain values only
+        schedule = SCHEDULES.get(self.task.partition(":")[0], SCHEDULES["babi"])  # parse_task refuses a bad task
+        for name, value in (("embedding_size", schedule.size), ("hidden_size", schedule.size),
+                            ("dropout", schedule.dropout), ("lr", schedule.lr), ("halve_every", schedule.halve_every),
+                            ("batch_size", schedule.batch_size)):
+            if getattr(self, name) is None:
+                setattr(self, name, value)
+        self.halve_per_epochs = schedule.halve_per_epochs
+
+
+CHECKS = {"model": tuple(READERS), "out": output_folder, "chains": CHAIN_RULES, "embedding_size": integer(1),
+          "hidden_size": integer(2), "dropout": real(0, 1), "lr": real(0, include_low=False),
+          "halve_every": integer(1), "batch_size": integer(1), "epochs": integer(1), "patience": integer(1)}
+
+
+def reader_config(options: ReaderTraining, data: ReadingData) -> ReaderConfig:
     """The model's config: Appendix B's sizes, and for GRU + 1-hot the hidden size matching the C-GRU's count."""
-    reader, recurrent = READERS[args.model]
-    config = ReaderConfig(len(data.words), embedding_size=args.embedding_size, hidden_size=args.hidden_size,
-                          layers=3 if reader is GatedAttentionReader else 1, dropout=args.dropout,
+    reader, recurrent = READERS[options.model]
+    config = ReaderConfig(len(data.words), embedding_size=options.embedding_size, hidden_size=options.hidden_size,
+                          layers=3 if reader is GatedAttentionReader else 1, dropout=options.dropout,
                           recurrent=recurrent, answer="candidates" if data.classes is None else "classes",
                           num_answers=None if data.classes is None else len(data.classes),
                           max_chains=data.max_chains)
@@ -323,13 +342,6 @@ def test_report(model: torch.nn.Module, data: ReadingData, device: torch.device)
     return report
 
 
-def save(path: Path, args: argparse.Namespace, data: ReadingData, config: ReaderConfig, weights: dict,
-         training: dict) -> None:
-    """Write a reader checkpoint atomically, in the one format of :mod:`coref.io.checkpoint`."""
-    stored.Checkpoint(args.model, config.to_dict(), {"words": data.words, "classes": data.classes}, weights,
-                      training, {"task": data.task, "chains": args.chains}).save(path)
-
-
 def load_stored(path: Path) -> stored.Checkpoint:
     """A reader checkpoint (of any format version); a one-line error naming the file for anything else."""
     return stored.load(path, "entitylm reader checkpoint", READERS)
@@ -376,20 +388,21 @@ class ReaderFamily:
     order = "numpy-per-epoch"
     initial: dict[str, float] = {}
 
-    def __init__(self, args: argparse.Namespace, model: GatedAttentionReader, data: ReadingData,
+    def __init__(self, options: ReaderTraining, model: GatedAttentionReader, data: ReadingData,
                  config: ReaderConfig, device: torch.device) -> None:
-        self.name, self.args, self.data, self.config = f"{args.model} {data.task}", args, data, config
+        self.name, self.options, self.data, self.config = f"{options.model} {data.task}", options, data, config
         self.device = device
         self.modules = {"model": model}
-        self.optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=options.lr)
         self.train = data.splits["train"]
-        halve_every = args.halve_every * (math.ceil(len(self.train) / args.batch_size) if args.halve_per_epochs else 1)
+        per_epoch = math.ceil(len(self.train) / options.batch_size) if options.halve_per_epochs else 1
+        halve_every = options.halve_every * per_epoch
         self.schedule = torch.optim.lr_scheduler.StepLR(self.optimizer, halve_every, gamma=0.5)
         self.dev = batches(data.splits["dev"], EVAL_BATCH, data.max_chains, device)
 
     def epoch_batches(self, source: np.random.Generator) -> list:
-        order = bucketed_order(self.train, self.args.batch_size, source)
-        return batches(self.train, self.args.batch_size, self.data.max_chains, self.device, order)
+        order = bucketed_order(self.train, self.options.batch_size, source)
+        return batches(self.train, self.options.batch_size, self.data.max_chains, self.device, order)
 
     def step(self, batch) -> tuple[dict[str, float], float]:
         loss = -self.modules["model"].log_likelihood(batch).mean()
@@ -407,89 +420,37 @@ class ReaderFamily:
                 "dev_accuracy": scores["model"]}
 
     def checkpoint(self, weights: dict[str, Any], training: dict[str, Any]) -> stored.Checkpoint:
-        return stored.Checkpoint(self.args.model, self.config.to_dict(),
+        return stored.Checkpoint(self.options.model, self.config.to_dict(),
                                  {"words": self.data.words, "classes": self.data.classes}, weights, training,
-                                 {"task": self.data.task, "chains": self.args.chains})
+                                 {"task": self.data.task, "chains": self.options.chains})
 
 
-def train_reader(args: argparse.Namespace) -> int:
-    """The training loop of the module docstring (:mod:`inference.training.loop`); prints the summary as JSON."""
-    task = parse_task(args.task)
-    out = Path(args.out)
-    trainer = Trainer(Run(out, args.epochs, args.seed, vars(args), patience=args.patience, higher_is_better=True,
-                          stop_at=1.0, resume=args.resume, resumable=FREE_ON_RESUME, device=args.device))
+def train_reader(options: ReaderTraining, report: Report | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Train the reader ``options`` names into ``options.out`` (:mod:`inference.training.loop`), then score the
+    best weights on test: the run's summary and the test report, both also in ``OUT/test.json``."""
+    task = parse_task(options.task)
+    out = Path(options.out)
+    trainer = Trainer(Run(out, options.epochs, options.seed, asdict(options), patience=options.patience,
+                          higher_is_better=True, stop_at=1.0, resume=options.resume, resumable=FREE_ON_RESUME,
+                          device=options.device, report=report))
     resumed = trainer.check_out_folder(load_stored)
-    data = checkpoint_data(as_dict(resumed), args.data_dir) if resumed else ReadingData.of(task, args.data_dir,
-                                                                                          chains=args.chains)
-    config = ReaderConfig.from_dict(resumed.config) if resumed else reader_config(args, data)
-    model = READERS[args.model][0](config).to(trainer.device)
-    family = ReaderFamily(args, model, data, config, trainer.device)
+    if resumed:
+        data = checkpoint_data(as_dict(resumed), options.data_dir)
+    else:
+        data = ReadingData.of(task, options.data_dir, chains=options.chains)
+    config = ReaderConfig.from_dict(resumed.config) if resumed else reader_config(options, data)
+    model = READERS[options.model][0](config).to(trainer.device)
+    family = ReaderFamily(options, model, data, config, trainer.device)
     state = trainer.fit(family)
     model.load_state_dict(trainer.best["model"])
     report = test_report(model, data, trainer.device)
-    summary = {"model": args.model, "task": task, "epochs": state["epoch"],
+    summary = {"model": options.model, "task": task, "epochs": state["epoch"],
                "best_dev_accuracy": state["best"]["model"],
                **{key: value for key, value in report.items() if "accuracy" in key},
                "parameters": sum(p.numel() for p in model.parameters()),
                "answer": config.answer, "hidden_size": config.hidden_size}
-    family.checkpoint(trainer.best, {"args": vars(args), "state": state, **summary}).save(out / "model.pt")
-    for path in (out / "test.json", *([Path(args.json)] if args.json else [])):
-        write_text_atomic(path, json.dumps({**summary, **report}) + "\n")
-    print(json.dumps(summary, indent=2))
-    return 0
+    family.checkpoint(trainer.best, {"args": asdict(options), "state": state, **summary}).save(out / "model.pt")
+    write_text_atomic(out / "test.json", json.dumps({**summary, **report}) + "\n")
+    return summary, report
 
 
-def build_parser() -> Parser:
-    parser = Parser(prog="python -m inference.train", description=__doc__)
-    parser.add_argument("--model", choices=READERS, required=True, help="the reader to train")
-    parser.add_argument("--task", "--corpus", required=True,
-                        help="babi:N, N in 1..20 (the 1K English set), lambada, or wikihop (the 50-question sample: "
-                             "a demo)")
-    parser.add_argument("--data-dir", help="folder holding babi/, lambada/, wikihop_sample/ (default: $ENTITYLM_DATA)")
-    parser.add_argument("--chains", choices=CHAIN_RULES, default="names",
-                        help="bAbI's coreference chains: names, groups and pronouns; or also every noun, chained by "
-                             "its word (the paper's exact token match; see coref.corpora.babi)")
-    parser.add_argument("--out", required=True, type=output_folder,
-                        help="output folder: model.pt (best weights, test accuracy), last.pt (for --resume), "
-                             "test.json (the test summary and every test question's correctness)")
-    parser.add_argument("--json", type=output_file, help="also write OUT/test.json's summary here")
-    parser.add_argument("--embedding-size", type=integer(1), help="word embeddings (default: Appendix B's d)")
-    parser.add_argument("--hidden-size", type=integer(2),
-                        help="units per direction (default: Appendix B's d; a C-GRU's 2 relation slices of d/2)")
-    parser.add_argument("--dropout", type=real(0, 1), help="at each layer's output (default: Appendix B's)")
-    parser.add_argument("--lr", type=real(0, include_low=False), help="Adam's learning rate (default: Appendix B's)")
-    parser.add_argument("--halve-every", type=integer(1),
-                        help="halve the learning rate after this many updates (epochs for lambada; default: "
-                             "Appendix B's)")
-    parser.add_argument("--batch-size", type=integer(1), help="questions per update (default: Appendix B's)")
-    parser.add_argument("--epochs", type=integer(1), default=60, help="at most this many epochs")
-    parser.add_argument("--patience", type=integer(1), default=10,
-                        help="stop after this many epochs without a dev gain (the paper does not say)")
-    parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (initialisation, shuffling, dropout)")
-    parser.add_argument("--resume", action="store_true", help="continue the run in OUT from OUT/last.pt")
-    return parser
-
-
-def with_schedule(args: argparse.Namespace) -> argparse.Namespace:
-    """``args`` with every training setting left unset taken from its task family's :data:`SCHEDULES` entry."""
-    family = args.task.partition(":")[0]
-    schedule = SCHEDULES.get(family, SCHEDULES["babi"])  # an unknown task fails in parse_task, with its message
-    defaults = {"embedding_size": schedule.size, "hidden_size": schedule.size, "dropout": schedule.dropout,
-                "lr": schedule.lr, "halve_every": schedule.halve_every, "batch_size": schedule.batch_size}
-    values = {key: defaults[key] if getattr(args, key) is None else getattr(args, key) for key in defaults}
-    return argparse.Namespace(**{**vars(args), **values, "halve_per_epochs": schedule.halve_per_epochs})
-
-
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """The command line, with Appendix B's settings where it leaves them unset."""
-    return with_schedule(build_parser().parse_args(argv))
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    return run_main(lambda: train_reader(args))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -20,7 +20,7 @@ The loop owns:
 - ``OUT/model.pt`` (the best weights) and ``OUT/last.pt`` (the state to resume from: the weights, the
   optimiser's, the schedule's and torch's RNG state, the best weights), both written atomically after every
   epoch; resuming from ``last.pt`` with the option check (only :attr:`Run.resumable` options may change);
-- the progress bar (:func:`coref.cli.progress`) and the history: one record per epoch, printed as one JSON line
+- the progress bar (:func:`coref.io.progress.progress`) and the history: one record per epoch, printed as one JSON line
   on stderr unless the run reports it otherwise (:attr:`Run.report`: the coreference models' one-line logs).
 
 A run with ``single_file`` writes only the best weights, to the file ``out`` (no ``last.pt``: it cannot be
@@ -44,7 +44,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from coref.cli import progress
+from coref.io.progress import progress
 from coref.io.checkpoint import module_weights
 from inference.runtime import changed_options, resolve_device, set_seed
 
@@ -56,6 +56,9 @@ STREAMS: dict[str, Callable[[int], Any]] = {  # strategy -> seed -> the one rand
     "numpy-stream": lambda seed: np.random.default_rng(seed),
     "torch-stream": lambda seed: torch.Generator().manual_seed(seed),
 }
+
+
+Report = Callable[[dict[str, Any]], None]  # where each epoch's record goes
 
 
 class Saveable(Protocol):
@@ -91,6 +94,11 @@ class Family(Protocol):
         """A checkpoint of ``weights`` (component name -> state dict) with the training record ``training``."""
 
 
+def print_record(record: dict[str, Any]) -> None:
+    """An epoch's record as one JSON line on stderr (the default :attr:`Run.report`)."""
+    print(json.dumps(record), file=sys.stderr)
+
+
 @dataclass
 class Run:
     """How a run goes: where it writes, how long, how it selects, and what a resumed run may change."""
@@ -107,7 +115,7 @@ class Run:
     device: str = "auto"
     single_file: bool = False  # out is the file of the best weights, and no last.pt is written
     progress: bool = True  # draw the progress bar (on a terminal)
-    report: Callable[[dict[str, Any]], None] = lambda record: print(json.dumps(record), file=sys.stderr)
+    report: Report | None = None  # where each epoch's record goes (None: one JSON line on stderr)
 
 
 @dataclass
@@ -196,7 +204,7 @@ class Trainer:
             state["epoch"] += 1
             record = family.record(state["epoch"], seconds, totals, scores)
             state["history"].append(record)
-            run.report(record)
+            (run.report or print_record)(record)
             if run.out is not None:
                 self.save(family, state)
         return state

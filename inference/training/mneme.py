@@ -1,67 +1,30 @@
-"""Training the MNEMELM family (Papalampidi et al. 2022) on prompted stories, through ``python -m inference.train``.
-
-    python -m inference.train --model d_mneme --corpus litbank+ontogum+inscript+lambada --data-dir DATA \\
-        --out runs/mneme/d_mneme
-
-``inference.training.train`` hands these ``--model`` values to this module's parser (``python -m inference.story_lm`` is
-the same command): ``vanilla`` (VANILLALM), ``s_mneme``, ``d_mneme`` and the ablations ``d_mneme_no_mi`` and
-``d_mneme_no_es``, the presets of :mod:`generative.mneme`, whose docstring describes the model.
-
-**Data** (:mod:`coref.corpora.stories`). The ``train`` split of every corpus of ``--corpus`` (joined with '+'), cut at
-sentence boundaries into stories of at most ``--max-tokens`` tokens (default 1000: the paper's stories are at
-most 1000 tokens, §4.1), each with the prompt of its entities (their first non-pronoun mentions between
-``<sep>`` tokens, §2); a LAMBADA passage has no gold coreference and so the prompt ``<sep>``: LM text only.
-Model selection uses the ``dev`` splits of the corpora with gold coreference (LAMBADA's only when there is no
-other), since prompted stories are what the paper evaluates. Every story ends with ``<eos>``, a predicted token
-like any other, so that generation (:mod:`inference.algorithms.generate`) can stop.
-
-**Vocabulary**: the ``--vocab-size`` most frequent words of the training stories and their prompts (ties by the
-word), after ``<pad> <sep> <unk> <eos>`` (ids 0-3); any other word reads as ``<unk>``. Case is kept: the models
-are word-level and capitalisation is what tells a name from a word ("Will", "will") and starts a sentence,
-which matters for the entity mentions that -log p_e measures and for generated text; on these corpora it
-costs about one point of dev out-of-vocabulary rate (4.9% cased, 3.9% lowercased, at 20K words).
-
-**Training**: the objective of §3, ``MnemeLM.loss(batch).total`` (NLL + λ KL per story token, λ the preset's
-unless ``--kl-weight`` says otherwise), by Adam with a linear warm-up over ``--warmup`` updates and then a
-constant learning rate (the number of updates is set by early stopping, which a decaying schedule would need
-in advance). The default 1e-3, not Transformer-XL's 2.5e-4 (a 300M-parameter model), trained these ~8M-parameter
-models fastest in a short test (vanilla, one InScript epoch: dev NLL 5.62 at 2.5e-4, 5.20 at 5e-4, 5.04 at
-1e-3, 4.97 at 2e-3). The gradient norm clipped to ``--clip-norm`` (Transformer-XL's 0.25). Batches hold stories of
-similar length, at most ``--batch-tokens`` padded story tokens each (a story longer than that is a batch of its
-own), in an order shuffled per epoch. The dev NLL per token picks the epoch; the run stops after
-``--patience`` epochs without a gain. ``OUT/model.pt`` holds the best weights, ``OUT/last.pt`` the state
-``--resume`` continues from; both are written atomically after every epoch and hold the vocabulary and the
-model's config. Each epoch's train and dev NLL and KL go to stderr as a JSON line; the summary to stdout.
-
-**A base LM** (``--base VANILLA/model.pt``): as the paper adds its memory to a pretrained LM, a run can start
-from a trained VANILLALM of the same sizes: its vocabulary (``--vocab-size`` is then not used) and every weight
-the two models share (:meth:`generative.mneme.MnemeLM.start_from`); the memory's parts are new.
+"""Training the MNEMELM family (Papalampidi et al. 2022) on prompted stories: the stories as the models read them
+(:class:`StoryVocabulary`, :func:`encode_story`, :func:`story_batches`), their checkpoints, and
+:func:`train_story_lm`, which trains one from a :class:`StoryLMTraining` through the one loop
+(:mod:`inference.training.loop`). The command, whose help describes the data, the vocabulary and the training,
+is :mod:`inference.commands.story_lm` (``python -m inference.train --model d_mneme ...``).
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
-import json
 import math
-import sys
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from coref.io.atomic import write_text_atomic
-from coref.cli import Parser, integer, output_file, output_folder, real, run_main
+from inference.checks import integer, output_folder, real
 from coref.corpora.registry import CorpusError, DataDir
 from coref.corpora.stories import GOLD_CORPORA, SEP, STORY_CORPORA, PromptedStory, load_stories, prompt_tokens
 from generative.mneme import PRESETS, MnemeBatch, MnemeConfig, MnemeExample, MnemeLM, make_batch, parameter_count
 from coref.io import checkpoint as stored
 from coref.io.checkpoint import CheckpointError
-from inference.commands.cli import USER_ERRORS
-from inference.training.loop import Run, Trainer
+from inference.training.loop import Report, Run, Trainer
+from inference.training.options import check
 
 MODELS = tuple(PRESETS)  # vanilla, s_mneme, d_mneme, d_mneme_no_mi, d_mneme_no_es
 PAD, UNK, EOS = "<pad>", "<unk>", "<eos>"
@@ -236,13 +199,57 @@ def load_story_lm(path: str | Path, device: str | torch.device = "cpu") -> tuple
 # ---- training ---------------------------------------------------------------------------------------------------
 
 
-def story_config(args: argparse.Namespace, vocab_size: int) -> MnemeConfig:
+@dataclass
+class StoryLMTraining:
+    """The options of a story LM's training run: those of ``python -m inference.story_lm`` (its ``--help`` says
+    what each means), checked on creation as the command line checks them."""
+
+    model: str
+    corpus: str
+    out: str | Path
+    data_dir: str | None = None
+    max_tokens: int = 1000
+    vocab_size: int = 20_000
+    d_model: int = MnemeConfig.d_model
+    layers: int = MnemeConfig.layers
+    heads: int = MnemeConfig.heads
+    d_ff: int = MnemeConfig.d_ff
+    dropout: float = MnemeConfig.dropout
+    chunk: int = MnemeConfig.chunk
+    segment: int = MnemeConfig.segment
+    cache: int = MnemeConfig.cache
+    base: str | None = None
+    kl_weight: float | None = None
+    lr: float = 1e-3
+    warmup: int = 200
+    clip_norm: float = 0.25
+    batch_tokens: int = 2_000
+    eval_batch_tokens: int = 4_000
+    epochs: int = 20
+    patience: int = 2
+    device: str = "auto"
+    seed: int = 0
+    resume: bool = False
+
+    def __post_init__(self) -> None:
+        check(self, CHECKS)
+        self.out = str(self.out)  # recorded in checkpoints, which hold plain values only
+
+
+CHECKS = {"model": MODELS, "out": output_folder, "max_tokens": integer(1), "vocab_size": integer(1),
+          "d_model": integer(1), "layers": integer(1), "heads": integer(1), "d_ff": integer(1), "dropout": real(0, 1),
+          "chunk": integer(1), "segment": integer(1), "cache": integer(0), "kl_weight": real(0),
+          "lr": real(0, include_low=False), "warmup": integer(0), "clip_norm": real(0, include_low=False),
+          "batch_tokens": integer(1), "eval_batch_tokens": integer(1), "epochs": integer(1), "patience": integer(1)}
+
+
+def story_config(options: StoryLMTraining, vocab_size: int) -> MnemeConfig:
     """The preset ``--model`` with the command line's sizes (λ the preset's unless ``--kl-weight`` is given)."""
-    sizes = {name: getattr(args, name) for name in ("d_model", "layers", "heads", "d_ff", "dropout", "chunk",
+    sizes = {name: getattr(options, name) for name in ("d_model", "layers", "heads", "d_ff", "dropout", "chunk",
                                                     "segment", "cache")}
-    if args.kl_weight is not None:
-        sizes["kl_weight"] = args.kl_weight
-    return MnemeConfig.preset(args.model, vocab_size, **sizes)
+    if options.kl_weight is not None:
+        sizes["kl_weight"] = options.kl_weight
+    return MnemeConfig.preset(options.model, vocab_size, **sizes)
 
 
 class StoryLMFamily:
@@ -252,13 +259,13 @@ class StoryLMFamily:
     order = "torch-per-epoch"
     initial: dict[str, float] = {}
 
-    def __init__(self, args: argparse.Namespace, model: MnemeLM, vocabulary: StoryVocabulary,
+    def __init__(self, options: StoryLMTraining, model: MnemeLM, vocabulary: StoryVocabulary,
                  train_batches: list[MnemeBatch], dev_batches: list[MnemeBatch], device: torch.device) -> None:
-        self.name, self.args, self.vocabulary, self.device = args.model, args, vocabulary, device
+        self.name, self.options, self.vocabulary, self.device = options.model, options, vocabulary, device
         self.modules = {"model": model}
-        self.optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=options.lr)
         self.schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer,
-                                                          lambda step: min(1.0, (step + 1) / (args.warmup + 1)))
+                                                          lambda step: min(1.0, (step + 1) / (options.warmup + 1)))
         self.train_batches, self.dev_batches = train_batches, dev_batches
         self.train_tokens = sum(int(batch.story_lengths.sum()) for batch in train_batches)
         self.dev_kl = math.nan
@@ -271,7 +278,7 @@ class StoryLMFamily:
         loss = model.loss(batch.to(self.device))
         self.optimizer.zero_grad()
         loss.total.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), self.args.clip_norm)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), self.options.clip_norm)
         self.optimizer.step()
         count = int(batch.story_lengths.sum())
         nll = float(loss.nll.detach())
@@ -291,101 +298,42 @@ class StoryLMFamily:
 
     def checkpoint(self, weights: dict[str, Any], training: dict[str, Any]) -> StoryLMCheckpoint:
         config = self.modules["model"].config
-        return StoryLMCheckpoint(self.args.model, config, self.vocabulary, self.args.max_tokens, weights, training)
+        return StoryLMCheckpoint(self.options.model, config, self.vocabulary, self.options.max_tokens, weights,
+                                 training)
 
 
-def train_story_lm(args: argparse.Namespace) -> int:
-    """The training loop of the module docstring (:mod:`inference.training.loop`); prints the summary as JSON."""
-    out = Path(args.out)
-    corpus_parts(args.corpus)
-    trainer = Trainer(Run(out, args.epochs, args.seed, vars(args), patience=args.patience, resume=args.resume,
-                          resumable=FREE_ON_RESUME, device=args.device))
+def train_story_lm(options: StoryLMTraining, report: Report | None = None) -> dict[str, Any]:
+    """Train the story LM ``options`` names into ``options.out`` (:mod:`inference.training.loop`); the summary."""
+    out = Path(options.out)
+    corpus_parts(options.corpus)
+    trainer = Trainer(Run(out, options.epochs, options.seed, asdict(options), patience=options.patience,
+                          resume=options.resume, resumable=FREE_ON_RESUME, device=options.device, report=report))
     resumed = trainer.check_out_folder(StoryLMCheckpoint.load)
     # a base that is not a story LM checkpoint fails before the corpora are read
-    base, base_checkpoint = load_story_lm(args.base) if args.base and not resumed else (None, None)
-    train = load_split(args.corpus, "train", args.data_dir, args.max_tokens)
-    dev = load_split(dev_corpus(args.corpus), "dev", args.data_dir, args.max_tokens)
+    base, base_checkpoint = load_story_lm(options.base) if options.base and not resumed else (None, None)
+    train = load_split(options.corpus, "train", options.data_dir, options.max_tokens)
+    dev = load_split(dev_corpus(options.corpus), "dev", options.data_dir, options.max_tokens)
     if resumed:
         vocabulary = resumed.vocabulary
     elif base_checkpoint:
         vocabulary = base_checkpoint.vocabulary
     else:
-        vocabulary = StoryVocabulary.build(train, args.vocab_size)
-    model = MnemeLM(resumed.config if resumed else story_config(args, len(vocabulary)))
+        vocabulary = StoryVocabulary.build(train, options.vocab_size)
+    model = MnemeLM(resumed.config if resumed else story_config(options, len(vocabulary)))
     if base is not None:
         try:
             model.start_from(base)
         except ValueError as error:
-            raise ValueError(f"{args.base}: {error}") from None
+            raise ValueError(f"{options.base}: {error}") from None
     model = model.to(trainer.device)
-    train_batches = story_batches([encode_story(story, vocabulary) for story in train], args.batch_tokens)
-    dev_batches = story_batches([encode_story(story, vocabulary) for story in dev], args.eval_batch_tokens)
-    family = StoryLMFamily(args, model, vocabulary, train_batches, dev_batches, trainer.device)
+    train_batches = story_batches([encode_story(story, vocabulary) for story in train], options.batch_tokens)
+    dev_batches = story_batches([encode_story(story, vocabulary) for story in dev], options.eval_batch_tokens)
+    family = StoryLMFamily(options, model, vocabulary, train_batches, dev_batches, trainer.device)
     state = trainer.fit(family)
     best = state["best"]["model"]
-    summary = {"model": args.model, "corpus": args.corpus, "epochs": state["epoch"],
+    summary = {"model": options.model, "corpus": options.corpus, "epochs": state["epoch"],
                "updates": state["epoch"] * len(train_batches), "best_dev_nll": best,
                "best_dev_perplexity": math.exp(best), "parameters": parameter_count(model),
                "vocabulary": len(vocabulary), "train_stories": len(train), "train_tokens": family.train_tokens,
                "dev_stories": len(dev)}
-    if args.json:
-        write_text_atomic(args.json, json.dumps(summary, indent=2) + "\n")
-    print(json.dumps(summary, indent=2))
-    return 0
-
-
-def build_parser() -> Parser:
-    defaults = MnemeConfig(vocab_size=1)
-    parser = Parser(prog="python -m inference.train", description=__doc__)
-    parser.add_argument("--model", choices=MODELS, required=True, help="the MNEMELM variant to train")
-    parser.add_argument("--corpus", required=True,
-                        help=f"story corpora ({', '.join(STORY_CORPORA)}), several joined with '+'")
-    parser.add_argument("--data-dir", help="folder holding the corpora (default: $ENTITYLM_DATA; sample needs none)")
-    parser.add_argument("--out", required=True, type=output_folder,
-                        help="output folder: model.pt (best weights), last.pt (for --resume)")
-    parser.add_argument("--json", type=output_file, help="also write the summary here")
-    parser.add_argument("--max-tokens", type=integer(1), default=1000,
-                        help="cut documents into stories of at most this many tokens, at sentence boundaries")
-    parser.add_argument("--vocab-size", type=integer(1), default=20_000,
-                        help="the most frequent training words kept (besides <pad> <sep> <unk> <eos>)")
-    parser.add_argument("--d-model", type=integer(1), default=defaults.d_model, help="model width")
-    parser.add_argument("--layers", type=integer(1), default=defaults.layers, help="decoder layers")
-    parser.add_argument("--heads", type=integer(1), default=defaults.heads, help="self-attention heads")
-    parser.add_argument("--d-ff", type=integer(1), default=defaults.d_ff, help="hidden units of each MLP")
-    parser.add_argument("--dropout", type=real(0, 1), default=defaults.dropout, help="dropout rate")
-    parser.add_argument("--chunk", type=integer(1), default=defaults.chunk,
-                        help="tokens between memory updates (paper 64)")
-    parser.add_argument("--segment", type=integer(1), default=defaults.segment,
-                        help="T-XL segment length, a multiple of --chunk (paper 512)")
-    parser.add_argument("--cache", type=integer(0), default=defaults.cache,
-                        help="T-XL memory: past positions kept before each segment (paper 500)")
-    parser.add_argument("--base",
-                        help="a trained VANILLALM (OUT/model.pt) of the same sizes to start from: its vocabulary (not "
-                             "--vocab-size) and weights, the memory's parts new (the paper's pretrained base LM, §3)")
-    parser.add_argument("--kl-weight", type=real(0),
-                        help="lambda of the entity-attention KL (default: the preset's; 0 for vanilla and w/o ES)")
-    parser.add_argument("--lr", type=real(0, include_low=False), default=1e-3, help="Adam's learning rate")
-    parser.add_argument("--warmup", type=integer(0), default=200,
-                        help="updates of linear learning-rate warm-up (then constant)")
-    parser.add_argument("--clip-norm", type=real(0, include_low=False), default=0.25,
-                        help="clip the gradient norm to this (Transformer-XL's 0.25)")
-    parser.add_argument("--batch-tokens", type=integer(1), default=2_000,
-                        help="padded story tokens per training batch")
-    parser.add_argument("--eval-batch-tokens", type=integer(1), default=4_000,
-                        help="padded story tokens per dev batch")
-    parser.add_argument("--epochs", type=integer(1), default=20, help="at most this many epochs")
-    parser.add_argument("--patience", type=integer(1), default=2,
-                        help="stop after this many epochs without a dev NLL gain")
-    parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (initialisation, dropout, batch order)")
-    parser.add_argument("--resume", action="store_true", help="continue the run in OUT from OUT/last.pt")
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return run_main(lambda: train_story_lm(args), USER_ERRORS)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return summary

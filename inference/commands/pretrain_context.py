@@ -1,0 +1,90 @@
+"""Pretrain the Dynamic Neural Text Model's context encoder on sentence completion (Kobayashi et al. 2017, §5.1).
+
+    python -m inference.pretrain_context --corpus ontogum --data-dir DATA --out runs/context/ontogum.pt \
+        [--extra-text inscript,lambada] [--steps 50000 --batch-sentences 128 --negatives 5 --context-size 128]
+    python -m inference.train --model dntm --corpus ontogum --data-dir DATA --out runs/dntm/pretrained \
+        --context-encoder runs/context/ontogum.pt
+
+The paper pretrains the word embeddings and the context encoder (the BiLSTM and W_hd of eq. 6-8) on a large
+corpus, predicting every word of a sentence from the words around it with negative sampling (context2vec with
+one shared embedding set, footnote 7: sentences of at most 32 tokens, batches of 128, 5 negatives, 50,000
+iterations), then freezes the encoder while training the language model and initialises the LM's input and
+output word embeddings with the pretrained ones, every ``<unkK>`` with ``<unk>``'s vector. Here:
+
+- the vocabulary is the one ``inference.training.train --model dntm`` builds for the same ``--corpus`` and
+  ``--vocab-size``:
+  :func:`coref.corpora.anonymise.anonymised_vocabulary` of the anonymised TRAINING documents, so that word ids agree;
+- the text is the training split of ``--corpus`` with its original words (:data:`ANONYMISED_PREPROCESS`, NOT
+  anonymised, so the words of mentions are seen), plus ``--extra-text``: the training split of other corpora of
+  :mod:`coref.corpora.registry` (``inscript``, ``litbank``, ...), ``lambada`` (LAMBADA's training novels,
+  ``DATA/lambada/train-novels/**/*.txt``, which the official release has and the shared data lacks) or
+  ``lambada-dev`` (LAMBADA's 4,869 development passages: in no test split, but do not use them when reporting
+  LAMBADA development results); each passage is cut into sentences after ``.``, ``!``, ``?``;
+- sentences of more than ``--max-sentence-tokens`` words are dropped; each sentence is its words and ``</s>``,
+  as the DNTM's encoder reads it (:func:`generative.dntm.sentence_batch`), words outside the vocabulary
+  ``<unk>``;
+- the loss is :meth:`generative.dntm.ContextEncoder.completion_loss` at every token, the negatives drawn from
+  the pretraining text's unigram counts over the vocabulary raised to 0.75 (:func:`generative.dntm.sample_negatives`;
+  the counts of the text, not of the anonymised vocabulary, so that ``<unkK>`` and ``<s>``, which the text never
+  holds, are never drawn); Adam; ``--held-out`` of the sentences (2%) are scored every ``--eval-every`` steps
+  with fixed negatives, and the weights of the best score are kept.
+
+``--out`` is written atomically at every evaluation (a stopped run leaves its best weights so far): a
+``context_encoder`` checkpoint of :mod:`coref.io.checkpoint` (config ``size``; training record ``args``,
+``text``, ``history``, ``best``, ``steps``).
+:func:`load_context_encoder` puts it into a DNTM (``inference.training.train --context-encoder``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from inference.commands.cli import Parser, run_main
+from inference.commands.cli import USER_ERRORS, config_of
+from inference.commands.options import add_data_dir, add_device, add_seed
+from inference.training.context_encoder import CHECKS, ContextEncoderTraining, pretrain_context_encoder
+from inference.training.options import defaults, option
+
+DEFAULTS = defaults(ContextEncoderTraining)
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="python -m inference.pretrain_context", description=__doc__)
+    parser.add_argument("--corpus", required=True,
+                        help="the corpus the DNTM will be trained on (its training split is text and vocabulary)")
+    add_data_dir(parser)
+    parser.add_argument("--out", **option(CHECKS, "out"), required=True, help="the checkpoint to write (atomically)")
+    parser.add_argument("--extra-text", metavar="NAMES",
+                        help="more text, comma-separated: corpora of coref.corpora.registry (their training split), "
+                             "lambada (LAMBADA's training novels) or lambada-dev (its development passages)")
+    parser.add_argument("--vocab-size", **option(CHECKS, "vocab_size"), default=DEFAULTS["vocab_size"],
+                        help="as inference.training.train's --vocab-size (the anonymised vocabulary, paper 10K)")
+    parser.add_argument("--context-size", **option(CHECKS, "context_size"), default=DEFAULTS["context_size"],
+                        help="embeddings, BiLSTM units per direction and context vectors (inference.training.train's)")
+    parser.add_argument("--steps", **option(CHECKS, "steps"), default=DEFAULTS["steps"], help="updates (paper 50,000)")
+    parser.add_argument("--batch-sentences", **option(CHECKS, "batch_sentences"), default=DEFAULTS["batch_sentences"],
+                        help="sentences per update (paper 128)")
+    parser.add_argument("--negatives", **option(CHECKS, "negatives"), default=DEFAULTS["negatives"],
+                        help="negative samples per target (paper 5)")
+    parser.add_argument("--max-sentence-tokens", **option(CHECKS, "max_sentence_tokens"),
+                        default=DEFAULTS["max_sentence_tokens"], help="longer sentences are dropped (paper 32)")
+    parser.add_argument("--lr", **option(CHECKS, "lr"), default=DEFAULTS["lr"], help="Adam's learning rate")
+    parser.add_argument("--held-out", **option(CHECKS, "held_out"), default=DEFAULTS["held_out"],
+                        help="fraction of the sentences (at least one) scored to keep the best weights")
+    parser.add_argument("--eval-every", **option(CHECKS, "eval_every"), default=DEFAULTS["eval_every"],
+                        help="score the held-out sentences this often")
+    add_seed(parser, help="random seed (held-out choice, batches, negatives, init)")
+    add_device(parser)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Pretrain the encoder; print the summary as JSON. Returns the exit status."""
+    args = build_parser().parse_args(argv)
+
+    def body() -> int:
+        print(json.dumps(pretrain_context_encoder(config_of(ContextEncoderTraining, args)), indent=2))
+        return 0
+
+    return run_main(body, USER_ERRORS)

@@ -13,7 +13,7 @@ DATA_DIR_HELP = "folder holding the corpora (default: $ENTITYLM_DATA; sample nee
 
 
 def add_data_dir(parser: argparse.ArgumentParser, help: str = DATA_DIR_HELP, **options) -> None:
-    """``--data-dir``: the folder of the corpora; left out, :func:`coref.corpora.registry.data_root` reads
+    """``--data-dir``: the folder of the corpora; left out, :func:`coref.corpora.registry.resolve_data_dir` reads
     ``$ENTITYLM_DATA``."""
     parser.add_argument("--data-dir", help=help, **options)
 

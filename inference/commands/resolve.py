@@ -37,6 +37,7 @@ from coref.io.conll import format_conll
 from coref.resolution.pipeline import CorefPipeline, clusters_json, format_clusters, read_inputs
 from inference.checks import output_file
 from inference.commands.cli import Parser, run_main
+from inference.commands.options import add_json
 
 
 def build_parser() -> Parser:
@@ -47,7 +48,7 @@ def build_parser() -> Parser:
     source.add_argument("--file", help="a UTF-8 text file to resolve")
     source.add_argument("--conll", help="a CoNLL file whose documents' tokens and sentences are resolved")
     parser.add_argument("--out", type=output_file, help="write the CoNLL here ('-': stdout)")
-    parser.add_argument("--json", type=output_file, help="write the clusters (token and character offsets) here")
+    add_json(parser, help="write the clusters (token and character offsets) here")
     parser.add_argument("--detector", help="a mention detector (python -m coref.mentions; default: the bundled one)")
     parser.add_argument("--resolver", help="a mention ranker trained on that detector's mentions "
                         "(python -m coref.resolver train --detector; default: the bundled one)")

@@ -4,8 +4,8 @@ model(s) with their optimiser, and its loss and dev scores (a :class:`Family`).
 The loop owns:
 
 - the seed (:func:`inference.runtime.set_seed` before the family builds its modules) and the device;
-- the batch order, by a named strategy of :data:`ORDERS` that the family picks, each exactly what that family's
-  loop drew before the loops were one (so that the same seed gives the same losses):
+- the batch order, by a named strategy (:data:`ORDERS`, :data:`STREAMS`) that the family picks, each exactly what
+  that family's loop drew before the loops were one (so that the same seed gives the same losses):
   ``"torch-per-epoch"`` (a :class:`torch.Generator` seeded ``seed + epoch``: the language models and the story
   LMs permute their batches with it), ``"numpy-per-epoch"`` (a numpy generator seeded ``seed + epoch``: the
   Coref-GRU readers' bucketed order), ``"numpy-stream"`` (one numpy generator seeded ``seed`` for the whole
@@ -14,14 +14,15 @@ The loop owns:
   context encoder holds its sentences out with it). The per-epoch strategies make a resumed run draw what an
   uninterrupted one would;
 - epochs (or, for a family trained in steps, evaluation periods: an "epoch" is then the steps between two
-  evaluations), early stopping on a dev score (each family says which score selects and in which direction; a family
+  evaluations), early stopping on a dev score (each run says in which direction the score improves; a family
   with several components, EntityNLM's model and proposals, keeps each component's weights of its own best
   score, and only the first component's score counts for stopping);
 - ``OUT/model.pt`` (the best weights) and ``OUT/last.pt`` (the state to resume from: the weights, the
   optimiser's, the schedule's and torch's RNG state, the best weights), both written atomically after every
   epoch; resuming from ``last.pt`` with the option check (only :attr:`Run.resumable` options may change);
-- the progress bar (:func:`coref.io.progress.progress`) and the history: one record per epoch, printed as one JSON line
-  on stderr unless the run reports it otherwise (:attr:`Run.report`: the coreference models' one-line logs).
+- the progress bar (:func:`coref.io.progress.progress`) and the history: one record per epoch, printed as one
+  JSON line on stderr unless the run reports it otherwise (:attr:`Run.report`: the coreference models' one-line
+  logs).
 
 A run with ``single_file`` writes only the best weights, to the file ``out`` (no ``last.pt``: it cannot be
 resumed); a run without ``out`` writes no checkpoint (a library function that returns its model, such as
@@ -107,7 +108,7 @@ class Run:
     epochs: int
     seed: int
     options: dict[str, Any]  # the run's options, recorded in every checkpoint (the option check compares them)
-    patience: int = math.inf  # type: ignore[assignment]  # epochs without dev gain before stopping
+    patience: float = math.inf  # epochs without a dev gain before stopping (an integer; inf: never stop early)
     higher_is_better: bool = False  # the direction of the dev score (NLL: lower; accuracy, F1: higher)
     stop_at: float | None = None  # stop once the selecting score reaches this (a reader's perfect accuracy)
     resume: bool = False
@@ -123,8 +124,9 @@ class Trainer:
     """One run of the loop. Made before the family (it seeds and reads ``last.pt``), then :meth:`fit` it."""
 
     run: Run
-    resumed: Any = None  # the last.pt checkpoint of the run being resumed (read by ``load_last``)
+    resumed: Any = None  # the last.pt checkpoint of the run being resumed (read by ``check_out_folder``)
     device: torch.device = field(init=False)
+    best: dict[str, Any] = field(init=False, default_factory=dict)  # component -> its best weights so far
 
     def __post_init__(self) -> None:
         set_seed(self.run.seed)
@@ -173,8 +175,7 @@ class Trainer:
             self.best, state = resume["best"], self.resumed.training["state"]
             print(f"resumed from {run.out / 'last.pt'} after epoch {state['epoch']}", file=sys.stderr)
         selecting = next(iter(family.modules), None)
-        while state["epoch"] < run.epochs and state["bad_epochs"] < run.patience and not self._reached(
-                state["best"].get(selecting)):
+        while self._goes_on(state, selecting):
             for module in family.modules.values():
                 module.train(True)
             started, totals = time.perf_counter(), {}
@@ -209,13 +210,14 @@ class Trainer:
                 self.save(family, state)
         return state
 
-    def save(self, family: Family, state: dict[str, Any], **summary: Any) -> None:
-        """Write ``model.pt`` (the best weights; ``summary`` joins its training record) and ``last.pt``."""
+    def save(self, family: Family, state: dict[str, Any]) -> None:
+        """Write ``model.pt`` (the best weights) and ``last.pt`` (or, with ``single_file``, the best weights to
+        ``out``), their training record the run's options and state."""
         training = {"args": self.run.options, "state": state}
         if self.run.single_file:
-            family.checkpoint(self.best, {**training, **summary}).save(self.run.out)
+            family.checkpoint(self.best, training).save(self.run.out)
             return
-        family.checkpoint(self.best, {**training, **summary}).save(self.run.out / "model.pt")
+        family.checkpoint(self.best, training).save(self.run.out / "model.pt")
         resume = {"best": self.best, "rng": torch.get_rng_state()}
         if family.optimizer is not None:
             resume["optimizer"] = family.optimizer.state_dict()
@@ -229,6 +231,9 @@ class Trainer:
             return True
         return value > best if self.run.higher_is_better else value < best
 
-    def _reached(self, best: float | None) -> bool:
-        """Whether the selecting score can gain no more (it reached :attr:`Run.stop_at`)."""
-        return self.run.stop_at is not None and best is not None and best >= self.run.stop_at
+    def _goes_on(self, state: dict[str, Any], selecting: str | None) -> bool:
+        """Whether another epoch runs: epochs left, patience left, and the selecting score short of
+        :attr:`Run.stop_at`."""
+        best = state["best"].get(selecting)
+        reached = self.run.stop_at is not None and best is not None and best >= self.run.stop_at
+        return state["epoch"] < self.run.epochs and state["bad_epochs"] < self.run.patience and not reached

@@ -34,7 +34,7 @@ when the detector does (``python -m coref.mentions train --lowercase``), or trai
 
 Command line::
 
-    python -m coref.resolver train --corpus litbank [--data-dir DIR] --out runs/resolver/litbank.npz [--lowercase]
+    python -m coref.resolver train --corpus litbank [--data-dir DIR] --out runs/resolver/litbank.pt [--lowercase]
     python -m coref.resolver predict --model M --corpus litbank --split test [--data-dir DIR] --out pred.conll
 """
 
@@ -115,7 +115,7 @@ def _evaluations(split: _Split, predictions: Sequence[Document]) -> dict[str, Co
 
 def _train_command(args: argparse.Namespace) -> int:
     """Train on a corpus's train split (cort's latent structured perceptron), scoring dev after each epoch, and
-    write the model (.npz) atomically."""
+    write the model (.pt) atomically."""
     if args.detector and MentionDetector.load(args.detector).config.lowercase != args.lowercase:
         mode = "without" if args.lowercase else "with"  # the detector's
         raise ValueError(f"{args.detector} was trained {mode} --lowercase: train the resolver on its mentions "
@@ -179,7 +179,7 @@ def build_parser() -> Parser:
                                 description=inspect.getdoc(_train_command))
     train.add_argument("--corpus", required=True, help="sample, litbank, ontogum, conll2012, or several joined by '+'")
     add_data_dir(train)
-    train.add_argument("--out", required=True, type=output_file, help="model file to write (.npz)")
+    train.add_argument("--out", required=True, type=output_file, help="model file to write (.pt)")
     train.add_argument("--epochs", type=integer(1), default=5, help="passes over the training documents (cort: 5)")
     add_seed(train, 23, help="seed of the document shuffling")
     train.add_argument("--cost-scaling", type=real(0), default=100.0,

@@ -1,2 +1,2 @@
-"""Training every family: the loop, checkpoints and each family's data, model and loss;
-the hyper-parameter grid."""
+"""Training every family through one loop (loop) and one checkpoint format: each family's data, model and loss
+(train: language models and the n-gram; coref_gru; mneme; context_encoder; resolution), the grid (grid)."""

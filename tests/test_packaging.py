@@ -104,7 +104,10 @@ def test_a_command_runs_through_entitylm_as_through_its_module(tmp_path):
             assert (through.returncode, through.stdout, through.stderr) == (module.returncode, module.stdout,
                                                                              module.stderr)
     assert through.returncode == 2 and len(through.stderr.splitlines()) == 1 and "missing.conll" in through.stderr
-    assert subprocess.run([ENTITYLM, "score", "--help"], capture_output=True).returncode == 0
+    help_text = subprocess.run([ENTITYLM, "score", "--help"], capture_output=True, text=True)
+    assert help_text.returncode == 0 and help_text.stdout.startswith("usage: entitylm score ")
+    usage = subprocess.run([ENTITYLM, "mentions", "train", "--epochs", "0"], capture_output=True, text=True)
+    assert usage.stderr.splitlines()[-1].startswith("entitylm mentions train: error: ")
     unknown = subprocess.run([ENTITYLM, "scor"], capture_output=True, text=True)
     assert unknown.returncode == 2 and len(unknown.stderr.splitlines()) == 1 and "'scor'" in unknown.stderr
 

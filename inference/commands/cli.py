@@ -47,10 +47,13 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescript
 class Parser(argparse.ArgumentParser):
     """An argument parser whose usage errors are one line, ``PROG: error: MESSAGE``, with status 2 (argparse
     prints the usage before it, a second line), and whose help is :class:`HelpFormatter`'s. Sub-commands made
-    with ``add_subparsers`` are parsers of this class too."""
+    with ``add_subparsers`` are parsers of this class too. A command's ``prog`` is its documented ``python -m``
+    form, or ``entitylm COMMAND`` when it runs through the dispatcher."""
 
     def __init__(self, *args, **kwargs) -> None:
         kwargs.setdefault("formatter_class", HelpFormatter)
+        if str(kwargs.get("prog", "")).startswith("python -m ") and sys.argv[0].startswith("entitylm "):
+            kwargs["prog"] = sys.argv[0]  # run as `entitylm COMMAND` (entitylm.__main__ names it so): say so
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:

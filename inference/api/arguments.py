@@ -1,13 +1,11 @@
 """The arguments the API's calls share, checked and put in the library's terms: texts as Documents, a seed (the
-random state kept around every call), a sampler and its particles, the trainer's options as command-line flags."""
+random state kept around every call), a sampler and its particles."""
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from numbers import Integral
-from typing import TextIO
 
 from coref.document import Document
 from coref.io.text import plain_document
@@ -16,39 +14,6 @@ from inference.runtime import set_seed
 
 SAMPLERS = ("is", "smc")  # importance sampling (resampling once at the end, for posteriors), SMC
 Texts = str | Document | Sequence[str | Document]
-
-
-def _flags(options: dict[str, object]) -> list[str]:
-    """Keyword options as command-line flags (see :func:`train`)."""
-    argv: list[str] = []
-    for name, value in options.items():
-        flag = "--" + name.replace("_", "-")
-        if value is None or value is False:
-            continue
-        if value is True:
-            argv.append(flag)
-        elif isinstance(value, (list, tuple)):
-            argv += [flag, *map(str, value)]
-        else:
-            argv += [flag, str(value)]
-    return argv
-
-
-class _Capture(io.StringIO):
-    """A stream that keeps what is written to it and, when given ``echo``, passes it on there as well."""
-
-    def __init__(self, echo: TextIO | None) -> None:
-        super().__init__()
-        self.echo = echo
-
-    def write(self, text: str) -> int:
-        if self.echo is not None:
-            self.echo.write(text)
-        return super().write(text)
-
-    def flush(self) -> None:
-        if self.echo is not None:
-            self.echo.flush()
 
 
 @contextmanager

@@ -250,7 +250,7 @@ def test_train_gives_the_loaded_story_lm_and_its_history(story_models):
     assert [record["epoch"] for record in model.history] == [1, 2] and "dev_nll" in model.history[0]
 
 
-def test_train_maps_options_to_flags_keeps_the_random_state_and_trains_the_rnnlm(tmp_path, capsys):
+def test_train_passes_its_options_to_the_trainer_keeps_the_random_state_and_trains_the_rnnlm(tmp_path, capsys):
     torch.manual_seed(7)
     expected = torch.rand(3)
     torch.manual_seed(7)

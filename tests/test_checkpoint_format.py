@@ -1,13 +1,16 @@
 """One checkpoint format: :func:`coref.io.checkpoint.load` reads it and every older format, converted on reading.
 
 ``tests/fixtures/checkpoints/`` holds one small checkpoint of each older format, trained with the code of the
-commit before the format was unified (fb12ef2); the numbers below are what that code's own loaders gave for the
-same small inputs, so a converted checkpoint must give a model that predicts exactly the same.
+commit before the format was unified (fb12ef2), and one run's folder (``entitynlm_run``: model.pt and last.pt
+after one epoch); the numbers below are what that code computed for the same small inputs, so a converted
+checkpoint must give a model that predicts exactly the same, and a resumed old run must go on as it did.
 """
 
 from __future__ import annotations
 
+import json
 import random
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +22,17 @@ from coref.io.checkpoint import FORMAT, VERSION, Checkpoint, CheckpointError, lo
 from coref.resolution.mentions import MentionDetector
 from coref.resolution.pos import PosTagger
 from coref.resolution.ranker import MentionRanker
+from generative.coref_gru import ReadingExample, make_reading_batch
+from generative.dntm import ContextEncoder
+from generative.layers.batch import batches_by_length, token_stream
+from generative.mneme import MnemeExample, make_batch
+from inference.commands import train
+from inference.data import language_model_documents
+from inference.training.checkpoint import Checkpoint as LanguageModelCheckpoint
+from inference.training.checkpoint import entitynlm_modules, ngram_model
+from inference.training.context_encoder import read_context_encoder
+from inference.training.coref_gru import load_reader
+from inference.training.mneme import load_story_lm
 
 FIXTURES = Path(__file__).parent / "fixtures" / "checkpoints"
 OLD_FORMATS = {  # fixture -> (its kind, the format tag it was written with)
@@ -99,17 +113,7 @@ def test_half_precision_is_stored_half_and_read_back_as_float32(tmp_path):
 
 
 def test_the_older_language_models_reader_story_lm_and_encoder_compute_as_before(sample_dev):
-    from generative.coref_gru import ReadingExample, make_reading_batch
-    from generative.dntm import ContextEncoder
-    from generative.layers.batch import batches_by_length, token_stream
-    from generative.mneme import MnemeExample, make_batch
-    from inference.data import language_model_documents
-    from inference.training.checkpoint import Checkpoint, entitynlm_modules, ngram_model
-    from inference.training.context_encoder import read_context_encoder
-    from inference.training.coref_gru import load_reader
-    from inference.training.mneme import load_story_lm
-
-    checkpoint = Checkpoint.load(FIXTURES / "entitynlm.pt")
+    checkpoint = LanguageModelCheckpoint.load(FIXTURES / "entitynlm.pt")
     model, guide = entitynlm_modules(checkpoint)
     documents = language_model_documents("entity", "sample", "dev", None, checkpoint.preprocess,
                                          checkpoint.vocabulary, quiet=True)
@@ -119,7 +123,7 @@ def test_the_older_language_models_reader_story_lm_and_encoder_compute_as_before
         assert [float(model.log_likelihood(batch).sum()), float(guide.log_likelihood(batch).sum())] == pytest.approx(
             [-657.0042114257812, -218.91952514648438], rel=1e-6)
 
-    checkpoint = Checkpoint.load(FIXTURES / "ngram.pt")
+    checkpoint = LanguageModelCheckpoint.load(FIXTURES / "ngram.pt")
     documents = language_model_documents("entity", "sample", "dev", None, checkpoint.preprocess,
                                          checkpoint.vocabulary, quiet=True)
     streams = [token_stream(document, checkpoint.vocabulary).words for document in documents]
@@ -134,7 +138,8 @@ def test_the_older_language_models_reader_story_lm_and_encoder_compute_as_before
 
     story_lm, checkpoint = load_story_lm(FIXTURES / "story_lm.pt")
     story = MnemeExample(prompt=[5, 6, 7], prompt_entity=[0, -1, 1],
-                         story=[8, 9, 10, 5, 11, checkpoint.vocabulary.eos_id], entity_labels=[(0,), (), (), (1,), (), ()],
+                         story=[8, 9, 10, 5, 11, checkpoint.vocabulary.eos_id],
+                         entity_labels=[(0,), (), (), (1,), (), ()],
                          mention_mask=[True, False, False, True, False, False])
     with torch.no_grad():
         loss = story_lm.loss(make_batch([story]))
@@ -148,3 +153,20 @@ def test_the_older_language_models_reader_story_lm_and_encoder_compute_as_before
     with torch.no_grad():
         assert float(encoder.eval().completion_loss(tokens, torch.tensor([5, 4]), negatives)) == pytest.approx(
             1.9974522590637207, rel=1e-6)
+
+
+def test_a_run_of_the_older_format_resumes_as_the_old_code_went_on(tmp_path, capsys):
+    """``entitynlm_run`` is the old code's folder after epoch 1 of 1 (its last.pt kept the optimiser among the
+    weights); resumed for a second epoch it gives what the old code's two-epoch run gave in its second."""
+    out = tmp_path / "run"
+    shutil.copytree(FIXTURES / "entitynlm_run", out)
+    argv = ["--model", "entitynlm", "--corpus", "sample", "--epochs", "2", "--embedding-size", "8", "--hidden-size",
+            "8", "--vocab-size", "60", "--batch-tokens", "400", "--out", str(out), "--resume"]
+    assert train.main(argv) == 0
+    second = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
+    assert second["epoch"] == 2
+    assert second["train_nll"] == pytest.approx({"model": 4.852189813192355, "proposal": 1.5136510402420678,
+                                                 "bidirectional_proposal": 1.496840863050465}, rel=1e-9)
+    assert second["dev_nll"] == pytest.approx({"model": 4.535821702745226, "proposal": 1.5132026672363281,
+                                               "bidirectional_proposal": 1.4866063859727647}, rel=1e-9)
+    assert load(out / "last.pt").version == VERSION

@@ -29,9 +29,9 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.runs import command_record  # noqa: E402
 from coref import resolver  # noqa: E402
+from coref.io.atomic import write_text_atomic  # noqa: E402
 from inference.checks import output_folder  # noqa: E402
 from inference.commands.cli import Parser, run_main  # noqa: E402
-from coref.io.atomic import write_text_atomic  # noqa: E402
 
 CORPORA = ("litbank", "ontogum")
 METRICS = ("muc", "bcub", "ceafe", "lea")

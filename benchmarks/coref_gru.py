@@ -45,10 +45,10 @@ from benchmarks.runs import (  # noqa: E402
     stored_options,
     train_args,
 )
-from inference.checks import integer, output_folder  # noqa: E402
-from inference.commands.cli import Parser, run_main  # noqa: E402
 from coref.corpora.babi import TASKS  # noqa: E402
 from coref.io.atomic import write_text_atomic  # noqa: E402
+from inference.checks import integer, output_folder  # noqa: E402
+from inference.commands.cli import Parser, run_main  # noqa: E402
 from inference.training.coref_gru import READERS  # noqa: E402
 
 FAILED_BELOW = 0.95  # a task whose max accuracy is below this has failed (the paper's and bAbI's convention)

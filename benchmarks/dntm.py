@@ -37,10 +37,10 @@ from benchmarks.runs import (  # noqa: E402
     stored_options,
     train_args,
 )
-from inference.checks import integer, output_folder  # noqa: E402
-from inference.commands.cli import Parser, run_main  # noqa: E402
 from coref.io.atomic import atomic_path, write_text_atomic  # noqa: E402
 from generative.dntm import MERGES, PLACEMENTS  # noqa: E402
+from inference.checks import integer, output_folder  # noqa: E402
+from inference.commands.cli import Parser, run_main  # noqa: E402
 from inference.evaluation.perplexity import GROUPS  # noqa: E402
 from inference.training.checkpoint import Checkpoint  # noqa: E402
 

@@ -44,11 +44,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repository's packages
 
 from benchmarks.runs import command_record
-from inference.checks import integer, output_file, output_folder, real
-from inference.commands.cli import Parser, run_main
 from coref.io.atomic import write_text_atomic
 from generative.entitynlm.model import EntityNLM
 from generative.layers.softmax import ClassFactoredSoftmax
+from inference.checks import integer, output_file, output_folder, real
+from inference.commands.cli import Parser, run_main
 
 OPERATIONS = ("resolve", "log_likelihood", "posterior")
 DEFAULT_LENGTHS = (2_000, 8_000, 32_000, 128_000)

@@ -34,13 +34,13 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.coref_end_to_end import row  # noqa: E402
 from benchmarks.runs import command_record  # noqa: E402
-from inference.checks import output_folder  # noqa: E402
-from inference.commands.cli import Parser, run_main  # noqa: E402
 from coref.corpora.registry import canonical_split, load_corpus  # noqa: E402
 from coref.document import Document  # noqa: E402
 from coref.io.atomic import write_text_atomic  # noqa: E402
 from coref.resolution.pipeline import BUNDLED, CorefPipeline  # noqa: E402
 from coref.resolution.ranker import end_to_end_evaluations, lowercased  # noqa: E402
+from inference.checks import output_folder  # noqa: E402
+from inference.commands.cli import Parser, run_main  # noqa: E402
 
 CORPUS = "litbank"
 KEYS = {"as_annotated": "as annotated", "entitynlm_mentions": "EntityNLM's mentions"}

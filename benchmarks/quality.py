@@ -25,11 +25,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repository's packages
 
 from benchmarks.runs import command_record
-from inference.checks import integer, output_folder
-from inference.commands.cli import Parser, run_main
 from coref.io.atomic import write_text_atomic
 from generative.entitynlm.model import PROPOSAL_CONTEXTS
-from inference.commands.cli import USER_ERRORS
+from inference.checks import integer, output_folder
+from inference.commands.cli import USER_ERRORS, Parser, run_main
 from inference.evaluation import marginal_ppl
 
 CORPORA = ("litbank", "ontogum")

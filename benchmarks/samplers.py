@@ -38,12 +38,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repository's packages
 
 from benchmarks.runs import command_record
-from inference.checks import integer, output_folder, real
-from inference.commands.cli import Parser, run_main
 from coref.corpora.preprocess import EOS
 from coref.io.atomic import write_text_atomic
 from generative.entitynlm.model import PROPOSAL_CONTEXTS
-from inference.commands.cli import USER_ERRORS, config_of
+from inference.checks import integer, output_folder, real
+from inference.commands.cli import USER_ERRORS, Parser, config_of, run_main
 from inference.evaluation import marginal_ppl
 from inference.runtime import resolve_device, set_seed
 from inference.training.checkpoint import entitynlm_checkpoint

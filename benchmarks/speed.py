@@ -33,15 +33,14 @@ from pyro.infer import Importance
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repository's packages
 
 from benchmarks.runs import command_record
-from inference.checks import integer, output_folder
-from inference.commands.cli import Parser, run_main
 from coref.document import sentence_chunks
 from coref.io.atomic import write_text_atomic
 from generative.baselines.rnnlm import RNNLM, RNNLMConfig
 from generative.entitynlm.model import PROPOSAL_CONTEXTS, Annotation, EntityNLMConfig, EntityProposal
 from generative.layers.batch import batches_by_length, make_batch
 from inference.algorithms.importance import estimate_marginal
-from inference.commands.cli import USER_ERRORS
+from inference.checks import integer, output_folder
+from inference.commands.cli import USER_ERRORS, Parser, run_main
 from inference.data import prepared_documents
 from inference.runtime import resolve_device, set_seed
 from inference.training.checkpoint import Checkpoint, entitynlm_modules, pretrained

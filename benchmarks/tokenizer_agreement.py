@@ -28,12 +28,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repository's packages
 
 from benchmarks.runs import command_record
-from inference.checks import integer, output_folder
-from inference.commands.cli import Parser, run_main
 from coref.corpora.registry import load_corpus, resolve_data_dir
 from coref.document import Document
 from coref.io.atomic import write_text_atomic
 from coref.io.text import tokenize
+from inference.checks import integer, output_folder
+from inference.commands.cli import Parser, run_main
 
 CORPORA = ("litbank", "ontogum")
 Spans = list[tuple[int, int]]

@@ -8,7 +8,8 @@ change and compare (``--compare BEFORE.json``); every loss, dev score and fitted
 
 Each row is one command line (kept in the JSON with its numbers). The numbers are every number on the lines the
 run printed that name a loss, an NLL, a perplexity, an accuracy or an F1 (per-epoch records and the summary),
-in order, timings (numbers of seconds) left out; for the coreference ranker, which prints none, the SHA-256 of the CoNLL file that
+in order, timings (numbers of seconds) left out; for the coreference ranker, which prints none, the SHA-256 of
+the CoNLL file that
 the trained model predicts for the sample's dev split.
 """
 

@@ -1,4 +1,5 @@
-"""`python -m inference.entity_prediction`, as the docs show it: the command is :mod:`inference.commands.entity_prediction`."""
+"""`python -m inference.entity_prediction`, as the docs show it: the command is
+:mod:`inference.commands.entity_prediction`."""
 
 if __name__ == "__main__":
     import sys

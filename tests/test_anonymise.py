@@ -21,10 +21,10 @@ from coref.corpora.anonymise import (
     source_spans,
     table1,
 )
-from coref.io.conll import write_conll
+from coref.corpora.preprocess import NUM, SPECIALS, UNK, Vocabulary, apply_vocabulary, preprocess_document
 from coref.corpora.registry import CorpusError
 from coref.document import Document, Mention, encoding_problems
-from coref.corpora.preprocess import NUM, SPECIALS, UNK, Vocabulary, apply_vocabulary, preprocess_document
+from coref.io.conll import write_conll
 from inference.commands.anonymise import main
 
 

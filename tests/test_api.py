@@ -13,32 +13,31 @@ from matplotlib.figure import Figure
 import inference.api as elm
 from coref.corpora.anonymise import anonymised_corpus, table1
 from coref.corpora.babi import load_babi
-from coref.io.conll import parse_conll, write_conll
+from coref.corpora.preprocess import drop_singletons, preprocess_document
 from coref.corpora.registry import load_corpus
+from coref.corpora.stories import load_stories, story_stats
 from coref.document import Document, Mention
+from coref.io.conll import parse_conll, write_conll
+from coref.io.text import plain_document as tokenize
+from coref.io.text import tokenize as tokenize_text
+from coref.metrics.coreference import evaluate
 from coref.metrics.stories import StoryMetrics
 from coref.resolution.kbest import greedy_tree
-from coref.metrics.coreference import evaluate
-from coref.corpora.preprocess import drop_singletons, preprocess_document
-from coref.resolution.ranker import MentionRanker, resolver_documents
-from coref.corpora.stories import load_stories, story_stats
-from coref.io.text import tokenize as tokenize_text
-from generative.layers.batch import make_batch
+from coref.resolution.ranker import resolver_documents
 from generative.coref_gru import make_reading_batch
+from generative.layers.batch import make_batch
 from generative.mneme import make_batch as make_story_batch
+from inference.algorithms.importance import estimate_marginal
 from inference.commands import entity_cloze as entity_cloze_command
+from inference.commands import generate, marginal_ppl
 from inference.commands import perplexity as perplexity_command
-from inference.commands import generate
-from inference.commands import marginal_ppl
 from inference.evaluation import perplexity
+from inference.evaluation.rerank import candidate_log_joint, gold_mention_split, noise_free
+from inference.runtime import set_seed
 from inference.training import mneme as story_lm
 from inference.training.checkpoint import Checkpoint, entitynlm_modules, pretrained
-from inference.runtime import set_seed
-from inference.algorithms.importance import estimate_marginal
-from coref.io.text import plain_document as tokenize
-from inference.evaluation.rerank import candidate_log_joint, gold_mention_split, noise_free
-from tests.test_babi import TASK11, write_task
 from inference.training.resolution import train_ranker
+from tests.test_babi import TASK11, write_task
 
 TEXT = "Anna met her brother. She thanked him."
 

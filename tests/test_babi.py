@@ -1,4 +1,5 @@
-"""bAbI (coref/corpora/babi.py): parsing, one example per question, the dev split, the name/pronoun chains, FILE:LINE errors,
+"""bAbI (coref/corpora/babi.py): parsing, one example per question, the dev split, the name/pronoun chains,
+FILE:LINE errors,
 and the real 1K English tasks."""
 
 from __future__ import annotations

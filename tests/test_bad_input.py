@@ -33,10 +33,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from inference.commands.cli import HelpFormatter
 from coref.corpora.preprocess import PreprocessConfig
 from coref.resolution.pipeline import BUNDLED
 from coref.resolution.ranker import HASH_BITS, MentionRanker
+from inference.commands.cli import HelpFormatter
 from inference.training.checkpoint import Checkpoint, pretrained
 
 ROOT = Path(__file__).resolve().parents[1]

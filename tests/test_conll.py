@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from coref.io.conll import ConllError, Problem, format_conll, parse_conll, read_conll, write_conll
-from coref.document import Document, Mention
 from coref.corpora.preprocess import PreprocessConfig, preprocess_documents
+from coref.document import Document, Mention
+from coref.io.conll import ConllError, Problem, format_conll, parse_conll, read_conll, write_conll
 
 # ------------------------------------------------------------------------------------------ the dialects
 

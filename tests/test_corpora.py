@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from coref.corpora import registry as corpora
-from coref.io.conll import format_conll, read_conll
+from coref.corpora.preprocess import PreprocessConfig, preprocess_document, preprocess_documents
 from coref.corpora.registry import (
     DATA_ENV,
     LITBANK,
@@ -29,7 +29,7 @@ from coref.corpora.registry import (
     resolve_data_dir,
 )
 from coref.document import encoding_problems
-from coref.corpora.preprocess import PreprocessConfig, preprocess_document, preprocess_documents
+from coref.io.conll import format_conll, read_conll
 from inference.commands.corpora import main
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,11 +18,17 @@ import torch
 
 from coref.corpora.preprocess import EOS
 from generative.layers.batch import make_batch
-from inference.commands import diagnostics as diagnostics_command
-from inference.evaluation import diagnostics
-from inference.training.checkpoint import Checkpoint, entitynlm_checkpoint, entitynlm_modules, language_model, pretrained
-from inference.data import prepared_documents
 from inference.algorithms.smc import sample_structures
+from inference.commands import diagnostics as diagnostics_command
+from inference.data import prepared_documents
+from inference.evaluation import diagnostics
+from inference.training.checkpoint import (
+    Checkpoint,
+    entitynlm_checkpoint,
+    entitynlm_modules,
+    language_model,
+    pretrained,
+)
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,8 @@ import re
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
-from coref.io.html import PALETTE, document_html
 from coref.document import Document, Mention
+from coref.io.html import PALETTE, document_html
 
 
 @dataclass

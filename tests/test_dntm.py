@@ -15,9 +15,8 @@ import pyro
 import pytest
 import torch
 
-from coref.document import Document, Mention
 from coref.corpora.preprocess import SPECIALS, Vocabulary
-from generative.layers.batch import DocumentBatch, make_batch
+from coref.document import Document, Mention
 from generative.dntm import (
     MERGES,
     PLACEMENTS,
@@ -29,6 +28,7 @@ from generative.dntm import (
     sample_negatives,
     sentence_batch,
 )
+from generative.layers.batch import DocumentBatch, make_batch
 from tests.training import adam_losses
 
 torch.set_flush_denormal(True)
@@ -551,8 +551,8 @@ def test_config_round_trips_and_checks_its_values() -> None:
 
 def test_cloze_scores_are_the_filled_sentences_log_probability_after_the_prefix() -> None:
     from coref.corpora.anonymise import ANONYMISED_PREPROCESS
-    from inference.training.checkpoint import Checkpoint, module_weights
     from inference.evaluation.entity_cloze import clozes, sentence_scores
+    from inference.training.checkpoint import Checkpoint, module_weights
 
     model = tiny_model("both")
     checkpoint = Checkpoint("dntm", dataclasses.asdict(model.config), VOCABULARY, ANONYMISED_PREPROCESS,

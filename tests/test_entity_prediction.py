@@ -8,13 +8,13 @@ import json
 import pytest
 import torch
 
+from coref.corpora.preprocess import PreprocessConfig, Vocabulary, preprocess_documents
 from coref.corpora.registry import load_corpus
 from coref.document import Document, Mention
-from coref.corpora.preprocess import PreprocessConfig, Vocabulary, preprocess_documents
 from generative.entitynlm.model import EntityNLM, EntityNLMConfig
 from inference.commands import entity_prediction as entity_prediction_command
-from inference.evaluation import entity_prediction
 from inference.commands import train
+from inference.evaluation import entity_prediction
 from inference.evaluation.entity_prediction import (
     NEW,
     EntityScores,

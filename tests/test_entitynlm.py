@@ -19,8 +19,8 @@ from pyro import poutine
 from pyro.poutine.util import site_is_subsample
 
 from coref.document import decode_entities
-from generative.layers.batch import DocumentBatch
 from generative.entitynlm.model import EntityNLM, EntityNLMConfig, EntityProposal
+from generative.layers.batch import DocumentBatch
 from inference.algorithms.importance import estimate_marginal, log_importance_weights
 
 BOS, EOS = 2, 3

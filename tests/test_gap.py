@@ -7,8 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from coref.corpora.registry import CorpusError
-from coref.document import Document, Mention
 from coref.corpora.gap import (
     COLUMNS,
     GapError,
@@ -19,6 +17,8 @@ from coref.corpora.gap import (
     load_gap,
     pronoun_gender,
 )
+from coref.corpora.registry import CorpusError
+from coref.document import Document, Mention
 from coref.io.text import TokenizedText, tokenize
 
 TEXT = "Mary met Anna before she left."

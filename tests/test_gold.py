@@ -12,12 +12,12 @@ import pytest
 import torch
 from pyro import poutine
 
+from coref.corpora.preprocess import PreprocessConfig, Vocabulary, apply_vocabulary, preprocess_documents
 from coref.corpora.registry import load_corpus
 from coref.document import sentence_chunks
-from coref.corpora.preprocess import PreprocessConfig, Vocabulary, apply_vocabulary, preprocess_documents
+from generative.entitynlm.model import NEW_ENTITY_SITE, Annotation, EntityNLM, EntityNLMConfig, EntityProposal
 from generative.layers.batch import make_batch
 from generative.layers.density import LogDensity
-from generative.entitynlm.model import NEW_ENTITY_SITE, Annotation, EntityNLM, EntityNLMConfig, EntityProposal
 
 RELATIVE = 1e-4
 

@@ -9,9 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from inference.commands import marginal_ppl
-from inference.commands import refine
-from inference.commands import train
+from inference.commands import marginal_ppl, refine, train
 from inference.training.checkpoint import Checkpoint, CheckpointError
 
 TINY = ["--embedding-size", "16", "--hidden-size", "16", "--batch-tokens", "1000", "--seed", "0"]

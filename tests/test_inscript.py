@@ -1,4 +1,5 @@
-"""The InScript loader: labels and chains to mentions and entities (coref/corpora/inscript.py), its split table, its errors."""
+"""The InScript loader: labels and chains to mentions and entities (coref/corpora/inscript.py), its split
+table, its errors."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from coref.corpora.registry import CorpusError, corpus_stats, load_corpus, load_inscript, main
-from coref.document import encoding_problems
 from coref.corpora.inscript import LabelCounts
 from coref.corpora.preprocess import PreprocessConfig, preprocess_documents
+from coref.corpora.registry import CorpusError, corpus_stats, load_corpus, load_inscript
+from coref.document import encoding_problems
+from inference.commands.corpora import main
 
 SENTENCES = [
     ["I", "took", "the", "bath", "tub", "."],

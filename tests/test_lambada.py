@@ -12,8 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from coref.corpora.registry import CorpusError
-from coref.document import Document, Mention
 from coref.corpora.lambada import (
     LambadaError,
     is_candidate,
@@ -23,7 +21,9 @@ from coref.corpora.lambada import (
     parse_lambada,
     sentence_spans,
 )
+from coref.corpora.registry import CorpusError
 from coref.corpora.wikihop import load_wikihop_sample
+from coref.document import Document, Mention
 
 PASSAGE = ("mary met john at the park . she gave him the ball , and the dog barked ! "
            "`` what now ? '' asked john -lrb- quietly -rrb- -- looking at mary")

@@ -14,8 +14,8 @@ from generative.layers.batch import TokenStream
 from generative.registry import LANGUAGE_MODELS, model_kind
 from inference.commands import perplexity as perplexity_command
 from inference.evaluation import perplexity
-from inference.training.checkpoint import Checkpoint, language_model, pretrained
 from inference.evaluation.entity_cloze import clozes, mean_quantile
+from inference.training.checkpoint import Checkpoint, language_model, pretrained
 
 
 def stream(R, E, L) -> TokenStream:

@@ -1,4 +1,5 @@
-"""The lockstep sampler (:mod:`inference.algorithms.smc`) is the Pyro program run fast: for the same random state it draws
+"""The lockstep sampler (:mod:`inference.algorithms.smc`) is the Pyro program run fast: for the same random state it
+draws
 the same annotations and gives the same weights as the Pyro model and guide, bit for bit.
 
 The oracle below is the sampler as it was written before its fast path: ``proposal.step`` and ``model.step`` as
@@ -16,13 +17,13 @@ import pytest
 import torch
 from pyro import poutine
 
-from coref.corpora.registry import load_corpus
-from coref.document import Document
 from coref.corpora.preprocess import EOS as EOS_WORD
 from coref.corpora.preprocess import PreprocessConfig, Vocabulary, apply_vocabulary, preprocess_documents
+from coref.corpora.registry import load_corpus
+from coref.document import Document
+from generative.entitynlm.model import NEW_ENTITY_SITE, EntityNLM, EntityNLMConfig, EntityProposal
 from generative.layers.batch import DocumentBatch, make_batch
 from generative.layers.density import LogDensity
-from generative.entitynlm.model import NEW_ENTITY_SITE, EntityNLM, EntityNLMConfig, EntityProposal
 from inference.algorithms.importance import effective_sample_size, estimate_marginal, log_mean_exp
 from inference.algorithms.smc import ParticleStructures, importance_sampling, sample_structures, systematic_resampling
 from tests.test_entitynlm import EOS, tiny_batch, tiny_models

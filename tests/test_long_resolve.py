@@ -9,14 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coref.resolution import ranker as resolver
-from coref.io.conll import read_conll, write_conll
 from coref.corpora.registry import joined_text, load_corpus
+from coref.io.conll import read_conll, write_conll
+from coref.io.text import tokenize
+from coref.metrics.coreference import evaluate
+from coref.resolution import ranker as resolver
 from coref.resolution.kbest import ROOT, document_with_clusters, greedy_tree
 from coref.resolution.mentions import MAX_SENTENCE_TOKENS, sentence_windows
-from coref.metrics.coreference import evaluate
 from coref.resolution.pipeline import BUNDLED, resolve
-from inference.commands.resolve import main
 from coref.resolution.ranker import (
     ANTECEDENT_WINDOW,
     FAR_MATCHES,
@@ -25,9 +25,9 @@ from coref.resolution.ranker import (
     describe_mentions,
     resolver_documents,
 )
-from coref.io.text import tokenize
-from tests.official_scorer import official_score, require_official_scorer
+from inference.commands.resolve import main
 from inference.training.resolution import train_ranker
+from tests.official_scorer import official_score, require_official_scorer
 
 
 @pytest.fixture(scope="module")

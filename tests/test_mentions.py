@@ -1,4 +1,5 @@
-"""The mention detector (coref.resolution.mentions): its span grid, training on a toy corpus, batching, files, scores and
+"""The mention detector (coref.resolution.mentions): its span grid, training on a toy corpus, batching, files, scores
+and
 the lowercase mode.
 
 Everything runs on tiny hand-made documents on the CPU in seconds; only the max-width coverage check reads the

@@ -1,6 +1,7 @@
 """Coreference metrics: the official scorer's worked example, cases derived by hand, properties, real data.
 
-Hand derivations use the notation of coref.metrics.coreference: K_i key entities, R_j response entities, spans (start, end).
+Hand derivations use the notation of coref.metrics.coreference: K_i key entities, R_j response entities, spans
+(start, end).
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from coref.io.conll import read_conll
 from coref.document import Document, Mention
+from coref.io.conll import read_conll
 from coref.metrics.coreference import (
     METRICS,
     Alignment,

@@ -10,10 +10,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from coref.corpora.registry import load_corpus
 from coref.corpora.preprocess import BOS, Vocabulary, preprocess_documents
-from generative.layers.batch import token_stream
+from coref.corpora.registry import load_corpus
 from generative.baselines.ngram import KneserNeyConfig, KneserNeyLM, modified_discounts
+from generative.layers.batch import token_stream
 
 BOS_ID = 0
 FALLBACK = (0.5, 1.0, 1.5)

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coref.io.conll import read_conll, write_conll
 from coref.document import Document, Mention
+from coref.io.conll import read_conll, write_conll
 from coref.metrics.coreference import CorefEvaluation, EvaluationError, Score, evaluate
 from tests.official_scorer import LEA_BRANCH, MASTER, Counts, official_scores, require_official_scorer
 

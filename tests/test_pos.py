@@ -1,4 +1,5 @@
-"""The part-of-speech tagger (coref.resolution.pos): training on hand-made tagged sentences, batching, files, scores, the
+"""The part-of-speech tagger (coref.resolution.pos): training on hand-made tagged sentences, batching, files, scores,
+the
 bundled model and the command line's one-line errors.
 
 Everything but the last test runs on tiny hand-made documents in seconds; that one scores the bundled model on
@@ -14,10 +15,10 @@ import pytest
 import torch
 
 from coref.document import Document
+from coref.resolution.pipeline import BUNDLED as COREF_BUNDLED
 from coref.resolution.pos import PosModelError, PosTagger, PosTaggerConfig, ontogum_tagged, tag_scores
 from inference.commands.pos import main
 from inference.training.resolution import train_tagger
-from coref.resolution.pipeline import BUNDLED as COREF_BUNDLED
 
 WORDS = {
     "DET": ["the", "a", "every"],

@@ -15,13 +15,13 @@ import pyro
 import pytest
 import torch
 
-from coref.io.conll import read_conll
 from coref.document import Document, EntityAnnotation, Mention
+from coref.io.conll import read_conll
 from coref.io.text import plain_document
 from inference.algorithms import posterior
+from inference.algorithms.smc import sample_structures, stream_to_document, systematic_resampling
 from inference.commands import posterior as posterior_command
 from inference.training.checkpoint import Checkpoint, pretrained
-from inference.algorithms.smc import sample_structures, stream_to_document, systematic_resampling
 from tests.test_entitynlm import EOS, annotations, tiny_batch, tiny_models
 
 # two sentences ("</s>" is word 3), so SMC has a resampling point inside the document; 208 annotations

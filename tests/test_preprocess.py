@@ -9,8 +9,6 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from coref.io.conll import read_conll
-from coref.document import Document, Mention, decode_entities, encode_entities, encoding_problems
 from coref.corpora.preprocess import (
     NUM,
     SPECIALS,
@@ -25,6 +23,8 @@ from coref.corpora.preprocess import (
     preprocess_document,
     preprocess_documents,
 )
+from coref.document import Document, Mention, decode_entities, encode_entities, encoding_problems
+from coref.io.conll import read_conll
 
 KEEP_ALL = PreprocessConfig(
     lowercase=False,

@@ -11,14 +11,13 @@ import pytest
 import torch
 
 from coref.corpora.anonymise import ENTITY_TOKENS, anonymised_corpus, anonymised_vocabulary, first_entity_id
-from inference.commands.cli import HelpFormatter
 from coref.corpora.preprocess import Vocabulary, apply_vocabulary
-from generative.layers.batch import make_batch
-from generative.dntm import ContextEncoder, DNTMConfig, DynamicNeuralTextModel, sentence_batch
-from inference.commands import pretrain_context
-from inference.training import context_encoder
-from inference.commands import train
 from coref.io.checkpoint import load
+from generative.dntm import ContextEncoder, DNTMConfig, DynamicNeuralTextModel, sentence_batch
+from generative.layers.batch import make_batch
+from inference.commands import pretrain_context, train
+from inference.commands.cli import HelpFormatter
+from inference.training import context_encoder
 from inference.training.checkpoint import Checkpoint, CheckpointError
 from inference.training.context_encoder import (
     encode_sentences,
@@ -253,7 +252,7 @@ def test_a_file_that_is_no_context_encoder_is_refused_in_one_line(tmp_path, pret
     assert "\n" not in str(error.value)
 
 
-# ---- inference.training.train --context-encoder ----------------------------------------------------------------------------
+# ---- entitylm train --context-encoder -------------------------------------------------------------------------------
 
 
 def test_training_a_dntm_on_the_pretrained_encoder_keeps_it_frozen(pretrained, tmp_path, capsys):

@@ -14,8 +14,9 @@ import pytest
 import torch
 
 from coref.document import Document, Mention
-from coref.resolution.kbest import Partition, exact_kbest, greedy_tree, heuristic_kbest
 from coref.metrics.coreference import score_document
+from coref.resolution.kbest import Partition, exact_kbest, greedy_tree, heuristic_kbest
+from coref.resolution.ranker import resolver_documents
 from coref.resolution.rerank import (
     DEFAULT_GRID,
     RESOLVER_ONLY,
@@ -31,14 +32,13 @@ from coref.resolution.rerank import (
     response_document,
     system_rows,
 )
-from coref.resolution.ranker import MentionRanker, resolver_documents
 from generative.layers.batch import make_batch
 from inference.commands import rerank as rerank_command
+from inference.data import prepared_documents
 from inference.evaluation import rerank as reranking
 from inference.training.checkpoint import Checkpoint, pretrained
-from inference.data import prepared_documents
-from tests.test_kbest import random_table, table
 from inference.training.resolution import train_ranker
+from tests.test_kbest import random_table, table
 
 
 def story(entities: list[int], name: str = "story") -> Document:
@@ -338,11 +338,11 @@ def test_a_bad_resolver_file_is_a_one_line_error(tmp_path, capsys):
 
 
 def test_reranking_detected_mentions_scores_against_entitynlm_mentions_of_the_gold(bundled, tmp_path, capsys):
+    from coref.corpora.preprocess import entitynlm_mentions
     from coref.corpora.registry import load_corpus
     from coref.resolution.mentions import MentionDetectorConfig
-    from inference.training.resolution import train_detector
-    from coref.corpora.preprocess import entitynlm_mentions
     from coref.resolution.ranker import with_predicted_mentions
+    from inference.training.resolution import train_detector
 
     train = load_corpus("sample", "train", None).documents
     detector = train_detector(train, load_corpus("sample", "dev", None).documents,

@@ -7,13 +7,13 @@ import json
 
 import pytest
 
-from coref.resolution import pipeline as resolve_module
 from coref.corpora.registry import load_corpus
 from coref.document import Document, Mention
+from coref.io.text import tokenize
+from coref.resolution import pipeline as resolve_module
 from coref.resolution.mentions import MentionDetectorConfig
 from coref.resolution.pipeline import BUNDLED, CorefPipeline, clusters, resolve
 from coref.resolution.ranker import MentionRanker, lowercased, with_predicted_mentions
-from coref.io.text import tokenize
 from inference.commands import resolver as resolver_command
 from inference.commands.resolve import main
 from inference.training.resolution import train_detector, train_ranker

@@ -13,12 +13,19 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from coref.io.conll import read_conll
+from coref.corpora.preprocess import (
+    NUM,
+    PreprocessConfig,
+    is_number,
+    kept_tokens,
+    preprocess_document,
+    preprocess_documents,
+)
 from coref.corpora.registry import load_corpus
 from coref.document import Document, Mention
-from coref.resolution.kbest import ROOT, document_with_clusters, greedy_tree
+from coref.io.conll import read_conll
 from coref.metrics.coreference import evaluate
-from coref.corpora.preprocess import NUM, PreprocessConfig, is_number, kept_tokens, preprocess_document, preprocess_documents
+from coref.resolution.kbest import ROOT, document_with_clusters, greedy_tree
 from coref.resolution.pipeline import BUNDLED
 from coref.resolution.ranker import (
     FEMININE,
@@ -40,8 +47,8 @@ from coref.resolution.ranker import (
     resolver_documents,
     resolver_syntax,
 )
-from inference.training.resolution import train_ranker
 from inference.commands.resolver import main
+from inference.training.resolution import train_ranker
 
 TOKEN = re.compile(r"(?P<open>\[?)(?P<word>.+?)(?:\](?P<entity>\d+))?")
 

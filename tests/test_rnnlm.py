@@ -6,10 +6,10 @@ import pyro
 import pytest
 import torch
 
-from coref.corpora.registry import load_corpus
 from coref.corpora.preprocess import Vocabulary, preprocess_documents
-from generative.layers.batch import DocumentBatch, make_batch
+from coref.corpora.registry import load_corpus
 from generative.baselines.rnnlm import RNNLM, RNNLMConfig
+from generative.layers.batch import DocumentBatch, make_batch
 from tests.training import adam_losses
 
 torch.set_flush_denormal(True)

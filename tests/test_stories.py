@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from coref.corpora.registry import CorpusError
-from coref.document import Document, Mention
 from coref.corpora.stories import (
     SEP,
     PromptedStory,
@@ -18,6 +17,7 @@ from coref.corpora.stories import (
     stories_from_document,
     story_stats,
 )
+from coref.document import Document, Mention
 
 #            0    1    2      3   4    5    6   7    8      9    10  11    12    13  14  15   16   17 18
 TEXT = "He met Mary Smith . She smiled at him . It rained . The old man waved . Mary left .".split()

@@ -11,15 +11,15 @@ import pytest
 import torch
 
 from coref.corpora.stories import load_stories
+from coref.io.checkpoint import FORMAT, VERSION
 from generative.mneme import MnemeConfig, MnemeExample, MnemeLM, make_batch
-from inference.evaluation import entity_usage
 from inference.algorithms import generate
 from inference.commands import generate as generate_command
 from inference.commands import mneme_eval as mneme_eval_command
+from inference.commands import train
+from inference.evaluation import entity_usage
 from inference.evaluation import mneme as mneme_eval
 from inference.training import mneme as story_lm
-from coref.io.checkpoint import FORMAT, VERSION
-from inference.commands import train
 
 TINY = ["--corpus", "sample", "--d-model", "16", "--layers", "1", "--heads", "2", "--d-ff", "32", "--chunk", "8",
         "--segment", "16", "--cache", "32", "--vocab-size", "150", "--batch-tokens", "300", "--warmup", "0",

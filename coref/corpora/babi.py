@@ -46,7 +46,8 @@ Example (qa13)::
 
 That is rule ``names`` (the default). Rule ``nouns`` (``chains="nouns"``; :data:`CHAIN_RULES`) adds the paper's
 exact token match (§4 on task 15: its "simplistic coreference module which matches tokens exactly" cannot join
-"mice" to "mouse"): every other token the bundled tagger (:mod:`coref.resolution.pos`, run on the file's cased sentences)
+"mice" to "mouse"): every other token the bundled tagger (:mod:`coref.resolution.pos`, run on the file's cased
+sentences)
 reads as a noun or proper noun is a one-token mention, and the mentions of one lowercased word form one chain
 (``kitchen``, ``football``, ``swan``). A noun is never a sentence's subject, so pronouns resolve as under rule
 ``names``. On the 20 tasks this gives at most 13 chains per story on 17 of them (13 on tasks 2, 3, 5, 7 and 8:
@@ -68,10 +69,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from coref.io.errors import FileLineError
-from coref.io.conll import read_utf8
 from coref.corpora.registry import CorpusError, DataDir, resolve_data_dir
 from coref.document import Document
+from coref.io.conll import read_utf8
+from coref.io.errors import FileLineError
 
 TASKS = range(1, 21)
 SIZE_FOLDERS = {"1k": "en", "10k": "en-10k"}

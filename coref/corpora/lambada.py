@@ -42,12 +42,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from coref.io.atomic import write_text_atomic
-from coref.io.errors import FileLineError
-from coref.io.progress import progress
-from coref.io.conll import read_utf8
 from coref.corpora.registry import CorpusError, DataDir, resolve_data_dir
 from coref.document import Document
+from coref.io.atomic import write_text_atomic
+from coref.io.conll import read_utf8
+from coref.io.errors import FileLineError
+from coref.io.progress import progress
 
 if TYPE_CHECKING:
     from coref.resolution.pipeline import CorefPipeline

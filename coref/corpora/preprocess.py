@@ -40,8 +40,8 @@ from typing import Any
 
 import networkx as nx
 
-from coref.io.atomic import write_text_atomic
 from coref.document import MAX_MENTION_LENGTH, Document, Mention, split_crossing
+from coref.io.atomic import write_text_atomic
 
 UNK = "<unk>"
 NUM = "<num>"

@@ -46,9 +46,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import mean
 
+from coref.corpora.lambada import lambada_splits, sentence_spans
 from coref.corpora.registry import CorpusError, DataDir, load_corpus
 from coref.document import Document, Mention, sentence_chunks
-from coref.corpora.lambada import lambada_splits, sentence_spans
 from coref.resolution.ranker import PRONOUNS
 
 SEP = "<sep>"

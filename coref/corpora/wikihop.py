@@ -21,8 +21,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from coref.io.conll import read_utf8
 from coref.corpora.registry import CorpusError, DataDir, resolve_data_dir
+from coref.io.conll import read_utf8
 from coref.io.text import TokenizedText, tokenize
 
 SAMPLE_FILES = ("wikihop_dev_first28.json", "wikihop_train_first22.json")

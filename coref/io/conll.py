@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from coref.io.errors import FileLineError
 from coref.document import Document, Mention
+from coref.io.errors import FileLineError
 
 _NO_MENTION = frozenset({"", "_", "-"})
 # Where the word is, by the number of columns of a layout (at least 5 columns: column 4). Two columns

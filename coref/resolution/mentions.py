@@ -18,8 +18,8 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from coref.io.checkpoint import Checkpoint, CheckpointError, load
 from coref.document import Document
+from coref.io.checkpoint import Checkpoint, CheckpointError, load
 
 KIND = "mention_detector"  # its kind of checkpoint (coref.io.checkpoint)
 PAD, UNK = "<pad>", "<unk>"

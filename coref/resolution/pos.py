@@ -15,9 +15,9 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from coref.io.checkpoint import Checkpoint, CheckpointError, load
 from coref.corpora.registry import DataDir, load_corpus, resolve_data_dir
 from coref.document import Document
+from coref.io.checkpoint import Checkpoint, CheckpointError, load
 from coref.resolution.mentions import SHAPES, UNK, length_batches, suffix_bucket, word_shape
 from coref.resolution.ranker import read_conllu_syntax
 

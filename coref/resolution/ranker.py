@@ -16,13 +16,6 @@ import numpy as np
 import torch
 from scipy import sparse
 
-from coref.io.checkpoint import Checkpoint, CheckpointError, load
-from coref.io.progress import progress as progress_bar
-from coref.io.conll import ConllError, read_conllu_words
-from coref.corpora.registry import corpus_names, load_corpus, resolve_data_dir
-from coref.document import Document, Mention
-from coref.resolution.kbest import ROOT, clusters, document_with_clusters, tree_from_antecedents
-from coref.metrics.coreference import CorefEvaluation, evaluate
 from coref.corpora.preprocess import (
     PreprocessConfig,
     drop_singletons,
@@ -30,6 +23,13 @@ from coref.corpora.preprocess import (
     kept_tokens,
     preprocess_documents,
 )
+from coref.corpora.registry import corpus_names, load_corpus, resolve_data_dir
+from coref.document import Document, Mention
+from coref.io.checkpoint import Checkpoint, CheckpointError, load
+from coref.io.conll import ConllError, read_conllu_words
+from coref.io.progress import progress as progress_bar
+from coref.metrics.coreference import CorefEvaluation, evaluate
+from coref.resolution.kbest import ROOT, clusters, document_with_clusters, tree_from_antecedents
 
 # The paper's preprocessing but with case and numbers kept: the same tokens, spans and mentions as EntityNLM's.
 RESOLVER_PREPROCESSING = PreprocessConfig(lowercase=False, replace_numbers=False)
@@ -599,7 +599,8 @@ class MentionRanker:
         self.settings = dict(settings or {})
 
     def arc_scores(self, document: Document, syntax: Syntax | None = None) -> np.ndarray:
-        """The ``(n+1, n+1)`` score table of :mod:`coref.resolution.kbest`: ``[j, i]`` scores arc ``i -> j`` for ``i < j``.
+        """The ``(n+1, n+1)`` score table of :mod:`coref.resolution.kbest`: ``[j, i]`` scores arc ``i -> j`` for
+        ``i < j``.
 
         The root column scores 0.0 and entries with ``i >= j`` are ``-inf``; no cost term (prediction time).
         """
@@ -631,7 +632,8 @@ class MentionRanker:
 
         Candidates are :func:`candidate_antecedents` (``window``, ``matches``); their features are built and
         scored a chunk of anaphors at a time, so memory is linear in the number of mentions. On a document of at
-        most ``window + 1`` mentions this is exactly :func:`coref.resolution.kbest.greedy_tree` of :meth:`arc_scores`. The
+        most ``window + 1`` mentions this is exactly :func:`coref.resolution.kbest.greedy_tree` of
+        :meth:`arc_scores`. The
         progress bar (on a terminal only) is drawn for documents longer than the window.
         """
         mentions = _read_mentions(document, syntax, self.lowercase)

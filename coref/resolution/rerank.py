@@ -30,10 +30,17 @@ from functools import partial
 import numpy as np
 from numpy.typing import ArrayLike
 
-from coref.document import Document
-from coref.resolution.kbest import Partition, ScoredTree, document_with_clusters, exact_kbest, greedy_tree, heuristic_kbest
-from coref.metrics.coreference import CorefEvaluation, DocumentKey, score_document
 from coref.corpora.preprocess import drop_singletons
+from coref.document import Document
+from coref.metrics.coreference import CorefEvaluation, DocumentKey, score_document
+from coref.resolution.kbest import (
+    Partition,
+    ScoredTree,
+    document_with_clusters,
+    exact_kbest,
+    greedy_tree,
+    heuristic_kbest,
+)
 
 GENERATORS = ("heuristic", "exact")
 RESOLVER_ONLY = math.inf  # the interpolation weight that ranks by the resolver score alone

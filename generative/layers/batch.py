@@ -18,8 +18,8 @@ from dataclasses import dataclass, fields
 
 import torch
 
-from coref.document import Document, encode_entities
 from coref.corpora.preprocess import BOS, EOS, Vocabulary
+from coref.document import Document, encode_entities
 
 
 @dataclass(frozen=True)

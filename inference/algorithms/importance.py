@@ -10,7 +10,8 @@ per-document ELBO (the mean log weight, a lower bound), the effective sample siz
 Pareto k-hat of the weights from ArviZ's PSIS (k > 0.7: the estimate is unreliable).
 
 The functions here take any model and guide and keep the whole run's site densities (proposal refinement
-differentiates the guide's). For EntityNLM, :func:`inference.algorithms.smc.importance_sampling` gives the same draws and
+differentiates the guide's). For EntityNLM,
+:func:`inference.algorithms.smc.importance_sampling` gives the same draws and
 weights, bit for bit, from the model and proposal run in lockstep, in memory flat in the document's length:
 what ``python -m inference.marginal_ppl --sampler is`` uses.
 """

@@ -11,7 +11,8 @@ document of a batch (the same vectorised state as importance sampling: nothing l
 multiplies the w_t up. Two ways to use the weights:
 
 - ``resample="never"``: sampling importance resampling (SIR). The weights are those of importance sampling
-  (eq. 11), from the same random draws as :func:`inference.algorithms.importance.estimate_marginal`, which runs the whole
+  (eq. 11), from the same random draws as :func:`inference.algorithms.importance.estimate_marginal`, which runs
+  the whole
   guide first and the model after it: :func:`importance_sampling` is that estimate with memory flat in T. The
   samples are drawn from the particles in proportion to the weights at the end.
 - ``resample="sentence"``: sequential Monte Carlo. At the end of every sentence of a document whose ESS has
@@ -40,10 +41,10 @@ import pyro
 import pyro.distributions as dist
 import torch
 
-from coref.io.progress import progress as progress_bar
 from coref.document import Document, EntityAnnotation, Mention
-from generative.layers.batch import DocumentBatch, stream_positions
+from coref.io.progress import progress as progress_bar
 from generative.entitynlm.model import NEW_ENTITY_SITE, EntityNLM, EntityProposal, MentionState
+from generative.layers.batch import DocumentBatch, stream_positions
 from inference.algorithms.importance import ImportanceEstimate, effective_sample_size, log_mean_exp
 
 RESAMPLING = ("never", "sentence")

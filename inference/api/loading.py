@@ -11,10 +11,10 @@ from generative.registry import family_of
 from inference.api.arguments import kept_random_state
 from inference.api.dntm import DynamicTextModel
 from inference.api.language_model import LanguageModel
-from inference.api.reader import Reader
 from inference.api.mneme import StoryLanguageModel
-from inference.training.checkpoint import Checkpoint, pretrained
+from inference.api.reader import Reader
 from inference.runtime import resolve_device
+from inference.training.checkpoint import Checkpoint, pretrained
 from inference.training.coref_gru import READERS, ReaderTraining, load_reader, train_reader
 from inference.training.mneme import MODELS as STORY_MODELS
 from inference.training.mneme import StoryLMTraining, load_story_lm, train_story_lm
@@ -73,7 +73,7 @@ def train(model: str, corpus: str | None = None, out: str | os.PathLike | None =
     (default cpu)."""
     if model not in TRAINABLE:
         raise ValueError(f"train: this API trains and loads {', '.join(TRAINABLE)}, not {model!r} (python -m "
-                         "inference.training.train trains the others)")
+                         "entitylm train trains the others)")
     if "task" in options:
         if corpus is not None:
             raise ValueError("train: give the corpus or the task, not both")

@@ -36,7 +36,7 @@ def build_parser() -> Parser:
     """The checkpoint, the corpus and its splits, the protocol."""
     parser = Parser(prog="python -m inference.entity_prediction", description=__doc__)
     parser.add_argument("--checkpoint", required=True,
-                        help="EntityNLM trained on InScript with --keep-singletons (inference.training.train)")
+                        help="EntityNLM trained on InScript with --keep-singletons (entitylm train)")
     add_corpus_split(parser, corpus="inscript", split_help="the split the accuracy is reported on")
     parser.add_argument("--train-split", default="train", help="fits the shallow-feature baseline")
     parser.add_argument("--dev-split", default="dev", help="tunes the new-entity bias")

@@ -5,8 +5,8 @@
         --split test --samples 5 --json samples.json
 
 The prompt is ``<sep> e1 <sep> e2 <sep> ...`` (:func:`coref.corpora.stories.prompt_tokens`): the ``--entities`` given
-(each split into words at spaces), or those of a story of a corpus split (its id as ``python -m
-inference.training.train`` cut it, ``ID#k`` for piece k of a long document). A prompt word outside the model's
+(each split into words at spaces), or those of a story of a corpus split (its id as ``entitylm
+train`` cut it, ``ID#k`` for piece k of a long document). A prompt word outside the model's
 vocabulary reads as ``<unk>``, with a warning on stderr. Each sample is drawn by nucleus sampling (§5.2: top-p
 0.8, temperature 1) with the model's full T-XL memory, from one random stream seeded by ``--seed``, and
 printed to stdout as it is drawn, one line per sample, words joined by spaces; it stops at ``<eos>`` or after

@@ -11,7 +11,7 @@ its ``last.pt`` and passes over the finished ones (a finished run resumed trains
 the curves, and ``OUT/best.pt`` is the best configuration's ``model.pt`` (lowest dev NLL of the model: the
 joint for EntityNLM, as the paper selects), each EntityNLM proposal taken from the run with its lowest dev NLL.
 The arguments for the runs are checked before the first starts; a folder whose runs are of another model or
-corpus is refused, and so (by inference.training.train) is resuming a run with options that define another
+corpus is refused, and so (by entitylm train) is resuming a run with options that define another
 configuration.
 """
 
@@ -23,9 +23,8 @@ from collections.abc import Sequence
 from dataclasses import fields
 
 from inference.checks import integer, output_folder, real
-from inference.commands.cli import Parser, run_main
 from inference.commands import train
-from inference.commands.cli import USER_ERRORS, config_of
+from inference.commands.cli import USER_ERRORS, Parser, config_of, run_main
 from inference.commands.options import add_data_dir
 from inference.training.grid import PAPER_DROPOUTS, PAPER_OPTIMIZERS, PAPER_SIZES, GridSearch, run_options, search_grid
 from inference.training.train import LanguageModelTraining
@@ -33,7 +32,7 @@ from inference.training.train import LanguageModelTraining
 
 def build_parser() -> Parser:
     parser = Parser(prog="python -m inference.grid", description=__doc__,
-                    epilog="arguments after -- go to every inference.training.train run")
+                    epilog="arguments after -- go to every entitylm train run")
     parser.add_argument("--model", choices=("entitynlm", "rnnlm"), required=True, help="the model to search for")
     parser.add_argument("--corpus", default="sample", help="corpus name, or several joined with '+'")
     add_data_dir(parser)

@@ -49,8 +49,6 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from inference.checks import integer, output_file, real
-from inference.commands.cli import Parser, run_subcommand
 from coref.corpora.registry import canonical_split, load_corpus
 from coref.io.atomic import write_text_atomic
 from coref.resolution.mentions import (
@@ -60,6 +58,8 @@ from coref.resolution.mentions import (
     mention_scores,
     width_coverage,
 )
+from inference.checks import integer, output_file, real
+from inference.commands.cli import Parser, run_subcommand
 from inference.commands.options import add_data_dir, add_json, add_seed
 from inference.training.resolution import train_detector
 

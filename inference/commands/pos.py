@@ -40,11 +40,11 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from inference.checks import integer, output_file, real
-from inference.commands.cli import Parser, run_subcommand
 from coref.corpora.registry import canonical_split
 from coref.io.atomic import write_text_atomic
 from coref.resolution.pos import BUNDLED, CORPUS, PosTagger, PosTaggerConfig, ontogum_tagged, tag_scores
+from inference.checks import integer, output_file, real
+from inference.commands.cli import Parser, run_subcommand
 from inference.commands.options import add_data_dir, add_json, add_seed
 from inference.training.resolution import train_tagger
 

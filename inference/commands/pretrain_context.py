@@ -11,7 +11,7 @@ one shared embedding set, footnote 7: sentences of at most 32 tokens, batches of
 iterations), then freezes the encoder while training the language model and initialises the LM's input and
 output word embeddings with the pretrained ones, every ``<unkK>`` with ``<unk>``'s vector. Here:
 
-- the vocabulary is the one ``inference.training.train --model dntm`` builds for the same ``--corpus`` and
+- the vocabulary is the one ``entitylm train --model dntm`` builds for the same ``--corpus`` and
   ``--vocab-size``:
   :func:`coref.corpora.anonymise.anonymised_vocabulary` of the anonymised TRAINING documents, so that word ids agree;
 - the text is the training split of ``--corpus`` with its original words (:data:`ANONYMISED_PREPROCESS`, NOT
@@ -32,7 +32,7 @@ output word embeddings with the pretrained ones, every ``<unkK>`` with ``<unk>``
 ``--out`` is written atomically at every evaluation (a stopped run leaves its best weights so far): a
 ``context_encoder`` checkpoint of :mod:`coref.io.checkpoint` (config ``size``; training record ``args``,
 ``text``, ``history``, ``best``, ``steps``).
-:func:`load_context_encoder` puts it into a DNTM (``inference.training.train --context-encoder``).
+:func:`load_context_encoder` puts it into a DNTM (``entitylm train --context-encoder``).
 """
 
 from __future__ import annotations
@@ -40,8 +40,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from inference.commands.cli import Parser, run_main
-from inference.commands.cli import USER_ERRORS, config_of
+from inference.commands.cli import USER_ERRORS, Parser, config_of, run_main
 from inference.commands.options import add_data_dir, add_device, add_seed
 from inference.training.context_encoder import CHECKS, ContextEncoderTraining, pretrain_context_encoder
 from inference.training.options import defaults, option
@@ -59,9 +58,9 @@ def build_parser() -> Parser:
                         help="more text, comma-separated: corpora of coref.corpora.registry (their training split), "
                              "lambada (LAMBADA's training novels) or lambada-dev (its development passages)")
     parser.add_argument("--vocab-size", **option(CHECKS, "vocab_size"), default=DEFAULTS["vocab_size"],
-                        help="as inference.training.train's --vocab-size (the anonymised vocabulary, paper 10K)")
+                        help="as entitylm train's --vocab-size (the anonymised vocabulary, paper 10K)")
     parser.add_argument("--context-size", **option(CHECKS, "context_size"), default=DEFAULTS["context_size"],
-                        help="embeddings, BiLSTM units per direction and context vectors (inference.training.train's)")
+                        help="embeddings, BiLSTM units per direction and context vectors (entitylm train's)")
     parser.add_argument("--steps", **option(CHECKS, "steps"), default=DEFAULTS["steps"], help="updates (paper 50,000)")
     parser.add_argument("--batch-sentences", **option(CHECKS, "batch_sentences"), default=DEFAULTS["batch_sentences"],
                         help="sentences per update (paper 128)")

@@ -3,7 +3,7 @@
     python -m inference.train --model ga_cgru --task babi:3 --data-dir DATA --out runs/babi/ga_cgru/3/seed0
     python -m inference.train --model ga_cgru --task wikihop --data-dir DATA --out runs/wikihop   # a demo
 
-``inference.training.train`` hands a reader's ``--model`` to this module's parser (``python -m inference.reading``
+``entitylm train`` hands a reader's ``--model`` to this module's parser (``python -m inference.reading``
 is the same command), whose defaults are the readers' own.
 
 The models (:mod:`generative.coref_gru`): ``ga_gru``, ``ga_cgru`` and ``ga_gru_onehot`` are the gated-attention
@@ -25,10 +25,9 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from inference.checks import output_file
-from inference.commands.cli import Parser, run_main
 from coref.io.atomic import write_text_atomic
-from inference.commands.cli import config_of
+from inference.checks import output_file
+from inference.commands.cli import Parser, config_of, run_main
 from inference.commands.options import add_data_dir, add_device, add_seed
 from inference.training.coref_gru import CHECKS, ReaderTraining, train_reader
 from inference.training.options import defaults, option

@@ -50,8 +50,6 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from inference.checks import integer, output_file, real
-from inference.commands.cli import Parser, run_subcommand
 from coref.corpora.preprocess import drop_singletons
 from coref.corpora.registry import load_corpus
 from coref.document import Document
@@ -69,6 +67,8 @@ from coref.resolution.ranker import (
     resolver_syntax,
     with_predicted_mentions,
 )
+from inference.checks import integer, output_file, real
+from inference.commands.cli import Parser, run_subcommand
 from inference.commands.options import add_data_dir, add_json, add_seed
 from inference.training.resolution import train_ranker
 

@@ -3,7 +3,7 @@
     python -m inference.train --model d_mneme --corpus litbank+ontogum+inscript+lambada --data-dir DATA \\
         --out runs/mneme/d_mneme
 
-``inference.training.train`` hands these ``--model`` values to this module's parser (``python -m inference.story_lm`` is
+``entitylm train`` hands these ``--model`` values to this module's parser (``python -m inference.story_lm`` is
 the same command): ``vanilla`` (VANILLALM), ``s_mneme``, ``d_mneme`` and the ablations ``d_mneme_no_mi`` and
 ``d_mneme_no_es``, the presets of :mod:`generative.mneme`, whose docstring describes the model.
 
@@ -43,11 +43,10 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from inference.checks import output_file
-from inference.commands.cli import Parser, run_main
 from coref.corpora.stories import STORY_CORPORA
 from coref.io.atomic import write_text_atomic
-from inference.commands.cli import USER_ERRORS, config_of
+from inference.checks import output_file
+from inference.commands.cli import USER_ERRORS, Parser, config_of, run_main
 from inference.commands.options import add_data_dir, add_device, add_seed
 from inference.training.mneme import CHECKS, StoryLMTraining, train_story_lm
 from inference.training.options import defaults, option

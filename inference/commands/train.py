@@ -31,9 +31,8 @@ import json
 import sys
 from collections.abc import Sequence
 
-from inference.commands.cli import Parser, run_main
 from inference.commands import reading, story_lm
-from inference.commands.cli import USER_ERRORS, config_of
+from inference.commands.cli import USER_ERRORS, Parser, config_of, run_main
 from inference.commands.options import add_data_dir, add_device, add_seed
 from inference.training.coref_gru import READERS
 from inference.training.mneme import MODELS as STORY_MODELS

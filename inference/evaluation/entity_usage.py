@@ -10,7 +10,8 @@ Human and generated stories pass through the same annotator (§4.3: one corefere
 
 1. the words, joined by spaces (``<unk>`` written ``UNK``), are tokenised and split into sentences again by
    :mod:`coref.io.text`;
-2. a :class:`coref.resolution.pipeline.CorefPipeline` (the bundled LitBank one by default) finds the mentions and entities;
+2. a :class:`coref.resolution.pipeline.CorefPipeline` (the bundled LitBank one by default) finds the mentions and
+   entities;
 3. singletons are dropped, as the paper's annotator (Lee et al. 2018, trained on OntoNotes) outputs none;
 4. :mod:`coref.resolution.pos` tags every token (for attribute consistency);
 5. :func:`coref.metrics.stories.story_metrics` measures the story against its prompt's entities.
@@ -28,14 +29,14 @@ from typing import Any
 
 import torch
 
-from coref.io.progress import progress
-from coref.document import Document
-from coref.metrics.stories import AVERAGED, StoryMetrics, corpus_metrics, story_metrics
-from coref.resolution.pos import PosTagger
 from coref.corpora.preprocess import drop_singletons
-from coref.resolution.pipeline import CorefPipeline
 from coref.corpora.stories import PromptedStory, prompt_tokens
+from coref.document import Document
+from coref.io.progress import progress
 from coref.io.text import tokenize
+from coref.metrics.stories import AVERAGED, StoryMetrics, corpus_metrics, story_metrics
+from coref.resolution.pipeline import CorefPipeline
+from coref.resolution.pos import PosTagger
 from generative.mneme import MnemeLM
 from inference.training.mneme import UNK, StoryVocabulary, never_drawn
 

@@ -100,7 +100,7 @@ def stored_result(path: Path, expected: dict) -> dict | None:
     try:
         stored = json.loads(path.read_bytes())
     except ValueError as error:  # not JSON, or not UTF-8
-        raise ValueError(f"{path}: not a result of inference.evaluation.marginal_ppl ({error}); delete it to measure "
+        raise ValueError(f"{path}: not a result of entitylm marginal-ppl ({error}); delete it to measure "
                          "again") from None
     differs = [f"{key} {stored.get(key)!r} (now {value!r})" for key, value in expected.items()
                if not isinstance(stored, dict) or stored.get(key) != value]

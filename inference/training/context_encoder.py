@@ -23,14 +23,14 @@ from coref.corpora.anonymise import (
     anonymised_vocabulary,
     first_entity_id,
 )
-from inference.checks import integer, output_file, real
-from coref.io.conll import read_utf8
+from coref.corpora.preprocess import EOS, SPECIALS, Vocabulary, preprocess_documents
 from coref.corpora.registry import SPLITS, CorpusError, corpus_names, load_corpus, resolve_data_dir
 from coref.document import Document
-from coref.corpora.preprocess import EOS, SPECIALS, Vocabulary, preprocess_documents
-from generative.dntm import ContextEncoder, DynamicNeuralTextModel, sample_negatives
 from coref.io import checkpoint as stored
 from coref.io.checkpoint import CheckpointError
+from coref.io.conll import read_utf8
+from generative.dntm import ContextEncoder, DynamicNeuralTextModel, sample_negatives
+from inference.checks import integer, output_file, real
 from inference.training.loop import Run, Trainer
 from inference.training.options import check
 

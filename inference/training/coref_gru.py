@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from coref.io.atomic import write_text_atomic
 from coref.corpora.babi import CHAIN_RULES, TASKS, BabiExample, babi_answer_classes, babi_vocabulary, load_babi
-from inference.checks import integer, output_folder, real
 from coref.corpora.lambada import LambadaExample, is_candidate, lambada_clusters, lambada_splits
 from coref.corpora.wikihop import load_wikihop_sample
+from coref.io import checkpoint as stored
+from coref.io.atomic import write_text_atomic
 from generative.coref_gru import (
     GatedAttentionReader,
     ReaderConfig,
@@ -30,8 +30,8 @@ from generative.coref_gru import (
     matched_hidden_size,
     non_overlapping,
 )
-from coref.io import checkpoint as stored
 from generative.registry import TRAINABLE, models_of
+from inference.checks import integer, output_folder, real
 from inference.training.loop import Report, Run, Trainer
 from inference.training.options import check
 

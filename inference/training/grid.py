@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from coref.io.atomic import atomic_path, write_text_atomic
-from inference.training.train import LanguageModelTraining, train_language_model
 from inference.training.checkpoint import PROPOSAL_WEIGHTS, Checkpoint
+from inference.training.train import LanguageModelTraining, train_language_model
 
 PAPER_SIZES = (32, 48, 64, 128, 256)
 PAPER_DROPOUTS = (0.2, 0.5)

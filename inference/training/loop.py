@@ -45,8 +45,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from coref.io.progress import progress
 from coref.io.checkpoint import module_weights
+from coref.io.progress import progress
 from inference.runtime import changed_options, resolve_device, set_seed
 
 ORDERS: dict[str, Callable[[int, int], Any]] = {  # strategy -> (seed, epoch) -> the epoch's random source

@@ -17,12 +17,12 @@ from typing import Any
 
 import torch
 
-from inference.checks import integer, output_folder, real
 from coref.corpora.registry import CorpusError, DataDir
 from coref.corpora.stories import GOLD_CORPORA, SEP, STORY_CORPORA, PromptedStory, load_stories, prompt_tokens
-from generative.mneme import PRESETS, MnemeBatch, MnemeConfig, MnemeExample, MnemeLM, make_batch, parameter_count
 from coref.io import checkpoint as stored
 from coref.io.checkpoint import CheckpointError
+from generative.mneme import PRESETS, MnemeBatch, MnemeConfig, MnemeExample, MnemeLM, make_batch, parameter_count
+from inference.checks import integer, output_folder, real
 from inference.training.loop import Report, Run, Trainer
 from inference.training.options import check
 

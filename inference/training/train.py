@@ -16,7 +16,6 @@ from typing import Any
 
 import torch
 
-from inference.checks import integer, output_folder, real
 from coref.corpora.anonymise import first_entity_id
 from coref.corpora.preprocess import SPECIALS, PreprocessConfig, Vocabulary, apply_vocabulary
 from coref.document import sentence_chunks
@@ -26,6 +25,7 @@ from generative.dntm import MERGES, PLACEMENTS, DNTMConfig
 from generative.entitynlm.model import PROPOSAL_CONTEXTS, EntityNLMConfig, EntityProposal
 from generative.layers.batch import DocumentBatch, batches_by_length, token_stream
 from generative.registry import LANGUAGE_MODELS, model_kind
+from inference.checks import integer, output_folder, real
 from inference.data import language_model_documents, language_model_preprocess, language_model_vocabulary
 from inference.training.checkpoint import PROPOSAL_WEIGHTS, Checkpoint
 from inference.training.context_encoder import load_context_encoder

@@ -1,20 +1,5 @@
-"""Anonymised language modelling data (Kobayashi et al. 2017, §4 and Table 1), from a coreference corpus.
-
-The paper turns OntoNotes into a language modelling task in which entities are unknown words: every
-coreference chain of a document gets an identifier ``<unk1>``, ``<unk2>``, ... in order of first appearance,
-every mention of the chain is replaced by that ONE token, sentences are marked with ``<bos>``/``<eos>``, the
-vocabulary is the 10K most frequent words, and only documents with at most 50 chains are used. Here:
-
-- :data:`ANONYMISED_PREPROCESS` prepares a document (:mod:`coref.corpora.preprocess`): lowercase, ``<num>``, outermost
-  mentions of any length, no singletons, and punctuation KEPT (the paper's Figure 3 keeps it);
-- :func:`anonymise` replaces each mention by its chain's identifier, with a one-token mention labelled K in
-  its place, so that EntityNLM's batching (``E`` numbered by first mention) gives exactly K at that token;
-  :func:`source_spans` says which original tokens each anonymised token stands for and :func:`restore` puts
-  the mention words back;
-- :func:`anonymised_corpus` loads a split and drops, and counts, the documents with more than
-  :data:`MAX_CHAINS` chains; :func:`anonymised_vocabulary` always holds the 50 identifiers, at fixed ids;
-- :func:`table1` gives the paper's Table 1 rows. The sentence marks are the project's ``<s>`` and ``</s>``,
-  which :mod:`generative.layers.batch` puts around every sentence, so they are not tokens of the documents here.
+"""The anonymise command: statistics of the anonymised language modelling data of :mod:`coref.corpora.anonymise`
+(its docstring, below in ``--help``, says how a corpus is anonymised).
 
 Command line::
 
@@ -28,10 +13,11 @@ import inspect
 import json
 from collections.abc import Sequence
 
+from coref.corpora import anonymise
 from coref.corpora.anonymise import anonymised_corpus, dropped_lines, format_table, stats_json
 from coref.corpora.registry import available_splits
 from coref.io.atomic import write_text_atomic
-from inference.commands.cli import Parser, run_subcommand
+from inference.commands.cli import Parser, help_text, run_subcommand
 from inference.commands.options import add_data_dir, add_json
 
 
@@ -49,7 +35,7 @@ def stats(args: argparse.Namespace) -> int:
 
 def build_parser() -> Parser:
     """``stats``."""
-    parser = Parser(prog="python -m coref.anonymise", description=__doc__)
+    parser = Parser(prog="python -m coref.anonymise", description=help_text(__doc__, anonymise))
     commands = parser.add_subparsers(dest="command", required=True)
     stats_parser = commands.add_parser("stats", help="the paper's Table 1 for each split of an anonymised corpus",
                                        description=inspect.getdoc(stats))

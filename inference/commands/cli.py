@@ -7,7 +7,8 @@ Every command (``entitylm COMMAND``, its ``python -m`` entry point, the benchmar
   ONE line on stderr that names the file (``FILE:LINE: reason`` where there is a line) or the option, and exit
   status 2: never a traceback, and nothing half-written left behind;
 - Ctrl-C gives the one line ``interrupted`` and exit status 130;
-- ``--help`` shows every option with its default, under the module's whole docstring.
+- ``--help`` shows every option with its default, under the module's whole docstring and then its library
+  module's (:func:`help_text`).
 
 The option types that refuse a bad value while parsing are :mod:`inference.checks` (the configs check with them
 too); the option groups many commands share are :mod:`inference.commands.options`.
@@ -20,6 +21,7 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import fields
+from types import ModuleType
 from typing import NoReturn, TypeVar
 
 from coref.io.atomic import remove_partial_files, write_text_atomic
@@ -58,6 +60,13 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(BAD_INPUT, f"{self.prog}: error: {one_line(message)}\n")
+
+
+def help_text(command_doc: str | None, library: ModuleType) -> str:
+    """A command's ``--help`` description: its own module's docstring (the command line: usage, what it writes)
+    and then its library module's (what is computed and why), so that each text is written once, where it
+    belongs, and ``--help`` still shows both."""
+    return f"{command_doc}\n{library.__doc__}"
 
 
 def one_line(message: str) -> str:

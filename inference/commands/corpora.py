@@ -1,28 +1,5 @@
-"""Named coreference corpora and their splits: loading, counting, and fetching the public ones.
-
-A corpus is a name and a split:
-
-- ``sample`` (train, dev, test): ten short stories written for this project and shipped inside the package
-  (``coref/corpora/data/SAMPLE.md``), so that every command runs without downloading anything;
-- ``litbank`` (train, dev, test): LitBank (Bamman et al. 2020), the openings of 100 novels, singletons
-  annotated, split 80/10/10 by our fixed protocol table ``coref/corpora/data/litbank_splits.tsv``;
-- ``ontogum`` (train, dev, test, test2): OntoGUM (Zhu et al. 2021), GUM in the OntoNotes scheme, with GUM's
-  own splits and the out-of-domain GENTLE documents as test2; sentence boundaries come from the CoNLL-U files;
-- ``conll2012`` (train, dev, test): the CoNLL-2012 shared task data, which is licensed (LDC): bring your own;
-- ``inscript`` (train, dev, test): InScript (Modi et al. 2016), 910 crowdsourced script stories, split 637/91/182
-  by the JSON table that came with it; its labels and chains become mentions as :mod:`coref.corpora.inscript` says.
-
-Every corpus but ``sample`` lives under a data directory (``--data-dir`` or ``ENTITYLM_DATA``), in the layout
-that ``python -m coref.corpora download`` writes::
-
-    DATA/litbank/splits.tsv   DATA/litbank/conll/NAME.conll
-    DATA/ontogum/splits.tsv   DATA/ontogum/conll/NAME.conll   DATA/ontogum/conllu/NAME.conllu
-    DATA/conll2012/train/ development/ test/   (*_conll files at any depth; *_gold_conll preferred)
-    DATA/inscript/splits/modi_split_637_91_182.json   DATA/inscript/corpus/SCENARIO/STORY.xml   (copied by hand)
-
-``"litbank+ontogum"`` names the concatenation of several corpora. Files are read leniently by default: a
-malformed mention is dropped and reported in :attr:`Corpus.problems`, so that one annotation error does not
-stop a whole-corpus run; ``strict=True`` makes it an error instead.
+"""The corpora command: statistics of the named corpora of :mod:`coref.corpora.registry` (its docstring, below in
+``--help``, says what each is and where it lives), and fetching the public ones.
 
 Command line::
 
@@ -38,10 +15,11 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from coref.corpora import registry
 from coref.corpora.registry import DOWNLOADERS, RAW_GITHUB, SPLITS, corpus_summary
 from coref.io.atomic import write_text_atomic
 from inference.checks import output_folder
-from inference.commands.cli import Parser, run_subcommand
+from inference.commands.cli import Parser, help_text, run_subcommand
 from inference.commands.options import add_data_dir, add_json
 
 
@@ -67,7 +45,7 @@ def download(args: argparse.Namespace) -> int:
 
 def build_parser() -> Parser:
     """``stats`` and ``download``."""
-    parser = Parser(prog="python -m coref.corpora", description=__doc__)
+    parser = Parser(prog="python -m coref.corpora", description=help_text(__doc__, registry))
     commands = parser.add_subparsers(dest="command", required=True)
 
     stats_parser = commands.add_parser("stats", help="count documents, sentences, tokens, mentions and entities "

@@ -1,24 +1,7 @@
-"""Entity prediction on InScript (Ji et al. 2017, §5.3, Table 3): which entity does the next mention refer to?
+"""The entity_prediction command: InScript's entity prediction, as :mod:`inference.evaluation.entity_prediction`
+runs it (its docstring, below in ``--help``, gives the protocol and the predictors).
 
     python -m inference.entity_prediction --checkpoint runs/inscript/model.pt --data-dir DATA --json out.json
-
-The protocol (Modi et al. 2017, as adapted by the paper): R is given, so the positions of mention starts are
-known; after the first three sentences of a story, at each of its first (at most) 30 mention starts, a
-predictor sees the left context with its gold entities and names the entity of the mention: one mentioned
-before, or "new". Accuracy over all such slots of the test split, and per scenario.
-
-Predictors:
-
-- **always-new**;
-- **shallow features**: a linear (conditional-logit) classifier over the candidates (every entity mentioned so
-  far, and "new") with the features of Modi et al. (2017): recency of the entity's last mention and its
-  frequency so far; fitted by maximum likelihood on every mention of the training split;
-- **EntityNLM**: argmax of p(E_t | R_t = 1, history) (eq. 4) in one teacher-forced run over the story's gold
-  R, E, L: the history is the words and gold entities of the left context only;
-- **EntityNLM, new-entity bias tuned on dev** (ours): the same, with one constant added to the new entity's
-  log-probability, chosen for accuracy on the dev split. The model is trained to predict every mention, and
-  most training mentions are not slots (the slots come late in a story, where fewer entities are new), so
-  its "new" probability need not be calibrated for the slots.
 """
 
 from __future__ import annotations
@@ -27,14 +10,15 @@ import argparse
 from collections.abc import Sequence
 
 from inference.checks import integer
-from inference.commands.cli import Parser, run_command
+from inference.commands.cli import Parser, help_text, run_command
 from inference.commands.options import add_corpus_split, add_data_dir, add_device, add_json, add_seed
+from inference.evaluation import entity_prediction
 from inference.evaluation.entity_prediction import evaluate_entity_prediction, format_result
 
 
 def build_parser() -> Parser:
     """The checkpoint, the corpus and its splits, the protocol."""
-    parser = Parser(prog="python -m inference.entity_prediction", description=__doc__)
+    parser = Parser(prog="python -m inference.entity_prediction", description=help_text(__doc__, entity_prediction))
     parser.add_argument("--checkpoint", required=True,
                         help="EntityNLM trained on InScript with --keep-singletons (entitylm train)")
     add_corpus_split(parser, corpus="inscript", split_help="the split the accuracy is reported on")

@@ -1,18 +1,8 @@
-"""The GAP coreference dataset (Webster et al. 2018): loading, decisions from a resolved document, and its metric.
+"""The gap command: the raw-text pipeline of :mod:`coref.resolution.pipeline` scored on GAP, as
+:mod:`coref.corpora.gap` does it (its docstring, below in ``--help``, says how), in the snippet-context setting:
+the URL unused.
 
-GAP gives a Wikipedia paragraph, an ambiguous pronoun and two names, A and B, all by character offset, and
-says whether each name corefers with the pronoun (both may be FALSE). A coreference resolver answers by
-clustering mentions in the tokenised paragraph; :func:`gap_decisions` reads its two answers off the clusters,
-:func:`gap_scores` scores them as GAP's ``gap_scorer.py`` does, and :func:`evaluate_gap` does both over a split
-with any resolver.
-
-The files live at ``DATA/gap/gap-{development,test,validation}.tsv`` (splits ``dev``, ``test``, ``validation``):
-TAB-separated, a header row, 11 columns (``ID, Text, Pronoun, Pronoun-offset, A, A-offset, A-coref, B, B-offset,
-B-coref, URL``), offsets 0-based characters into ``Text``. A row that breaks this format is a
-:class:`GapError` naming ``FILE:LINE``.
-
-The command scores the raw-text pipeline of :mod:`coref.resolution.pipeline` (the snippet-context setting: the URL
-unused)::
+Command line::
 
     python -m coref.gap --split test --data-dir DATA [--detector M --resolver R] [--json OUT]
 """
@@ -22,19 +12,20 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from coref.corpora import gap
 from coref.corpora.gap import evaluate_gap, format_scores, load_gap
 from coref.document import Document
 from coref.io.atomic import write_text_atomic
 from coref.io.text import TokenizedText, tokenize
 from coref.resolution.pipeline import CorefPipeline
 from inference.checks import integer
-from inference.commands.cli import Parser, run_main
+from inference.commands.cli import Parser, help_text, run_main
 from inference.commands.options import add_data_dir, add_json
 
 
 def build_parser() -> Parser:
     """The split, the models, --limit and --json."""
-    parser = Parser(prog="python -m coref.gap", description=__doc__)
+    parser = Parser(prog="python -m coref.gap", description=help_text(__doc__, gap))
     parser.add_argument("--split", default="test", help="dev, test or validation")
     add_data_dir(parser, help="folder holding gap/ (default: $ENTITYLM_DATA)")
     parser.add_argument("--detector", help="mention detector (default: the bundled one)")

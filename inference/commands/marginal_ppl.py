@@ -1,27 +1,9 @@
-"""Marginal perplexity of EntityNLM by SMC or importance sampling (paper §5.1), beside its baselines.
+"""The marginal_ppl command: EntityNLM's marginal perplexity beside its baselines', as
+:mod:`inference.evaluation.marginal_ppl` computes it (its docstring, below in ``--help``, says how).
 
     python -m inference.marginal_ppl                                  # bundled model, embedded sample corpus
     python -m inference.marginal_ppl --checkpoint runs/entitynlm/model.pt --corpus litbank --split test \\
         --data-dir DATA --baseline runs/rnnlm/model.pt --baseline runs/ngram/model.pt --json result.json
-
-R, E and L are latent at test time: for each document N annotations are drawn from the proposal and p(x) is
-estimated from their weights. Perplexity = exp(-sum_docs log p_hat(x) / tokens), over the word tokens and
-sentence ends every model predicts, beside the baselines' perplexities on the same tokens with the same
-vocabulary. ``--sampler is`` is the paper's importance sampling (eq. 11: the mean importance weight; printed
-per document with ESS and PSIS k-hat, and in total with the ELBO perplexity, a bound). ``--sampler smc``, the
-default, is sequential Monte Carlo with the same proposal and particle count (:mod:`inference.algorithms.smc`):
-particles are resampled at sentence ends when their ESS falls below half, and the product of the stages'
-mean weights is again an unbiased estimate of p(x); on dev it had the lower variance at equal particles and at
-equal seconds (``benchmarks/samplers.py``).
-
-``--sampler both`` runs the two in turn, each from the same random state (so each column is what a run of
-that sampler alone with the same seed gives), and reports them side by side per document: for importance
-sampling log p_hat(x), ESS and PSIS k-hat; for SMC log p_hat(x), the ESS of the final weights, the mean ESS
-at sentence ends (before resampling there), the number of resamplings, and the PSIS k-hat of the final
-stage's weights (those since the last resampling: it diagnoses that stage only). Its JSON keeps the totals
-under ``samplers`` ({"is": {...}, "smc": {...}}) and each document's statistics under ``per_document[i]["is"]``
-and ``["smc"]``; the single-sampler modes keep their flat keys. A k-hat JSON cannot hold (infinite when ArviZ
-has too few tail weights to fit, always at N <= 20) is written as null with a ``psis_khat_note`` saying why.
 """
 
 from __future__ import annotations
@@ -31,14 +13,15 @@ from collections.abc import Sequence
 
 from generative.entitynlm.model import PROPOSAL_CONTEXTS
 from inference.checks import integer, real
-from inference.commands.cli import Parser, config_of, run_command
+from inference.commands.cli import Parser, config_of, help_text, run_command
 from inference.commands.options import add_corpus_split, add_data_dir, add_device, add_json, add_seed
+from inference.evaluation import marginal_ppl
 from inference.evaluation.marginal_ppl import SAMPLERS, MarginalConfig, format_result, marginal_perplexity
 
 
 def build_parser() -> Parser:
     """The model, the corpus, the sampler and its proposal, the baselines."""
-    parser = Parser(prog="python -m inference.marginal_ppl", description=__doc__)
+    parser = Parser(prog="python -m inference.marginal_ppl", description=help_text(__doc__, marginal_ppl))
     parser.add_argument("--checkpoint", help="EntityNLM checkpoint (default: the bundled one)")
     add_corpus_split(parser)
     add_data_dir(parser)

@@ -1,36 +1,9 @@
-"""Language-modelling and generation metrics of MNEMELM story LMs (Papalampidi et al. 2022: §4.2, §5.1-5.2,
-Table 1, Table 2, Figures 3 and 4).
+"""The mneme_eval command: language-modelling and generation metrics of MNEMELM story LMs, as
+:mod:`inference.evaluation.mneme` computes them (its docstring, below in ``--help``, says what each key holds).
 
     python -m inference.mneme_eval --checkpoints runs/mneme/vanilla/model.pt runs/mneme/d_mneme/model.pt \\
         --corpus litbank+ontogum+inscript --split test --cache-sizes 500 100 50 10 --samples 5 \\
         --out benchmarks/results/mneme.json --plots benchmarks/results/
-
-**Language modelling** (the key ``language_modelling``; ``--skip-lm`` leaves it out). Each checkpoint
-(``python -m inference.train --model vanilla|s_mneme|d_mneme|...``) reads the split's stories, cut as in training
-(``--max-tokens``), once per T-XL cache size: 500 is the paper's full context, 100, 50 and 10 simulate narratives
-longer than the context (§4.1), the segment length staying the model's. Over the story tokens (the prompt
-excluded, ``<eos>`` included), per model and cache size:
-
-- ``perplexity``; ``entity_nll``, -log p_e: the mean NLL of the tokens inside a mention of a prompt entity
-  (§4.2); ``other_nll``, -log p_r: of the other tokens; the numbers of stories, tokens and mention tokens;
-- ``section_entity_nll``: each story's text cut into ``--sections`` equal sections (L = 10, App. A.2) and the
-  mean NLL of the mention tokens of each section, pooled over stories (Figure 4, upper part); per model,
-  ``section_degradation``: its percentage increase from the largest cache size to each smaller one (Figure 4,
-  lower part: 500 -> 100);
-- with a ``vanilla`` checkpoint among them, ``relative_improvement`` of every other model over it per cache
-  size, 100 (vanilla - model) / vanilla, of perplexity, -log p_e and -log p_r (Figure 3).
-
-**Generation** (the key ``generation``, with ``--samples N``; Table 2): every model draws N stories from the
-prompt of each prompted story of the split (``--prompts``: fewer, evenly spread), each as long as its human
-story; the human and generated stories are annotated alike and measured (:mod:`inference.evaluation.entity_usage`):
-entities, mentions per entity, exact and subset prompt matches, coherence C, consistency V and U, each with its
-spread over the N sample sets; ``coherence_gap_closed``: the share of vanilla's gap to human C each other model
-closes.
-
-All checkpoints must share one vocabulary: perplexities over other words are not comparable. Other keys of
-``--out`` are kept; an earlier entry with the same settings keeps its other models, so checkpoints can be
-evaluated as they finish. ``--plots`` gets ``mneme_figure3.png`` (with a vanilla checkpoint) and
-``mneme_figure4.png``.
 """
 
 from __future__ import annotations
@@ -44,8 +17,9 @@ from typing import Any
 
 from coref.io.atomic import write_text_atomic
 from inference.checks import integer, output_file, output_folder, probability, real
-from inference.commands.cli import Parser, config_of, run_main
+from inference.commands.cli import Parser, config_of, help_text, run_main
 from inference.commands.options import add_corpus_split, add_data_dir, add_device, add_seed
+from inference.evaluation import mneme
 from inference.evaluation.mneme import (
     GENERATION,
     KEY,
@@ -59,7 +33,7 @@ from inference.evaluation.mneme import (
 
 def build_parser() -> Parser:
     """The checkpoints, the stories, the language-modelling and the generation metrics."""
-    parser = Parser(prog="python -m inference.mneme_eval", description=__doc__)
+    parser = Parser(prog="python -m inference.mneme_eval", description=help_text(__doc__, mneme))
     parser.add_argument("--checkpoints", nargs="+", required=True,
                         help="story LM checkpoints (OUT/model.pt of python -m inference.train), one per model")
     add_corpus_split(parser, corpus="litbank+ontogum+inscript",

@@ -1,21 +1,8 @@
-"""Refine a trained proposal toward the model's posterior on text alone: reweighted wake-sleep's wake-phi update.
+"""The refine command: a trained proposal refined toward the model's posterior on text alone, by
+:mod:`inference.algorithms.refine` (its docstring, below in ``--help``, says how and what is written).
 
     python -m inference.refine --checkpoint runs/entitynlm/model.pt --proposal bidirectional \\
         --corpus litbank+ontogum --data-dir DATA --out runs/entitynlm/refined.pt
-
-A proposal fitted to gold annotations is sharper than the model's posterior p(R, E, L | X), and on long
-documents its importance weights collapse onto one particle. The wake-phi update of reweighted wake-sleep
-(Le et al. 2019) minimises sum_i w_i * -log q(z_i | x) with the self-normalised weights w_i of K particles
-z_i ~ q: a stochastic estimate of KL(p(z | x) || q), which widens q where the posterior is wider. Its gradient
-is only informative where the weights are not degenerate, so it runs on pieces of whole sentences of about
-``--chunk`` tokens (the proposal's conditionals are local, so what it learns there holds on whole documents).
-The model's parameters stay fixed.
-
-Every ``--eval-every`` steps (and before the first) it measures on dev pieces the mean ESS fraction and the
-mean log p_hat(x) per token with ``--particles`` particles (higher is better: both sides are unbiased
-estimates of p(x), and a better proposal has less of the downward bias of log p_hat), keeps the best
-proposal by that log-likelihood, and writes ``OUT`` (the checkpoint with the refined proposal) and
-``OUT.state`` (to resume) atomically.
 """
 
 from __future__ import annotations
@@ -24,15 +11,16 @@ import argparse
 from collections.abc import Sequence
 
 from generative.entitynlm.model import PROPOSAL_CONTEXTS
+from inference.algorithms import refine
 from inference.algorithms.refine import RefineConfig, format_result, refine_proposal
 from inference.checks import integer, output_file, real
-from inference.commands.cli import Parser, config_of, run_command
+from inference.commands.cli import Parser, config_of, help_text, run_command
 from inference.commands.options import add_corpus_split, add_data_dir, add_device, add_json, add_seed
 
 
 def build_parser() -> Parser:
     """The checkpoint and its proposal, the corpus, the output, the steps and their evaluation."""
-    parser = Parser(prog="python -m inference.refine", description=__doc__)
+    parser = Parser(prog="python -m inference.refine", description=help_text(__doc__, refine))
     parser.add_argument("--checkpoint", required=True, help="EntityNLM checkpoint whose proposal is refined")
     parser.add_argument("--proposal", choices=PROPOSAL_CONTEXTS, help="which proposal (default: the checkpoint's)")
     add_corpus_split(parser, split=None)

@@ -1,26 +1,11 @@
-"""Coreference reranking with EntityNLM (paper §5.2, Table 2): a base resolver's k-best lists reranked by
-log p(R, E, L, X).
+"""The rerank command: a base resolver's k-best lists reranked by EntityNLM, by :mod:`inference.evaluation.rerank`
+(its docstring, below in ``--help``, says how).
 
     python -m inference.rerank --resolver runs/resolver/litbank.npz --corpus litbank --data-dir DATA \\
         --k 100 --json runs/rerank/litbank.json
 
-For every document of the dev and test splits the resolver (:mod:`coref.resolution.ranker`) scores all antecedent
-arcs over the gold mentions; each generator ("heuristic", the paper's; "exact") turns the table into a k-best list
-of partitions, and EntityNLM scores every distinct partition once (eq. 12), all candidates of a document in one run
-that shares the LSTM. :mod:`coref.resolution.rerank` then picks the interpolation weight on dev and prints Table 2
-for test: the base one-best, EntityNLM alone, EntityNLM + resolver score, and the oracle, with approximate
-randomization p-values against the base.
-
-With ``--detector`` the mentions are not given: a mention detector finds them in the raw text
-(:mod:`coref.resolution.mentions`), the resolver trained on its mentions (``python -m coref.resolver train --detector``)
-links them, and EntityNLM reranks the partitions of the mentions it can encode (outermost, not crossing), every
-system scored against EntityNLM's mentions of the gold.
-
-EntityNLM's new-entity embedding u = normalise(r_1 + sigma * eps) (eq. 7) is taken at its mean (eps = 0):
-otherwise every score would carry sampling noise of a few tenths of a nat, as large as some differences
-between candidates, and a rerun would rank differently. Scores are cached per (document, partition) in a JSON
-file (``--cache DIR``, default beside ``--json OUT``) rewritten atomically after each document, so an interrupted
-run resumes where it stopped and a second run (other generator, other k) rescores nothing it has seen.
+With ``--detector`` the mentions are found in the raw text; scores are cached in ``--cache DIR``, by default
+beside ``--json OUT``.
 """
 
 from __future__ import annotations
@@ -33,14 +18,15 @@ from pathlib import Path
 from coref.io.atomic import write_text_atomic
 from coref.resolution.rerank import GENERATORS, RerankResult
 from inference.checks import integer, output_folder
-from inference.commands.cli import Parser, config_of, run_main
+from inference.commands.cli import Parser, config_of, help_text, run_main
 from inference.commands.options import add_corpus_split, add_data_dir, add_device, add_json, add_seed
+from inference.evaluation import rerank
 from inference.evaluation.rerank import RerankConfig, format_result, rerank_corpus
 
 
 def build_parser() -> Parser:
     """The models, the corpus and its splits, the k-best lists, the cache and the test."""
-    parser = Parser(prog="python -m inference.rerank", description=__doc__)
+    parser = Parser(prog="python -m inference.rerank", description=help_text(__doc__, rerank))
     parser.add_argument("--resolver", required=True, help="resolver model written by `python -m coref.resolver train`")
     parser.add_argument("--checkpoint", help="EntityNLM checkpoint (default: the bundled one)")
     add_corpus_split(parser, split=None, required=True,

@@ -1,29 +1,13 @@
-"""Coreference of raw text, end to end: tokens -> mentions -> clusters, as one call and one command.
+"""The resolve command: coreference of raw text, end to end, by :mod:`coref.resolution.pipeline` (its docstring,
+below in ``--help``, says how).
 
     python -m coref.resolve --text "Anna met her brother in Paris. She thanked him."
     python -m coref.resolve --file story.txt --out story.conll --json story.json
     python -m coref.resolve --conll IN.conll --out OUT.conll   # a CoNLL file's tokens; its own mentions ignored
 
-    >>> from coref.resolution.pipeline import resolve
-    >>> document = resolve("Anna met her brother. She thanked him.")   # a coref.document.Document
-
-Three steps, each a module of its own: :mod:`coref.io.text` tokenises the text and splits its sentences (the
-corpora's Penn Treebank conventions, character offsets kept); the mention detector of
-:mod:`coref.resolution.mentions` proposes mentions from the tokens alone; the mention ranker of
-:mod:`coref.resolution.ranker`, trained on that detector's mentions of the same corpus (``python -m coref.resolver
-train --detector``), links each mention to an earlier one or starts a new entity. A mention linked to nothing is a
-singleton: written only by a model of a corpus that annotates singletons (LitBank), dropped otherwise (OntoNotes
-style), so "not a mention" and "mentioned once" are the same decision. The models bundled in ``coref/pretrained``
-(see :data:`BUNDLED`) need no data directory.
-
 Output: a readable list of the entities on stdout; ``--out`` the CoNLL file (``-``: stdout); ``--json`` the
 clusters with token and character offsets. With ``--conll`` each document is written under its own header, its
 part as the input wrote it (``part 0`` stays ``part 0``), so the official scorer matches it with the input's key.
-
-A whole book is one document: time and memory grow linearly with its length (the ranker scores a bounded list of
-antecedent candidates, :mod:`coref.resolution.ranker`; the detector reads an overlong sentence in windows,
-:mod:`coref.resolution.mentions`). A 120K-word text took about 15 s and 0.85 GB on 2 cores; on a terminal a progress bar
-follows the ranking of a long text.
 """
 
 from __future__ import annotations
@@ -34,15 +18,16 @@ from pathlib import Path
 
 from coref.io.atomic import atomic_path, write_text_atomic
 from coref.io.conll import format_conll
+from coref.resolution import pipeline
 from coref.resolution.pipeline import CorefPipeline, clusters_json, format_clusters, read_inputs
 from inference.checks import output_file
-from inference.commands.cli import Parser, run_main
+from inference.commands.cli import Parser, help_text, run_main
 from inference.commands.options import add_json
 
 
 def build_parser() -> Parser:
     """One of --text, --file, --conll; the outputs; the models."""
-    parser = Parser(prog="python -m coref.resolve", description=__doc__)
+    parser = Parser(prog="python -m coref.resolve", description=help_text(__doc__, pipeline))
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--text", help="the text to resolve")
     source.add_argument("--file", help="a UTF-8 text file to resolve")

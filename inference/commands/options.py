@@ -5,9 +5,11 @@ wording (a seed that only orders the samples, a JSON file of scores), it passes 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Mapping
 
 from inference.checks import integer, output_file
 from inference.commands.cli import Parser
+from inference.training.options import Check, defaults, option
 
 DATA_DIR_HELP = "folder holding the corpora (default: $ENTITYLM_DATA; sample needs none)"
 
@@ -44,6 +46,31 @@ def add_device(parser: argparse.ArgumentParser) -> None:
 def add_json(parser: argparse.ArgumentParser, help: str = "also write the results as JSON") -> None:
     """``--json OUT``: the command's result also written, atomically, as JSON to OUT."""
     parser.add_argument("--json", metavar="OUT", type=output_file, help=help)
+
+
+def config_options(parser: argparse.ArgumentParser, config: type,
+                   checks: Mapping[str, Check]) -> Callable[..., argparse.Action]:
+    """A function that adds to ``parser`` the option of a field of the training config ``config``:
+    ``add("vocab_size", help=...)`` declares ``--vocab-size`` with the type or the choices of its check in ``checks``
+    (where it has one) and, unless ``default=`` is given, the field's default; its other keywords go to
+    ``add_argument``. So the config is where each option's check and default are written, once."""
+    values = defaults(config)
+
+    def add(name: str, **keywords) -> argparse.Action:
+        if name in values:
+            keywords.setdefault("default", values[name])
+        checked = option(checks, name) if name in checks else {}
+        return parser.add_argument(f"--{name.replace('_', '-')}", **checked, **keywords)
+
+    return add
+
+
+def add_run_options(parser: argparse.ArgumentParser, seed_help: str) -> None:
+    """``--device``, ``--seed`` (``seed_help`` says what it seeds) and ``--resume``: how a run of the one training
+    loop (:mod:`inference.training.loop`) runs and continues."""
+    add_device(parser)
+    add_seed(parser, help=seed_help)
+    parser.add_argument("--resume", action="store_true", help="continue the run in OUT from OUT/last.pt")
 
 
 def evaluation_parser(prog: str, description: str, checkpoint_help: str) -> Parser:

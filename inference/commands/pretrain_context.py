@@ -41,38 +41,29 @@ import json
 from collections.abc import Sequence
 
 from inference.commands.cli import USER_ERRORS, Parser, config_of, run_main
-from inference.commands.options import add_data_dir, add_device, add_seed
+from inference.commands.options import add_data_dir, add_device, add_seed, config_options
 from inference.training.context_encoder import CHECKS, ContextEncoderTraining, pretrain_context_encoder
-from inference.training.options import defaults, option
-
-DEFAULTS = defaults(ContextEncoderTraining)
 
 
 def build_parser() -> Parser:
     parser = Parser(prog="python -m inference.pretrain_context", description=__doc__)
+    add = config_options(parser, ContextEncoderTraining, CHECKS)
     parser.add_argument("--corpus", required=True,
                         help="the corpus the DNTM will be trained on (its training split is text and vocabulary)")
     add_data_dir(parser)
-    parser.add_argument("--out", **option(CHECKS, "out"), required=True, help="the checkpoint to write (atomically)")
+    add("out", required=True, help="the checkpoint to write (atomically)")
     parser.add_argument("--extra-text", metavar="NAMES",
                         help="more text, comma-separated: corpora of coref.corpora.registry (their training split), "
                              "lambada (LAMBADA's training novels) or lambada-dev (its development passages)")
-    parser.add_argument("--vocab-size", **option(CHECKS, "vocab_size"), default=DEFAULTS["vocab_size"],
-                        help="as entitylm train's --vocab-size (the anonymised vocabulary, paper 10K)")
-    parser.add_argument("--context-size", **option(CHECKS, "context_size"), default=DEFAULTS["context_size"],
-                        help="embeddings, BiLSTM units per direction and context vectors (entitylm train's)")
-    parser.add_argument("--steps", **option(CHECKS, "steps"), default=DEFAULTS["steps"], help="updates (paper 50,000)")
-    parser.add_argument("--batch-sentences", **option(CHECKS, "batch_sentences"), default=DEFAULTS["batch_sentences"],
-                        help="sentences per update (paper 128)")
-    parser.add_argument("--negatives", **option(CHECKS, "negatives"), default=DEFAULTS["negatives"],
-                        help="negative samples per target (paper 5)")
-    parser.add_argument("--max-sentence-tokens", **option(CHECKS, "max_sentence_tokens"),
-                        default=DEFAULTS["max_sentence_tokens"], help="longer sentences are dropped (paper 32)")
-    parser.add_argument("--lr", **option(CHECKS, "lr"), default=DEFAULTS["lr"], help="Adam's learning rate")
-    parser.add_argument("--held-out", **option(CHECKS, "held_out"), default=DEFAULTS["held_out"],
-                        help="fraction of the sentences (at least one) scored to keep the best weights")
-    parser.add_argument("--eval-every", **option(CHECKS, "eval_every"), default=DEFAULTS["eval_every"],
-                        help="score the held-out sentences this often")
+    add("vocab_size", help="as entitylm train's --vocab-size (the anonymised vocabulary, paper 10K)")
+    add("context_size", help="embeddings, BiLSTM units per direction and context vectors (entitylm train's)")
+    add("steps", help="updates (paper 50,000)")
+    add("batch_sentences", help="sentences per update (paper 128)")
+    add("negatives", help="negative samples per target (paper 5)")
+    add("max_sentence_tokens", help="longer sentences are dropped (paper 32)")
+    add("lr", help="Adam's learning rate")
+    add("held_out", help="fraction of the sentences (at least one) scored to keep the best weights")
+    add("eval_every", help="score the held-out sentences this often")
     add_seed(parser, help="random seed (held-out choice, batches, negatives, init)")
     add_device(parser)
     return parser

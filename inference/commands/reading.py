@@ -28,45 +28,36 @@ from collections.abc import Sequence
 from coref.io.atomic import write_text_atomic
 from inference.checks import output_file
 from inference.commands.cli import Parser, config_of, run_main
-from inference.commands.options import add_data_dir, add_device, add_seed
+from inference.commands.options import add_data_dir, add_run_options, config_options
 from inference.training.coref_gru import CHECKS, ReaderTraining, train_reader
-from inference.training.options import defaults, option
-
-DEFAULTS = defaults(ReaderTraining)
 
 
 def build_parser() -> Parser:
     parser = Parser(prog="python -m inference.train", description=__doc__)
-    parser.add_argument("--model", **option(CHECKS, "model"), required=True, help="the reader to train")
+    add = config_options(parser, ReaderTraining, CHECKS)
+    add("model", required=True, help="the reader to train")
     parser.add_argument("--task", "--corpus", required=True,
                         help="babi:N, N in 1..20 (the 1K English set), lambada, or wikihop (the 50-question sample: "
                              "a demo)")
     add_data_dir(parser, help="folder holding babi/, lambada/, wikihop_sample/ (default: $ENTITYLM_DATA)")
-    parser.add_argument("--chains", **option(CHECKS, "chains"), default=DEFAULTS["chains"],
-                        help="bAbI's coreference chains: names, groups and pronouns; or also every noun, chained by "
-                             "its word (the paper's exact token match; see coref.corpora.babi)")
-    parser.add_argument("--out", **option(CHECKS, "out"), required=True,
-                        help="output folder: model.pt (best weights, test accuracy), last.pt (for --resume), "
-                             "test.json (the test summary and every test question's correctness)")
+    add("chains",
+        help="bAbI's coreference chains: names, groups and pronouns; or also every noun, chained by "
+             "its word (the paper's exact token match; see coref.corpora.babi)")
+    add("out", required=True,
+        help="output folder: model.pt (best weights, test accuracy), last.pt (for --resume), "
+             "test.json (the test summary and every test question's correctness)")
     parser.add_argument("--json", type=output_file, help="also write OUT/test.json's summary here")
-    parser.add_argument("--embedding-size", **option(CHECKS, "embedding_size"),
-                        help="word embeddings (default: Appendix B's d)")
-    parser.add_argument("--hidden-size", **option(CHECKS, "hidden_size"),
-                        help="units per direction (default: Appendix B's d; a C-GRU's 2 relation slices of d/2)")
-    parser.add_argument("--dropout", **option(CHECKS, "dropout"), help="at each layer's output (default: Appendix B's)")
-    parser.add_argument("--lr", **option(CHECKS, "lr"), help="Adam's learning rate (default: Appendix B's)")
-    parser.add_argument("--halve-every", **option(CHECKS, "halve_every"),
-                        help="halve the learning rate after this many updates (epochs for lambada; default: "
-                             "Appendix B's)")
-    parser.add_argument("--batch-size", **option(CHECKS, "batch_size"),
-                        help="questions per update (default: Appendix B's)")
-    parser.add_argument("--epochs", **option(CHECKS, "epochs"), default=DEFAULTS["epochs"],
-                        help="at most this many epochs")
-    parser.add_argument("--patience", **option(CHECKS, "patience"), default=DEFAULTS["patience"],
-                        help="stop after this many epochs without a dev gain (the paper does not say)")
-    add_device(parser)
-    add_seed(parser, help="random seed (initialisation, shuffling, dropout)")
-    parser.add_argument("--resume", action="store_true", help="continue the run in OUT from OUT/last.pt")
+    add("embedding_size", help="word embeddings (default: Appendix B's d)")
+    add("hidden_size", help="units per direction (default: Appendix B's d; a C-GRU's 2 relation slices of d/2)")
+    add("dropout", help="at each layer's output (default: Appendix B's)")
+    add("lr", help="Adam's learning rate (default: Appendix B's)")
+    add("halve_every",
+        help="halve the learning rate after this many updates (epochs for lambada; default: "
+             "Appendix B's)")
+    add("batch_size", help="questions per update (default: Appendix B's)")
+    add("epochs", help="at most this many epochs")
+    add("patience", help="stop after this many epochs without a dev gain (the paper does not say)")
+    add_run_options(parser, "random seed (initialisation, shuffling, dropout)")
     return parser
 
 

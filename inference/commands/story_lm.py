@@ -47,60 +47,41 @@ from coref.corpora.stories import STORY_CORPORA
 from coref.io.atomic import write_text_atomic
 from inference.checks import output_file
 from inference.commands.cli import USER_ERRORS, Parser, config_of, run_main
-from inference.commands.options import add_data_dir, add_device, add_seed
+from inference.commands.options import add_data_dir, add_run_options, config_options
 from inference.training.mneme import CHECKS, StoryLMTraining, train_story_lm
-from inference.training.options import defaults, option
-
-DEFAULTS = defaults(StoryLMTraining)
 
 
 def build_parser() -> Parser:
     parser = Parser(prog="python -m inference.train", description=__doc__)
-    parser.add_argument("--model", **option(CHECKS, "model"), required=True, help="the MNEMELM variant to train")
+    add = config_options(parser, StoryLMTraining, CHECKS)
+    add("model", required=True, help="the MNEMELM variant to train")
     parser.add_argument("--corpus", required=True,
                         help=f"story corpora ({', '.join(STORY_CORPORA)}), several joined with '+'")
     add_data_dir(parser)
-    parser.add_argument("--out", **option(CHECKS, "out"), required=True,
-                        help="output folder: model.pt (best weights), last.pt (for --resume)")
+    add("out", required=True, help="output folder: model.pt (best weights), last.pt (for --resume)")
     parser.add_argument("--json", type=output_file, help="also write the summary here")
-    parser.add_argument("--max-tokens", **option(CHECKS, "max_tokens"), default=DEFAULTS["max_tokens"],
-                        help="cut documents into stories of at most this many tokens, at sentence boundaries")
-    parser.add_argument("--vocab-size", **option(CHECKS, "vocab_size"), default=DEFAULTS["vocab_size"],
-                        help="the most frequent training words kept (besides <pad> <sep> <unk> <eos>)")
-    parser.add_argument("--d-model", **option(CHECKS, "d_model"), default=DEFAULTS["d_model"], help="model width")
-    parser.add_argument("--layers", **option(CHECKS, "layers"), default=DEFAULTS["layers"], help="decoder layers")
-    parser.add_argument("--heads", **option(CHECKS, "heads"), default=DEFAULTS["heads"],
-                        help="self-attention heads")
-    parser.add_argument("--d-ff", **option(CHECKS, "d_ff"), default=DEFAULTS["d_ff"],
-                        help="hidden units of each MLP")
-    parser.add_argument("--dropout", **option(CHECKS, "dropout"), default=DEFAULTS["dropout"], help="dropout rate")
-    parser.add_argument("--chunk", **option(CHECKS, "chunk"), default=DEFAULTS["chunk"],
-                        help="tokens between memory updates (paper 64)")
-    parser.add_argument("--segment", **option(CHECKS, "segment"), default=DEFAULTS["segment"],
-                        help="T-XL segment length, a multiple of --chunk (paper 512)")
-    parser.add_argument("--cache", **option(CHECKS, "cache"), default=DEFAULTS["cache"],
-                        help="T-XL memory: past positions kept before each segment (paper 500)")
+    add("max_tokens", help="cut documents into stories of at most this many tokens, at sentence boundaries")
+    add("vocab_size", help="the most frequent training words kept (besides <pad> <sep> <unk> <eos>)")
+    add("d_model", help="model width")
+    add("layers", help="decoder layers")
+    add("heads", help="self-attention heads")
+    add("d_ff", help="hidden units of each MLP")
+    add("dropout", help="dropout rate")
+    add("chunk", help="tokens between memory updates (paper 64)")
+    add("segment", help="T-XL segment length, a multiple of --chunk (paper 512)")
+    add("cache", help="T-XL memory: past positions kept before each segment (paper 500)")
     parser.add_argument("--base",
                         help="a trained VANILLALM (OUT/model.pt) of the same sizes to start from: its vocabulary (not "
                              "--vocab-size) and weights, the memory's parts new (the paper's pretrained base LM, §3)")
-    parser.add_argument("--kl-weight", **option(CHECKS, "kl_weight"),
-                        help="lambda of the entity-attention KL (default: the preset's; 0 for vanilla and w/o ES)")
-    parser.add_argument("--lr", **option(CHECKS, "lr"), default=DEFAULTS["lr"], help="Adam's learning rate")
-    parser.add_argument("--warmup", **option(CHECKS, "warmup"), default=DEFAULTS["warmup"],
-                        help="updates of linear learning-rate warm-up (then constant)")
-    parser.add_argument("--clip-norm", **option(CHECKS, "clip_norm"), default=DEFAULTS["clip_norm"],
-                        help="clip the gradient norm to this (Transformer-XL's 0.25)")
-    parser.add_argument("--batch-tokens", **option(CHECKS, "batch_tokens"), default=DEFAULTS["batch_tokens"],
-                        help="padded story tokens per training batch")
-    parser.add_argument("--eval-batch-tokens", **option(CHECKS, "eval_batch_tokens"),
-                        default=DEFAULTS["eval_batch_tokens"], help="padded story tokens per dev batch")
-    parser.add_argument("--epochs", **option(CHECKS, "epochs"), default=DEFAULTS["epochs"],
-                        help="at most this many epochs")
-    parser.add_argument("--patience", **option(CHECKS, "patience"), default=DEFAULTS["patience"],
-                        help="stop after this many epochs without a dev NLL gain")
-    add_device(parser)
-    add_seed(parser, help="random seed (initialisation, dropout, batch order)")
-    parser.add_argument("--resume", action="store_true", help="continue the run in OUT from OUT/last.pt")
+    add("kl_weight", help="lambda of the entity-attention KL (default: the preset's; 0 for vanilla and w/o ES)")
+    add("lr", help="Adam's learning rate")
+    add("warmup", help="updates of linear learning-rate warm-up (then constant)")
+    add("clip_norm", help="clip the gradient norm to this (Transformer-XL's 0.25)")
+    add("batch_tokens", help="padded story tokens per training batch")
+    add("eval_batch_tokens", help="padded story tokens per dev batch")
+    add("epochs", help="at most this many epochs")
+    add("patience", help="stop after this many epochs without a dev NLL gain")
+    add_run_options(parser, "random seed (initialisation, dropout, batch order)")
     return parser
 
 

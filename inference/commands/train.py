@@ -33,87 +33,64 @@ from collections.abc import Sequence
 
 from inference.commands import reading, story_lm
 from inference.commands.cli import USER_ERRORS, Parser, config_of, run_main
-from inference.commands.options import add_data_dir, add_device, add_seed
+from inference.commands.options import add_data_dir, add_run_options, config_options
 from inference.training.coref_gru import READERS
 from inference.training.mneme import MODELS as STORY_MODELS
-from inference.training.options import defaults, option
 from inference.training.train import CHECKS, MODELS, LanguageModelTraining, train_language_model
-
-DEFAULTS = defaults(LanguageModelTraining)
 
 
 def build_parser() -> Parser:
     parser = Parser(prog="python -m inference.train", description=__doc__)
+    add = config_options(parser, LanguageModelTraining, CHECKS)
     parser.add_argument("--model", choices=(*MODELS, *READERS, *STORY_MODELS), required=True,
                         help="what to train (a reader of Dhingra et al.: see python -m inference.reading --help; a "
                              "MNEMELM: python -m inference.story_lm --help)")
-    parser.add_argument("--corpus", default=DEFAULTS["corpus"], help="corpus name, or several joined with '+'")
+    add("corpus", help="corpus name, or several joined with '+'")
     add_data_dir(parser)
-    parser.add_argument("--train-split", default=DEFAULTS["train_split"], help="split to train on")
-    parser.add_argument("--dev-split", default=DEFAULTS["dev_split"],
-                        help="split for model selection and early stopping")
-    parser.add_argument("--out", **option(CHECKS, "out"), required=True,
-                        help="output folder: model.pt (best weights), last.pt (for --resume); a folder holding an "
-                             "earlier run is refused unless --resume continues it with the same options")
-    parser.add_argument("--vocab-size", **option(CHECKS, "vocab_size"), default=DEFAULTS["vocab_size"],
-                        help="words incl. <unk> <num> <s> </s> (paper 10K)")
+    add("train_split", help="split to train on")
+    add("dev_split", help="split for model selection and early stopping")
+    add("out", required=True,
+        help="output folder: model.pt (best weights), last.pt (for --resume); a folder holding an "
+             "earlier run is refused unless --resume continues it with the same options")
+    add("vocab_size", help="words incl. <unk> <num> <s> </s> (paper 10K)")
     parser.add_argument("--keep-singletons", action="store_true",
                         help="keep singleton entities (InScript's entity prediction needs them; the paper's "
                              "CoNLL-2012 preprocessing drops them)")
-    parser.add_argument("--embedding-size", **option(CHECKS, "embedding_size"), default=DEFAULTS["embedding_size"],
-                        help="paper grid {32, 48, 64, 128, 256}")
-    parser.add_argument("--hidden-size", **option(CHECKS, "hidden_size"), default=DEFAULTS["hidden_size"],
-                        help="paper grid {32, 48, 64, 128, 256}")
-    parser.add_argument("--dropout", **option(CHECKS, "dropout"), default=DEFAULTS["dropout"],
-                        help="paper grid {0.2, 0.5}")
-    parser.add_argument("--softmax", **option(CHECKS, "softmax"), default=DEFAULTS["softmax"],
-                        help="class: class-factored softmax (the paper's); full: one softmax over the vocabulary")
-    parser.add_argument("--distance", **option(CHECKS, "distance"), default=DEFAULTS["distance"],
-                        help="EntityNLM's distance features: the paper's, or the reference code's")
-    parser.add_argument("--update", **option(CHECKS, "update"), default=DEFAULTS["update"],
-                        help="EntityNLM's entity update (eq. 8): the paper's, or the reference code's")
-    parser.add_argument("--new-entity-scale", **option(CHECKS, "new_entity_scale"),
-                        default=DEFAULTS["new_entity_scale"], help="sigma of eq. 7")
-    parser.add_argument("--proposals", **option(CHECKS, "proposals"), nargs="*",
-                        default=LanguageModelTraining("rnnlm", ".").proposals,
-                        help="EntityNLM: the proposals trained beside the model (forward: the paper's; "
-                             "bidirectional: reads the whole text); the first is the checkpoint's default; none "
-                             "trains the model alone (the proposal's fit does not depend on the model)")
-    parser.add_argument("--placement", **option(CHECKS, "placement"), default=DEFAULTS["placement"],
-                        help="dntm: where entities' dynamic embeddings go (none: the paper's baseline LSTM LM; "
-                             "input, output, both: its models B, C, D)")
-    parser.add_argument("--merge", **option(CHECKS, "merge"), default=DEFAULTS["merge"],
-                        help="dntm: how a new context merges into an entity's vector (the paper's best: gru_relu)")
-    parser.add_argument("--context-size", **option(CHECKS, "context_size"), default=DEFAULTS["context_size"],
-                        help="dntm: units of the context encoder and of the entity vectors")
+    add("embedding_size", help="paper grid {32, 48, 64, 128, 256}")
+    add("hidden_size", help="paper grid {32, 48, 64, 128, 256}")
+    add("dropout", help="paper grid {0.2, 0.5}")
+    add("softmax", help="class: class-factored softmax (the paper's); full: one softmax over the vocabulary")
+    add("distance", help="EntityNLM's distance features: the paper's, or the reference code's")
+    add("update", help="EntityNLM's entity update (eq. 8): the paper's, or the reference code's")
+    add("new_entity_scale", help="sigma of eq. 7")
+    add("proposals", nargs="*",
+        default=LanguageModelTraining("rnnlm", ".").proposals,
+        help="EntityNLM: the proposals trained beside the model (forward: the paper's; "
+             "bidirectional: reads the whole text); the first is the checkpoint's default; none "
+             "trains the model alone (the proposal's fit does not depend on the model)")
+    add("placement",
+        help="dntm: where entities' dynamic embeddings go (none: the paper's baseline LSTM LM; "
+             "input, output, both: its models B, C, D)")
+    add("merge", help="dntm: how a new context merges into an entity's vector (the paper's best: gru_relu)")
+    add("context_size", help="dntm: units of the context encoder and of the entity vectors")
     parser.add_argument("--context-encoder", metavar="PATH",
                         help="dntm: a context encoder from python -m inference.pretrain_context (same --corpus, "
                              "--vocab-size and --context-size): loaded and frozen, and the LM's input/output "
                              "embeddings initialised from its embeddings where their size equals it (paper §5.1)")
-    parser.add_argument("--optimizer", **option(CHECKS, "optimizer"), default=DEFAULTS["optimizer"],
-                        help="the paper's two")
-    parser.add_argument("--lr", **option(CHECKS, "lr"),
-                        help="learning rate (default: the paper's, Adam 1e-3, AdaGrad 0.1)")
-    parser.add_argument("--clip-norm", **option(CHECKS, "clip_norm"),
-                        help="clip the gradient norm to this (default: no clipping, as the paper)")
-    parser.add_argument("--epochs", **option(CHECKS, "epochs"), default=DEFAULTS["epochs"],
-                        help="at most this many epochs")
-    parser.add_argument("--patience", **option(CHECKS, "patience"), default=DEFAULTS["patience"],
-                        help="stop after this many epochs without dev gain")
-    parser.add_argument("--batch-tokens", **option(CHECKS, "batch_tokens"), default=DEFAULTS["batch_tokens"],
-                        help="padded tokens per training batch")
-    parser.add_argument("--eval-batch-tokens", **option(CHECKS, "eval_batch_tokens"),
-                        default=DEFAULTS["eval_batch_tokens"],
-                        help="padded tokens per dev batch (no gradients: larger batches, fewer sequential steps)")
-    parser.add_argument("--train-chunk", **option(CHECKS, "train_chunk"), default=DEFAULTS["train_chunk"],
-                        help="train on pieces of whole sentences of about this many tokens (0: whole documents, "
-                             "the paper); dev selection always uses whole documents")
-    parser.add_argument("--order", **option(CHECKS, "order"), default=DEFAULTS["order"], help="n-gram order")
+    add("optimizer", help="the paper's two")
+    add("lr", help="learning rate (default: the paper's, Adam 1e-3, AdaGrad 0.1)")
+    add("clip_norm", help="clip the gradient norm to this (default: no clipping, as the paper)")
+    add("epochs", help="at most this many epochs")
+    add("patience", help="stop after this many epochs without dev gain")
+    add("batch_tokens", help="padded tokens per training batch")
+    add("eval_batch_tokens", help="padded tokens per dev batch (no gradients: larger batches, fewer sequential steps)")
+    add("train_chunk",
+        help="train on pieces of whole sentences of about this many tokens (0: whole documents, "
+             "the paper); dev selection always uses whole documents")
+    add("order", help="n-gram order")
     parser.add_argument("--discount-fallback", action="store_true",
                         help="n-gram: use KenLM's fallback discounts (0.5, 1, 1.5) where count-of-counts give none")
-    add_device(parser)
-    add_seed(parser, help="random seed (shuffling, initialisation, noise)")
-    parser.add_argument("--resume", action="store_true", help="continue the run in OUT from OUT/last.pt")
+    add_run_options(parser, "random seed (shuffling, initialisation, noise)")
     return parser
 
 

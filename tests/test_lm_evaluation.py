@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -101,11 +102,16 @@ def test_the_benchmark_reports_mean_and_standard_error_over_seeds(tmp_path):
                                            "--out", str(tmp_path), "--collect-only"])
     groups = {name: {"perplexity": value, "tokens": 1} for name, value in zip(perplexity.GROUPS, (10, 20, 30, 40))}
     figures = {figure: {"1": {"perplexity": 5.0, "tokens": 1}} for figure in dntm.FIGURES}
+    bundled = Checkpoint.load(pretrained("rnnlm.pt"))
     for seed, quantile in ((0, 0.5), (1, 0.7)):
         folder = dntm.run_folder(tmp_path, "c", "baseline", seed)
         folder.mkdir(parents=True)
         (folder / "perplexity.json").write_text(json.dumps({"groups": {**groups, **figures}}))
         (folder / "cloze.json").write_text(json.dumps({"mean_quantile": quantile}))
+        # the run's model.pt, which the benchmark reads the training options and the parameter count from
+        dataclasses.replace(bundled, training={"args": {}}).save(folder / "model.pt")
     entry = dntm.collect(args)["variants"]["baseline"]
     assert entry["all"]["mean"] == 10 and entry["all"]["standard_error"] == 0
+    assert entry["parameters"] == sum(tensor.numel() for tensor in bundled.weights["model"].values()
+                                      if tensor.is_floating_point())
     assert entry["mean_quantile"]["mean"] == pytest.approx(0.6) and entry["mean_quantile"]["seeds"] == 2

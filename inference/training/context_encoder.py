@@ -32,7 +32,7 @@ from coref.io.conll import read_utf8
 from generative.dntm import ContextEncoder, DynamicNeuralTextModel, sample_negatives
 from inference.checks import integer, output_file, real
 from inference.training.loop import Run, Trainer
-from inference.training.options import check
+from inference.training.options import check_run
 
 KIND = "context_encoder"  # its kind of checkpoint (coref.io.checkpoint)
 LAMBADA_TEXTS = ("lambada", "lambada-dev")
@@ -259,8 +259,7 @@ class ContextEncoderTraining:
     device: str = "auto"
 
     def __post_init__(self) -> None:
-        check(self, CHECKS)
-        self.out = str(self.out)  # recorded in the checkpoint, which holds plain values only
+        check_run(self, CHECKS)
 
 
 CHECKS = {"out": output_file, "vocab_size": integer(len(SPECIALS) + MAX_CHAINS + 1), "context_size": integer(1),

@@ -33,7 +33,7 @@ from generative.coref_gru import (
 from generative.registry import TRAINABLE, models_of
 from inference.checks import integer, output_folder, real
 from inference.training.loop import Report, Run, Trainer
-from inference.training.options import check
+from inference.training.options import check_run
 
 RECURRENT = {"ga_gru": "gru", "ga_cgru": "cgru", "ga_gru_onehot": "gru_onehot", "bi_gru": "gru", "bi_cgru": "cgru"}
 READERS = {name: (TRAINABLE[name].make, RECURRENT[name]) for name in models_of("reader")}  # (class, recurrent)
@@ -260,8 +260,7 @@ class ReaderTraining:
     halve_per_epochs: bool = field(init=False)
 
     def __post_init__(self) -> None:
-        check(self, CHECKS)
-        self.out = str(self.out)  # recorded in checkpoints, which hold plain values only
+        check_run(self, CHECKS)
         schedule = SCHEDULES.get(self.task.partition(":")[0], SCHEDULES["babi"])  # parse_task refuses a bad task
         for name, value in (("embedding_size", schedule.size), ("hidden_size", schedule.size),
                             ("dropout", schedule.dropout), ("lr", schedule.lr), ("halve_every", schedule.halve_every),

@@ -24,7 +24,7 @@ from coref.io.checkpoint import CheckpointError
 from generative.mneme import PRESETS, MnemeBatch, MnemeConfig, MnemeExample, MnemeLM, make_batch, parameter_count
 from inference.checks import integer, output_folder, real
 from inference.training.loop import Report, Run, Trainer
-from inference.training.options import check
+from inference.training.options import check_run
 
 MODELS = tuple(PRESETS)  # vanilla, s_mneme, d_mneme, d_mneme_no_mi, d_mneme_no_es
 PAD, UNK, EOS = "<pad>", "<unk>", "<eos>"
@@ -232,8 +232,7 @@ class StoryLMTraining:
     resume: bool = False
 
     def __post_init__(self) -> None:
-        check(self, CHECKS)
-        self.out = str(self.out)  # recorded in checkpoints, which hold plain values only
+        check_run(self, CHECKS)
 
 
 CHECKS = {"model": MODELS, "out": output_folder, "max_tokens": integer(1), "vocab_size": integer(1),

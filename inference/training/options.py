@@ -34,6 +34,13 @@ def check(config: Any, checks: Mapping[str, Check]) -> None:
                 raise ValueError(f"{flag}: {error}") from None
 
 
+def check_run(options: Any, checks: Mapping[str, Check]) -> None:
+    """What a training config's ``__post_init__`` does: :func:`check` its values, and make its ``out`` a plain
+    string, since the checkpoints it is recorded in hold plain values only."""
+    check(options, checks)
+    options.out = str(options.out)
+
+
 def defaults(config: type) -> dict[str, Any]:
     """The default of every field of a config dataclass that has one (the parser's defaults)."""
     return {field.name: field.default for field in fields(config) if field.default is not MISSING}

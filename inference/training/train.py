@@ -30,7 +30,7 @@ from inference.data import language_model_documents, language_model_preprocess, 
 from inference.training.checkpoint import PROPOSAL_WEIGHTS, Checkpoint
 from inference.training.context_encoder import load_context_encoder
 from inference.training.loop import Report, Run, Trainer
-from inference.training.options import check
+from inference.training.options import check_run
 
 PAPER_LEARNING_RATES = {"adam": 1e-3, "adagrad": 0.1}
 MODELS = (*LANGUAGE_MODELS, "ngram")
@@ -76,8 +76,7 @@ class LanguageModelTraining:
     resume: bool = False
 
     def __post_init__(self) -> None:
-        check(self, CHECKS)
-        self.out = str(self.out)  # recorded in checkpoints, which hold plain values only
+        check_run(self, CHECKS)
 
 
 CHECKS = {

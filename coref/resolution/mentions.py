@@ -1,6 +1,36 @@
-"""A mention detector: which token spans of raw text are mentions, from the tokens alone (a BiLSTM over the words,
-their shapes and suffixes, scoring every span up to a width), and its checkpoint. Trained by
-:func:`inference.training.resolution.train_detector`; the command is :mod:`inference.commands.mentions`."""
+"""A mention detector: which token spans of raw text are mentions, from the tokens alone.
+
+The first step of coreference on raw text (tokens -> mentions -> clusters). Only the words are read (no parse,
+no part-of-speech tags: raw text has none), so the detector runs on any tokenised :class:`~coref.document.Document`.
+
+Model (a small span scorer in the style of Lee et al. 2017, without their antecedent part):
+
+- each token is its lowercased word's embedding (vocabulary: training words seen at least ``min_count`` times,
+  the rest ``<unk>``), plus small embeddings of its shape (capitalised, all caps, digits, punctuation, other)
+  and of its hashed 3-letter suffix (``zlib.crc32``, stable across processes);
+- a BiLSTM reads each sentence (sentences are padded into batches and packed; a sentence longer than
+  :data:`MAX_SENTENCE_TOKENS`, 512, is read as windows of that many tokens, which bounds memory on text
+  without sentence punctuation);
+- with ``lowercase`` (``train --lowercase``) every token is lowercased before any of this, in training and in
+  prediction alike: a detector for lowercase text (LAMBADA), whose shapes only tell words, digits and
+  punctuation apart, and which reads cased text as its lowercased copy;
+- every span ``(i, j)`` inside one sentence with ``j - i < max_width`` is scored by a one-hidden-layer MLP over
+  ``[h_i, h_j, mean(h_i..h_j), width embedding]``. The MLP's first layer is linear, so it splits into one
+  projection per part: the start and end parts are projections of the token states, and the mean's part is a
+  difference of cumulative sums of projected states, which gives the whole ``(sentences, L, W)`` grid of spans
+  without a Python loop over spans or tokens.
+
+Training is binary cross-entropy over all candidate spans (gold: the document's annotated mention spans, a span
+annotated twice counting once), Adam, shuffled batches of sentences of similar length. Dev mention F1 is measured
+after each epoch at the best threshold, and the best epoch's weights are kept; its threshold (the probability
+above which a span is a mention) is stored in the model. ``max_width`` is chosen from the training data as the
+smallest width that covers ``coverage`` (99%) of the training mentions.
+
+A model is one checkpoint (:mod:`coref.io.checkpoint`, kind ``mention_detector``: the config, the vocabulary,
+float16 weights and what training reported), a few MB. Mentions are scored as exact spans (:func:`mention_scores`).
+
+Trained by :func:`inference.training.resolution.train_detector`; the command is :mod:`inference.commands.mentions`.
+"""
 
 from __future__ import annotations
 

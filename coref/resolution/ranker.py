@@ -1,6 +1,39 @@
-"""The mention ranker: cort's mention-ranking resolver over hashed features (averaged perceptron weights), its
-features, greedy decoding with bounded antecedent candidates, and its checkpoint. Trained by
-:func:`inference.training.resolution.train_ranker`; the command is :mod:`inference.commands.resolver`."""
+"""The base coreference resolver: cort's mention-ranking model with latent antecedents, over gold mentions.
+
+Martschat & Strube (2015), as digested in reference-notes §2.1. Every mention ``j`` (``1..n`` in
+``Document.mentions`` order) ranks all earlier mentions and the dummy :data:`~coref.resolution.kbest.ROOT` ("new
+entity"); an arc ``i -> j`` scores the sum of the weights of its hashed categorical features, and the root arc has no
+features and scores 0. Decoding is cort's greedy one: every mention takes its best antecedent
+(:func:`coref.resolution.kbest.greedy_tree`), and the clusters are the transitive closure, singletons dropped.
+
+Prediction ranks bounded candidates, as coarse-to-fine rankers do (:func:`candidate_antecedents`): the
+:data:`ANTECEDENT_WINDOW` (500) mentions just before each mention and, before that window, those of the
+:data:`FAR_MATCHES` (5) most recent mentions with its lowercased head word or its lowercased string (dictionary
+look-ups). Features are built and scored a chunk of anaphors at a time (:meth:`MentionRanker.best_antecedents`),
+so time and memory grow linearly with the text: a 120K-word book resolves in well under a minute and 1 GB. No
+LitBank or OntoGUM document has more than 501 mentions, so there every earlier mention is a candidate and the
+predictions are exactly the greedy decoding of the full table. :meth:`MentionRanker.arc_scores` is that full
+(quadratic) table, which EntityNLM's k-best lists are built from on corpus-length documents; training reads the
+full table too.
+
+Documents are the corpus after the paper's preprocessing with case and numbers kept (:func:`resolver_documents`),
+so the resolver sees exactly EntityNLM's mentions and token positions. Mention heads and word classes come from
+the CoNLL-U parse where a corpus ships one (OntoGUM, :func:`resolver_syntax`) and from heuristics elsewhere.
+
+Learning is cort's latent structured perceptron: for each anaphor the best arc under cost-augmented scores
+(cost 2 for a wrong "new entity", 1 for a wrong link, times ``cost_scaling``) is compared with the best arc
+consistent with the gold clusters (the best-scoring coreferent antecedent, or the root for an entity's first
+mention); when they differ the consistent arc's features gain 1 and the predicted arc's lose 1. Updates are
+online, anaphor by anaphor in document order, with documents shuffled each epoch; the weights returned are
+the average over all anaphors seen.
+
+A model trained with ``lowercase`` (``train --lowercase``) lowercases every document before reading it, in
+training and in prediction alike (its predictions keep the document's own tokens): a resolver for lowercase text
+(LAMBADA), which cannot tell names by their capital. Trained on a detector's mentions, it must lowercase exactly
+when the detector does (``python -m coref.mentions train --lowercase``), or training refuses.
+
+Trained by :func:`inference.training.resolution.train_ranker`; the command is :mod:`inference.commands.resolver`.
+"""
 
 from __future__ import annotations
 

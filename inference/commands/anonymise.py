@@ -9,7 +9,6 @@ Command line::
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 from collections.abc import Sequence
 
@@ -17,8 +16,8 @@ from coref.corpora import anonymise
 from coref.corpora.anonymise import anonymised_corpus, dropped_lines, format_table, stats_json
 from coref.corpora.registry import available_splits
 from coref.io.atomic import write_text_atomic
-from inference.commands.cli import Parser, help_text, run_subcommand
-from inference.commands.options import add_data_dir, add_json
+from inference.commands.cli import Parser, command_parser, help_text, run_subcommand
+from inference.commands.options import add_command, add_data_dir, add_json
 
 
 def stats(args: argparse.Namespace) -> int:
@@ -35,15 +34,12 @@ def stats(args: argparse.Namespace) -> int:
 
 def build_parser() -> Parser:
     """``stats``."""
-    parser = Parser(prog="python -m coref.anonymise", description=help_text(__doc__, anonymise))
-    commands = parser.add_subparsers(dest="command", required=True)
-    stats_parser = commands.add_parser("stats", help="the paper's Table 1 for each split of an anonymised corpus",
-                                       description=inspect.getdoc(stats))
-    stats_parser.add_argument("--corpus", required=True, help="a corpus of coref.corpora.registry (ontogum, litbank, "
-                              "sample, ...), or several joined with '+'")
-    add_data_dir(stats_parser)
-    add_json(stats_parser, help="also write the numbers as JSON to OUT")
-    stats_parser.set_defaults(run=stats)
+    parser, commands = command_parser("python -m coref.anonymise", help_text(__doc__, anonymise))
+    command = add_command(commands, "stats", stats, help="the paper's Table 1 for each split of an anonymised corpus")
+    command.add_argument("--corpus", required=True, help="a corpus of coref.corpora.registry (ontogum, litbank, "
+                         "sample, ...), or several joined with '+'")
+    add_data_dir(command)
+    add_json(command, help="also write the numbers as JSON to OUT")
     return parser
 
 

@@ -69,6 +69,13 @@ def help_text(command_doc: str | None, library: ModuleType) -> str:
     return f"{command_doc}\n{library.__doc__}"
 
 
+def command_parser(prog: str, description: str) -> tuple[Parser, argparse._SubParsersAction]:
+    """The parser of a command with sub-commands (``python -m coref.mentions train|evaluate``), and what its
+    sub-commands are added to (:func:`inference.commands.options.add_command`); a command line names one."""
+    parser = Parser(prog=prog, description=description)
+    return parser, parser.add_subparsers(dest="command", required=True)
+
+
 def one_line(message: str) -> str:
     """``message`` on one line: a library's multi-line message has its lines joined."""
     return " ".join(line.strip() for line in message.splitlines() if line.strip())
@@ -117,6 +124,11 @@ def run_command(run: Callable[[argparse.Namespace], dict], format_result: Callab
         return 0
 
     return run_main(body)
+
+
+def json_text(result: dict) -> str:
+    """``result`` as the indented JSON a training command prints (its ``format_result`` for :func:`run_command`)."""
+    return json.dumps(result, indent=2)
 
 
 def config_of(config: type[T], args: argparse.Namespace, **values) -> T:

@@ -10,7 +10,6 @@ Command line::
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,8 +18,8 @@ from coref.corpora import registry
 from coref.corpora.registry import DOWNLOADERS, RAW_GITHUB, SPLITS, corpus_summary
 from coref.io.atomic import write_text_atomic
 from inference.checks import output_folder
-from inference.commands.cli import Parser, help_text, run_subcommand
-from inference.commands.options import add_data_dir, add_json
+from inference.commands.cli import Parser, command_parser, help_text, run_subcommand
+from inference.commands.options import add_command, add_data_dir, add_json
 
 
 def stats(args: argparse.Namespace) -> int:
@@ -45,11 +44,10 @@ def download(args: argparse.Namespace) -> int:
 
 def build_parser() -> Parser:
     """``stats`` and ``download``."""
-    parser = Parser(prog="python -m coref.corpora", description=help_text(__doc__, registry))
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser, commands = command_parser("python -m coref.corpora", help_text(__doc__, registry))
 
-    stats_parser = commands.add_parser("stats", help="count documents, sentences, tokens, mentions and entities "
-                                       "per split", description=inspect.getdoc(stats))
+    stats_parser = add_command(commands, "stats", stats,
+                               help="count documents, sentences, tokens, mentions and entities per split")
     stats_parser.add_argument("--corpus", required=True, help=f"{', '.join(SPLITS)}, or several joined with '+'")
     stats_parser.add_argument("--split", help="one split (default: all the corpus has)")
     add_data_dir(stats_parser)
@@ -58,16 +56,14 @@ def build_parser() -> Parser:
                               help="make every problem (malformed mention) an error")
     stats_parser.add_argument("--preprocess", action="store_true",
                               help="also report what the paper's preprocessing removes from each split")
-    stats_parser.set_defaults(run=stats)
 
-    download_parser = commands.add_parser("download", help="fetch a public corpus into the layout the loader "
-                                          "expects", description=inspect.getdoc(download))
+    download_parser = add_command(commands, "download", download,
+                                  help="fetch a public corpus into the layout the loader expects")
     download_parser.add_argument("corpus", choices=sorted(DOWNLOADERS), help="the corpus to fetch")
     download_parser.add_argument("--to", required=True, metavar="DIR", type=output_folder,
                                  help="data directory to create or complete")
     download_parser.add_argument("--mirror", default=RAW_GITHUB, metavar="URL",
                                  help="replaces the GitHub prefix of every URL (file:// works)")
-    download_parser.set_defaults(run=download)
     return parser
 
 

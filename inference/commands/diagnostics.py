@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from inference.checks import integer
 from inference.commands.cli import Parser, config_of, help_text, run_command
-from inference.commands.options import add_corpus_split, add_data_dir, add_device, add_json, add_seed
+from inference.commands.options import add_corpus_split, add_data_dir, add_device_seed_json
 from inference.evaluation import diagnostics
 from inference.evaluation.diagnostics import DiagnosticsConfig, diagnose, format_result
 
@@ -38,9 +38,7 @@ def build_parser() -> Parser:
     parser.add_argument("--top", type=integer(0), default=10,
                         help="list this many tokens and word types where EntityNLM's word|gold differs most from "
                              "the RNNLM, each way (0: none)")
-    add_device(parser)
-    add_seed(parser)
-    add_json(parser)
+    add_device_seed_json(parser)
     return parser
 
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from inference.checks import integer
 from inference.commands.cli import Parser, help_text, run_command
-from inference.commands.options import add_corpus_split, add_data_dir, add_device, add_json, add_seed
+from inference.commands.options import add_corpus_split, add_data_dir, add_device_seed_json
 from inference.evaluation import entity_prediction
 from inference.evaluation.entity_prediction import evaluate_entity_prediction, format_result
 
@@ -29,9 +29,7 @@ def build_parser() -> Parser:
                         help="predict after this many sentences (paper 3)")
     parser.add_argument("--max-slots", type=integer(1), default=30,
                         help="at most this many slots per story (paper 30)")
-    add_device(parser)
-    add_seed(parser)
-    add_json(parser)
+    add_device_seed_json(parser)
     return parser
 
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from generative.entitynlm.model import PROPOSAL_CONTEXTS
 from inference.checks import integer, real
 from inference.commands.cli import Parser, config_of, help_text, run_command
-from inference.commands.options import add_corpus_split, add_data_dir, add_device, add_json, add_seed
+from inference.commands.options import add_corpus_split, add_data_dir, add_device_seed_json
 from inference.evaluation import marginal_ppl
 from inference.evaluation.marginal_ppl import SAMPLERS, MarginalConfig, format_result, marginal_perplexity
 
@@ -42,9 +42,7 @@ def build_parser() -> Parser:
                              "(default: the bundled baselines with the bundled model)")
     parser.add_argument("--batch-tokens", type=integer(1), default=20_000,
                         help="particles x padded tokens per batch")
-    add_device(parser)
-    add_seed(parser)
-    add_json(parser)
+    add_device_seed_json(parser)
     return parser
 
 

@@ -1,33 +1,5 @@
-"""A mention detector: which token spans of raw text are mentions, from the tokens alone.
-
-The first step of coreference on raw text (tokens -> mentions -> clusters). Only the words are read (no parse,
-no part-of-speech tags: raw text has none), so the detector runs on any tokenised :class:`~coref.document.Document`.
-
-Model (a small span scorer in the style of Lee et al. 2017, without their antecedent part):
-
-- each token is its lowercased word's embedding (vocabulary: training words seen at least ``min_count`` times,
-  the rest ``<unk>``), plus small embeddings of its shape (capitalised, all caps, digits, punctuation, other)
-  and of its hashed 3-letter suffix (``zlib.crc32``, stable across processes);
-- a BiLSTM reads each sentence (sentences are padded into batches and packed; a sentence longer than
-  :data:`MAX_SENTENCE_TOKENS`, 512, is read as windows of that many tokens, which bounds memory on text
-  without sentence punctuation);
-- with ``lowercase`` (``train --lowercase``) every token is lowercased before any of this, in training and in
-  prediction alike: a detector for lowercase text (LAMBADA), whose shapes only tell words, digits and
-  punctuation apart, and which reads cased text as its lowercased copy;
-- every span ``(i, j)`` inside one sentence with ``j - i < max_width`` is scored by a one-hidden-layer MLP over
-  ``[h_i, h_j, mean(h_i..h_j), width embedding]``. The MLP's first layer is linear, so it splits into one
-  projection per part: the start and end parts are projections of the token states, and the mean's part is a
-  difference of cumulative sums of projected states, which gives the whole ``(sentences, L, W)`` grid of spans
-  without a Python loop over spans or tokens.
-
-Training is binary cross-entropy over all candidate spans (gold: the document's annotated mention spans, a span
-annotated twice counting once), Adam, shuffled batches of sentences of similar length. Dev mention F1 is measured
-after each epoch at the best threshold, and the best epoch's weights are kept; its threshold (the probability
-above which a span is a mention) is stored in the model. ``max_width`` is chosen from the training data as the
-smallest width that covers ``coverage`` (99%) of the training mentions.
-
-A model is one checkpoint (:mod:`coref.io.checkpoint`, kind ``mention_detector``: the config, the vocabulary,
-float16 weights and what training reported), a few MB. Mentions are scored as exact spans (:func:`mention_scores`).
+"""The mentions command: train and evaluate the mention detector of :mod:`coref.resolution.mentions` (its
+docstring, below in ``--help``, describes the model and its training).
 
 Command line::
 
@@ -39,7 +11,6 @@ Command line::
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import math
 import sys
@@ -51,6 +22,7 @@ from tqdm import tqdm
 
 from coref.corpora.registry import canonical_split, load_corpus
 from coref.io.atomic import write_text_atomic
+from coref.resolution import mentions
 from coref.resolution.mentions import (
     MentionDetector,
     MentionDetectorConfig,
@@ -58,9 +30,16 @@ from coref.resolution.mentions import (
     mention_scores,
     width_coverage,
 )
-from inference.checks import integer, output_file, real
-from inference.commands.cli import Parser, run_subcommand
-from inference.commands.options import add_data_dir, add_json, add_seed
+from inference.checks import integer, real
+from inference.commands.cli import Parser, command_parser, help_text, run_subcommand
+from inference.commands.options import (
+    add_command,
+    add_json,
+    add_model_split,
+    add_model_training,
+    add_token_encoder,
+    add_training_corpus,
+)
 from inference.training.resolution import train_detector
 
 
@@ -110,25 +89,17 @@ def _evaluate_command(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> Parser:
-    parser = Parser(prog="python -m coref.mentions", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser, commands = command_parser("python -m coref.mentions", help_text(__doc__, mentions))
     defaults = MentionDetectorConfig()
 
-    train = commands.add_parser("train", help="train on a corpus's train split, choosing epoch and threshold on dev",
-                                description=inspect.getdoc(_train_command))
-    train.add_argument("--corpus", required=True, help="sample, litbank, ontogum, conll2012, or several joined by '+'")
-    add_data_dir(train)
-    train.add_argument("--out", required=True, type=output_file, help="model file to write (.pt)")
-    train.add_argument("--epochs", type=integer(1), default=10, help="passes over the training sentences")
-    add_seed(train, 23, help="seed of the initial weights and the batch shuffling")
+    train = add_command(commands, "train", _train_command,
+                        help="train on a corpus's train split, choosing epoch and threshold on dev")
+    add_training_corpus(train)
+    add_model_training(train, 10, "passes over the training sentences",
+                       "seed of the initial weights and the batch shuffling")
     train.add_argument("--batch-tokens", type=integer(1), default=2000,
                        help="padded tokens per batch of sentences")
-    train.add_argument("--vocabulary-size", type=integer(2), default=defaults.vocabulary_size,
-                       help="most word types kept (training words seen at least twice), <pad> and <unk> included")
-    train.add_argument("--hidden-size", type=integer(1), default=defaults.hidden_size,
-                       help="BiLSTM state size per direction")
-    train.add_argument("--layers", type=integer(1), default=defaults.layers, help="BiLSTM layers")
-    train.add_argument("--dropout", type=real(0, 1), default=defaults.dropout, help="dropout rate")
+    add_token_encoder(train, defaults)
     train.add_argument("--max-width", type=integer(0), default=0,
                        help="widest candidate span in tokens; 0 chooses it from the training mentions (--coverage)")
     train.add_argument("--coverage", type=real(0, math.nextafter(1.0, 2.0), include_low=False),
@@ -136,18 +107,12 @@ def build_parser() -> Parser:
                        help="share of training mentions the chosen max width must cover")
     train.add_argument("--lowercase", action="store_true",
                        help="lowercase every token, in training and whenever the model is used (lowercase text)")
-    train.set_defaults(run=_train_command)
 
-    evaluate = commands.add_parser("evaluate", help="score a detector's mentions on a corpus split",
-                                   description=inspect.getdoc(_evaluate_command))
-    evaluate.add_argument("--model", required=True, help="a model written by train")
-    evaluate.add_argument("--corpus", required=True,
-                          help="sample, litbank, ontogum, conll2012, or several joined by '+'")
-    evaluate.add_argument("--split", required=True, help="the split to score")
-    add_data_dir(evaluate)
+    evaluate = add_command(commands, "evaluate", _evaluate_command,
+                           help="score a detector's mentions on a corpus split")
+    add_model_split(evaluate, "the split to score")
     evaluate.add_argument("--batch-tokens", type=integer(1), default=4000, help="padded tokens per batch")
     add_json(evaluate, help="also write the scores as JSON here")
-    evaluate.set_defaults(run=_evaluate_command)
     return parser
 
 

@@ -1,17 +1,36 @@
 """The options many commands share, each declared once: where the corpora are, which corpus and split, the seed,
-the device and ``--json OUT``. A command adds the groups it takes; where its meaning is narrower than the shared
-wording (a seed that only orders the samples, a JSON file of scores), it passes its own help text."""
+the device and ``--json OUT``; a sub-command; the options of a training config (:func:`config_options`) and those
+every training run has; the training and evaluation options of the coreference pipeline's models. A command adds
+the groups it takes; where its meaning is narrower than the shared wording (a seed that only orders the samples,
+a JSON file of scores), it passes its own help text."""
 
 from __future__ import annotations
 
 import argparse
+import inspect
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
-from inference.checks import integer, output_file
+from inference.checks import integer, output_file, real
 from inference.commands.cli import Parser
 from inference.training.options import Check, defaults, option
 
+if TYPE_CHECKING:
+    from coref.resolution.mentions import MentionDetectorConfig
+    from coref.resolution.pos import PosTaggerConfig
+
 DATA_DIR_HELP = "folder holding the corpora (default: $ENTITYLM_DATA; sample needs none)"
+ANNOTATED_CORPORA_HELP = "sample, litbank, ontogum, conll2012, or several joined by '+'"
+
+
+def add_command(commands: argparse._SubParsersAction, name: str, run: Callable[[argparse.Namespace], int],
+                help: str) -> argparse.ArgumentParser:
+    """The sub-command ``name`` (``python -m coref.mentions train``): ``help`` is its line in the command's
+    ``--help``, ``run``'s docstring its own ``--help`` description, and ``run(args)`` what it does
+    (:func:`inference.commands.cli.run_subcommand`)."""
+    parser = commands.add_parser(name, help=help, description=inspect.getdoc(run))
+    parser.set_defaults(run=run)
+    return parser
 
 
 def add_data_dir(parser: argparse.ArgumentParser, help: str = DATA_DIR_HELP, **options) -> None:
@@ -48,6 +67,14 @@ def add_json(parser: argparse.ArgumentParser, help: str = "also write the result
     parser.add_argument("--json", metavar="OUT", type=output_file, help=help)
 
 
+def add_device_seed_json(parser: argparse.ArgumentParser, json_help: str = "also write the results as JSON") -> None:
+    """``--device``, ``--seed`` and ``--json OUT`` (``json_help`` says what it holds): the last options of a command
+    that computes a result."""
+    add_device(parser)
+    add_seed(parser)
+    add_json(parser, help=json_help)
+
+
 def config_options(parser: argparse.ArgumentParser, config: type,
                    checks: Mapping[str, Check]) -> Callable[..., argparse.Action]:
     """A function that adds to ``parser`` the option of a field of the training config ``config``:
@@ -65,6 +92,49 @@ def config_options(parser: argparse.ArgumentParser, config: type,
     return add
 
 
+def add_training_corpus(parser: argparse.ArgumentParser) -> None:
+    """``--corpus`` (required) and ``--data-dir``: the annotated corpora a model of the coreference pipeline is
+    trained on (their train splits, dev for selection)."""
+    parser.add_argument("--corpus", required=True, help=ANNOTATED_CORPORA_HELP)
+    add_data_dir(parser)
+
+
+def add_model_training(parser: argparse.ArgumentParser, epochs: int, epochs_help: str, seed_help: str) -> None:
+    """``--out`` (the model file), ``--epochs`` and ``--seed`` (23) of training a model of the coreference
+    pipeline (the mention detector, the ranker, the tagger: :mod:`inference.training.resolution`)."""
+    parser.add_argument("--out", required=True, type=output_file, help="model file to write (.pt)")
+    parser.add_argument("--epochs", type=integer(1), default=epochs, help=epochs_help)
+    add_seed(parser, 23, help=seed_help)
+
+
+def add_model_split(parser: argparse.ArgumentParser, split_help: str) -> None:
+    """``--model`` (a file ``train`` wrote), ``--corpus``, ``--split`` (``split_help`` says what is done to it) and
+    ``--data-dir``: a model of the coreference pipeline applied to a corpus split."""
+    parser.add_argument("--model", required=True, help="a model written by train")
+    parser.add_argument("--corpus", required=True, help=ANNOTATED_CORPORA_HELP)
+    parser.add_argument("--split", required=True, help=split_help)
+    add_data_dir(parser)
+
+
+def add_token_encoder(parser: argparse.ArgumentParser, defaults: MentionDetectorConfig | PosTaggerConfig) -> None:
+    """The sizes of the BiLSTM over words, shapes and suffixes that the mention detector and the tagger share
+    (:mod:`coref.resolution.mentions`, :mod:`coref.resolution.pos`), their defaults those of ``defaults``, a
+    config of one of them."""
+    parser.add_argument("--vocabulary-size", type=integer(2), default=defaults.vocabulary_size,
+                        help="most word types kept (training words seen at least twice), <pad> and <unk> included")
+    parser.add_argument("--hidden-size", type=integer(1), default=defaults.hidden_size,
+                        help="BiLSTM state size per direction")
+    parser.add_argument("--layers", type=integer(1), default=defaults.layers, help="BiLSTM layers")
+    parser.add_argument("--dropout", type=real(0, 1), default=defaults.dropout, help="dropout rate")
+
+
+def add_stopping(add: Callable[..., argparse.Action], patience_help: str) -> None:
+    """``--epochs`` and ``--patience`` (``patience_help`` says what a gain is): when a run of the one training loop
+    stops; ``add`` is the command's :func:`config_options`, which gives their checks and defaults."""
+    add("epochs", help="at most this many epochs")
+    add("patience", help=patience_help)
+
+
 def add_run_options(parser: argparse.ArgumentParser, seed_help: str) -> None:
     """``--device``, ``--seed`` (``seed_help`` says what it seeds) and ``--resume``: how a run of the one training
     loop (:mod:`inference.training.loop`) runs and continues."""
@@ -80,7 +150,5 @@ def evaluation_parser(prog: str, description: str, checkpoint_help: str) -> Pars
     add_corpus_split(parser, split_help="split to evaluate")
     add_data_dir(parser)
     parser.add_argument("--batch-tokens", type=integer(1), default=32_000, help="padded tokens per batch")
-    add_device(parser)
-    add_seed(parser)
-    add_json(parser, help="also write the result as JSON to OUT")
+    add_device_seed_json(parser, json_help="also write the result as JSON to OUT")
     return parser

@@ -1,25 +1,5 @@
-"""A part-of-speech tagger: the Universal POS tag (UPOS) of every token of a tokenised document.
-
-:mod:`coref.metrics.stories` needs it for attribute consistency (Papalampidi et al. 2022, §2: an entity's
-attributes are the verbs and adjectives of the sentences that mention it). No well-kept library's English tagger
-installs from the package registries reachable here (spaCy's ``en_core_web_sm`` and NLTK's tagger data are
-downloaded from GitHub, Stanza's models from Hugging Face; none of them is on PyPI), so this is a small tagger
-of our own, trained on the UPOS column of OntoGUM's CoNLL-U files (GUM's train split; the epoch is chosen on dev)
-and bundled as ``coref/resolution/pretrained/pos.pt`` (``train`` with the defaults: 20 epochs, about 3 minutes on
-one CPU core). Token accuracy (``benchmarks/results/pos.json``): 96.45% on dev, 96.25% on test (VERB F1 95.0, ADJ F1
-89.7), 89.49% on test2 (GENTLE's out-of-domain genres); 86.4% on the 11% of test words outside its vocabulary.
-
-Model: a BiLSTM over each sentence with a softmax over the tags at every token. A token is read as the features
-of :mod:`coref.resolution.mentions` (same helpers): its lowercased word's embedding (training words seen at least
-``min_count`` times, the rest ``<unk>``), its shape (capitalised, all caps, digits, punctuation, other), and its
-hashed suffixes of 1, 2 and 3 letters, which carry most of what a tagger knows about an unseen word (``-ly``,
-``-ed``, ``-ous``). During training a word is read as ``<unk>`` with probability ``word_dropout``, so that the
-unknown word's embedding is learnt on frequent contexts too. Cross-entropy, Adam, shuffled batches of sentences
-of similar length; the weights of the epoch with the best dev accuracy are kept.
-
-A model is one checkpoint (:mod:`coref.io.checkpoint`, kind ``pos_tagger``: the config, the vocabulary, the tag
-set, float16 weights and what training reported), under 2 MB. Tagging is batched over all the sentences of all the
-documents given, on the CPU, without gradients.
+"""The pos command: train and evaluate the part-of-speech tagger of :mod:`coref.resolution.pos` (its docstring,
+below in ``--help``, describes the model and its training).
 
 Command line::
 
@@ -30,7 +10,6 @@ Command line::
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import sys
 import time
@@ -42,10 +21,11 @@ from tqdm import tqdm
 
 from coref.corpora.registry import canonical_split
 from coref.io.atomic import write_text_atomic
+from coref.resolution import pos
 from coref.resolution.pos import BUNDLED, CORPUS, PosTagger, PosTaggerConfig, ontogum_tagged, tag_scores
-from inference.checks import integer, output_file, real
-from inference.commands.cli import Parser, run_subcommand
-from inference.commands.options import add_data_dir, add_json, add_seed
+from inference.checks import integer, real
+from inference.commands.cli import Parser, command_parser, help_text, run_subcommand
+from inference.commands.options import add_command, add_data_dir, add_json, add_model_training, add_token_encoder
 from inference.training.resolution import train_tagger
 
 
@@ -91,37 +71,27 @@ def _evaluate_command(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> Parser:
-    parser = Parser(prog="python -m coref.pos", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser, commands = command_parser("python -m coref.pos", help_text(__doc__, pos))
     data_help = "folder holding the corpora (default: $ENTITYLM_DATA)"
     defaults = PosTaggerConfig()
 
-    train = commands.add_parser("train", help="train on OntoGUM's train split, choosing the epoch on dev",
-                                description=inspect.getdoc(_train_command))
+    train = add_command(commands, "train", _train_command,
+                        help="train on OntoGUM's train split, choosing the epoch on dev")
     add_data_dir(train, help=data_help)
-    train.add_argument("--out", required=True, type=output_file, help="model file to write (.pt)")
-    train.add_argument("--epochs", type=integer(1), default=20, help="passes over the training sentences")
-    add_seed(train, 23, help="seed of the initial weights, dropout and shuffling")
+    add_model_training(train, 20, "passes over the training sentences",
+                       "seed of the initial weights, dropout and shuffling")
     train.add_argument("--batch-tokens", type=integer(1), default=1000, help="padded tokens per batch of sentences")
-    train.add_argument("--vocabulary-size", type=integer(2), default=defaults.vocabulary_size,
-                       help="most word types kept (training words seen at least twice), <pad> and <unk> included")
-    train.add_argument("--hidden-size", type=integer(1), default=defaults.hidden_size,
-                       help="BiLSTM state size per direction")
-    train.add_argument("--layers", type=integer(1), default=defaults.layers, help="BiLSTM layers")
-    train.add_argument("--dropout", type=real(0, 1), default=defaults.dropout, help="dropout rate")
+    add_token_encoder(train, defaults)
     train.add_argument("--word-dropout", type=real(0, 1), default=defaults.word_dropout,
                        help="chance that a training word is read as <unk>")
-    train.set_defaults(run=_train_command)
 
-    evaluate = commands.add_parser("evaluate", help="score a tagger on OntoGUM splits",
-                                   description=inspect.getdoc(_evaluate_command))
+    evaluate = add_command(commands, "evaluate", _evaluate_command, help="score a tagger on OntoGUM splits")
     evaluate.add_argument("--model", default=str(BUNDLED), help="a model written by train")
     evaluate.add_argument("--split", nargs="+", default=["dev", "test", "test2"],
                           help="the splits to score")
     add_data_dir(evaluate, help=data_help)
     evaluate.add_argument("--batch-tokens", type=integer(1), default=4000, help="padded tokens per batch")
     add_json(evaluate, help="also write the scores as JSON here")
-    evaluate.set_defaults(run=_evaluate_command)
     return parser
 
 

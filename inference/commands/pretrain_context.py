@@ -37,10 +37,9 @@ output word embeddings with the pretrained ones, every ``<unkK>`` with ``<unk>``
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
-from inference.commands.cli import USER_ERRORS, Parser, config_of, run_main
+from inference.commands.cli import Parser, config_of, json_text, run_command
 from inference.commands.options import add_data_dir, add_device, add_seed, config_options
 from inference.training.context_encoder import CHECKS, ContextEncoderTraining, pretrain_context_encoder
 
@@ -71,10 +70,5 @@ def build_parser() -> Parser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Pretrain the encoder; print the summary as JSON. Returns the exit status."""
-    args = build_parser().parse_args(argv)
-
-    def body() -> int:
-        print(json.dumps(pretrain_context_encoder(config_of(ContextEncoderTraining, args)), indent=2))
-        return 0
-
-    return run_main(body, USER_ERRORS)
+    return run_command(lambda args: pretrain_context_encoder(config_of(ContextEncoderTraining, args)), json_text,
+                       build_parser().parse_args(argv))

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from coref.io.atomic import write_text_atomic
 from inference.checks import output_file
 from inference.commands.cli import Parser, config_of, run_main
-from inference.commands.options import add_data_dir, add_run_options, config_options
+from inference.commands.options import add_data_dir, add_run_options, add_stopping, config_options
 from inference.training.coref_gru import CHECKS, ReaderTraining, train_reader
 
 
@@ -55,8 +55,7 @@ def build_parser() -> Parser:
         help="halve the learning rate after this many updates (epochs for lambada; default: "
              "Appendix B's)")
     add("batch_size", help="questions per update (default: Appendix B's)")
-    add("epochs", help="at most this many epochs")
-    add("patience", help="stop after this many epochs without a dev gain (the paper does not say)")
+    add_stopping(add, "stop after this many epochs without a dev gain (the paper does not say)")
     add_run_options(parser, "random seed (initialisation, shuffling, dropout)")
     return parser
 

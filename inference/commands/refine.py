@@ -15,7 +15,7 @@ from inference.algorithms import refine
 from inference.algorithms.refine import RefineConfig, format_result, refine_proposal
 from inference.checks import integer, output_file, real
 from inference.commands.cli import Parser, config_of, help_text, run_command
-from inference.commands.options import add_corpus_split, add_data_dir, add_device, add_json, add_seed
+from inference.commands.options import add_corpus_split, add_data_dir, add_device_seed_json
 
 
 def build_parser() -> Parser:
@@ -36,9 +36,7 @@ def build_parser() -> Parser:
     parser.add_argument("--lr", type=real(0, include_low=False), default=3e-4, help="Adam learning rate")
     parser.add_argument("--eval-every", type=integer(1), default=50, help="evaluate on dev every this many steps")
     parser.add_argument("--eval-pieces", type=integer(1), default=200, help="dev pieces the evaluation uses")
-    add_device(parser)
-    add_seed(parser)
-    add_json(parser, help="also write the before/after figures as JSON")
+    add_device_seed_json(parser, "also write the before/after figures as JSON")
     return parser
 
 

@@ -1,36 +1,5 @@
-"""The base coreference resolver: cort's mention-ranking model with latent antecedents, over gold mentions.
-
-Martschat & Strube (2015), as digested in reference-notes §2.1. Every mention ``j`` (``1..n`` in
-``Document.mentions`` order) ranks all earlier mentions and the dummy :data:`~coref.resolution.kbest.ROOT` ("new
-entity"); an arc ``i -> j`` scores the sum of the weights of its hashed categorical features, and the root arc has no
-features and scores 0. Decoding is cort's greedy one: every mention takes its best antecedent
-(:func:`coref.resolution.kbest.greedy_tree`), and the clusters are the transitive closure, singletons dropped.
-
-Prediction ranks bounded candidates, as coarse-to-fine rankers do (:func:`candidate_antecedents`): the
-:data:`ANTECEDENT_WINDOW` (500) mentions just before each mention and, before that window, those of the
-:data:`FAR_MATCHES` (5) most recent mentions with its lowercased head word or its lowercased string (dictionary
-look-ups). Features are built and scored a chunk of anaphors at a time (:meth:`MentionRanker.best_antecedents`),
-so time and memory grow linearly with the text: a 120K-word book resolves in well under a minute and 1 GB. No
-LitBank or OntoGUM document has more than 501 mentions, so there every earlier mention is a candidate and the
-predictions are exactly the greedy decoding of the full table. :meth:`MentionRanker.arc_scores` is that full
-(quadratic) table, which EntityNLM's k-best lists are built from on corpus-length documents; training reads the
-full table too.
-
-Documents are the corpus after the paper's preprocessing with case and numbers kept (:func:`resolver_documents`),
-so the resolver sees exactly EntityNLM's mentions and token positions. Mention heads and word classes come from
-the CoNLL-U parse where a corpus ships one (OntoGUM, :func:`resolver_syntax`) and from heuristics elsewhere.
-
-Learning is cort's latent structured perceptron: for each anaphor the best arc under cost-augmented scores
-(cost 2 for a wrong "new entity", 1 for a wrong link, times ``cost_scaling``) is compared with the best arc
-consistent with the gold clusters (the best-scoring coreferent antecedent, or the root for an entity's first
-mention); when they differ the consistent arc's features gain 1 and the predicted arc's lose 1. Updates are
-online, anaphor by anaphor in document order, with documents shuffled each epoch; the weights returned are
-the average over all anaphors seen.
-
-A model trained with ``lowercase`` (``train --lowercase``) lowercases every document before reading it, in
-training and in prediction alike (its predictions keep the document's own tokens): a resolver for lowercase text
-(LAMBADA), which cannot tell names by their capital. Trained on a detector's mentions, it must lowercase exactly
-when the detector does (``python -m coref.mentions train --lowercase``), or training refuses.
+"""The resolver command: train the mention ranker of :mod:`coref.resolution.ranker` (its docstring, below in
+``--help``, describes the model and its training) and resolve a corpus split with it.
 
 Command line::
 
@@ -41,7 +10,6 @@ Command line::
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import time
 from collections.abc import Sequence
@@ -57,6 +25,7 @@ from coref.io.atomic import atomic_path, write_text_atomic
 from coref.io.conll import write_conll
 from coref.metrics.coreference import CorefEvaluation, evaluate
 from coref.metrics.score import format_table
+from coref.resolution import ranker
 from coref.resolution.mentions import MentionDetector, mention_scores
 from coref.resolution.ranker import (
     DataDir,
@@ -67,9 +36,9 @@ from coref.resolution.ranker import (
     resolver_syntax,
     with_predicted_mentions,
 )
-from inference.checks import integer, output_file, real
-from inference.commands.cli import Parser, run_subcommand
-from inference.commands.options import add_data_dir, add_json, add_seed
+from inference.checks import output_file, real
+from inference.commands.cli import Parser, command_parser, help_text, run_subcommand
+from inference.commands.options import add_command, add_json, add_model_split, add_model_training, add_training_corpus
 from inference.training.resolution import train_ranker
 
 
@@ -172,16 +141,12 @@ def _predict_command(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> Parser:
-    parser = Parser(prog="python -m coref.resolver", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser, commands = command_parser("python -m coref.resolver", help_text(__doc__, ranker))
 
-    train = commands.add_parser("train", help="train on a corpus's train split, scoring dev after each epoch",
-                                description=inspect.getdoc(_train_command))
-    train.add_argument("--corpus", required=True, help="sample, litbank, ontogum, conll2012, or several joined by '+'")
-    add_data_dir(train)
-    train.add_argument("--out", required=True, type=output_file, help="model file to write (.pt)")
-    train.add_argument("--epochs", type=integer(1), default=5, help="passes over the training documents (cort: 5)")
-    add_seed(train, 23, help="seed of the document shuffling")
+    train = add_command(commands, "train", _train_command,
+                        help="train on a corpus's train split, scoring dev after each epoch")
+    add_training_corpus(train)
+    add_model_training(train, 5, "passes over the training documents (cort: 5)", "seed of the document shuffling")
     train.add_argument("--cost-scaling", type=real(0), default=100.0,
                        help="factor of the cost of a wrong decision in cost-augmented decoding (cort: 100)")
     train.add_argument("--detector", help="train on this mention detector's mentions (python -m coref.mentions) "
@@ -189,20 +154,14 @@ def build_parser() -> Parser:
     train.add_argument("--lowercase", action="store_true",
                        help="lowercase every token, in training and whenever the model is used (lowercase text); "
                        "required with a --detector trained with --lowercase, refused with any other")
-    train.set_defaults(run=_train_command)
 
-    predict = commands.add_parser("predict", help="resolve a split, write CoNLL and score it against its gold",
-                                  description=inspect.getdoc(_predict_command))
-    predict.add_argument("--model", required=True, help="a model written by train")
-    predict.add_argument("--corpus", required=True,
-                         help="sample, litbank, ontogum, conll2012, or several joined by '+'")
-    predict.add_argument("--split", required=True, help="the split to resolve")
-    add_data_dir(predict)
+    predict = add_command(commands, "predict", _predict_command,
+                          help="resolve a split, write CoNLL and score it against its gold")
+    add_model_split(predict, "the split to resolve")
     predict.add_argument("--out", required=True, type=output_file, help="CoNLL file to write")
     add_json(predict, help="also write the scores as JSON here")
     predict.add_argument("--detector", help="resolve this mention detector's mentions of the documents as "
                          "annotated (scored against both keys) instead of the gold mentions")
-    predict.set_defaults(run=_predict_command)
     return parser
 
 

@@ -47,7 +47,7 @@ from coref.corpora.stories import STORY_CORPORA
 from coref.io.atomic import write_text_atomic
 from inference.checks import output_file
 from inference.commands.cli import USER_ERRORS, Parser, config_of, run_main
-from inference.commands.options import add_data_dir, add_run_options, config_options
+from inference.commands.options import add_data_dir, add_run_options, add_stopping, config_options
 from inference.training.mneme import CHECKS, StoryLMTraining, train_story_lm
 
 
@@ -79,8 +79,7 @@ def build_parser() -> Parser:
     add("clip_norm", help="clip the gradient norm to this (Transformer-XL's 0.25)")
     add("batch_tokens", help="padded story tokens per training batch")
     add("eval_batch_tokens", help="padded story tokens per dev batch")
-    add("epochs", help="at most this many epochs")
-    add("patience", help="stop after this many epochs without a dev NLL gain")
+    add_stopping(add, "stop after this many epochs without a dev NLL gain")
     add_run_options(parser, "random seed (initialisation, dropout, batch order)")
     return parser
 

@@ -27,13 +27,12 @@ unless ``--resume`` continues it with the same options (only ``--epochs``, ``--p
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Sequence
 
 from inference.commands import reading, story_lm
-from inference.commands.cli import USER_ERRORS, Parser, config_of, run_main
-from inference.commands.options import add_data_dir, add_run_options, config_options
+from inference.commands.cli import Parser, config_of, json_text, run_command
+from inference.commands.options import add_data_dir, add_run_options, add_stopping, config_options
 from inference.training.coref_gru import READERS
 from inference.training.mneme import MODELS as STORY_MODELS
 from inference.training.train import CHECKS, MODELS, LanguageModelTraining, train_language_model
@@ -80,8 +79,7 @@ def build_parser() -> Parser:
     add("optimizer", help="the paper's two")
     add("lr", help="learning rate (default: the paper's, Adam 1e-3, AdaGrad 0.1)")
     add("clip_norm", help="clip the gradient norm to this (default: no clipping, as the paper)")
-    add("epochs", help="at most this many epochs")
-    add("patience", help="stop after this many epochs without dev gain")
+    add_stopping(add, "stop after this many epochs without dev gain")
     add("batch_tokens", help="padded tokens per training batch")
     add("eval_batch_tokens", help="padded tokens per dev batch (no gradients: larger batches, fewer sequential steps)")
     add("train_chunk",
@@ -112,10 +110,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         return reading.main(argv)
     if model_named(argv) in STORY_MODELS:  # a MNEMELM story LM: its own options and defaults
         return story_lm.main(argv)
-    args = build_parser().parse_args(argv)
-
-    def body() -> int:
-        print(json.dumps(train_language_model(config_of(LanguageModelTraining, args)), indent=2))
-        return 0
-
-    return run_main(body, USER_ERRORS)
+    return run_command(lambda args: train_language_model(config_of(LanguageModelTraining, args)), json_text,
+                       build_parser().parse_args(argv))

@@ -213,3 +213,12 @@ def test_ctrl_c_is_one_line_and_status_130(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(marginal_ppl, "run", interrupted)
     assert marginal_ppl.main(["--json", str(tmp_path / "out.json")]) == 130
     assert capsys.readouterr().err.strip() == "interrupted" and not (tmp_path / "out.json").exists()
+
+
+def test_a_training_config_takes_one_proposal_by_name_and_checks_it(tmp_path):
+    """In Python, ``proposals="forward"`` is one proposal, as ``--proposals forward`` is, not five letters."""
+    from inference.training.train import LanguageModelTraining
+
+    assert LanguageModelTraining("entitynlm", tmp_path, proposals="forward").proposals == ["forward"]
+    with pytest.raises(ValueError, match="--proposals: invalid choice: 'sideways'"):
+        LanguageModelTraining("entitynlm", tmp_path, proposals="sideways")

@@ -76,6 +76,8 @@ class LanguageModelTraining:
     resume: bool = False
 
     def __post_init__(self) -> None:
+        if isinstance(self.proposals, str):  # one proposal named in Python, as on the command line
+            self.proposals = [self.proposals]
         check_run(self, CHECKS)
 
 

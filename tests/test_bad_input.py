@@ -97,6 +97,10 @@ ROWS = [
     row("coref.anonymise", "stats --corpus nope", "unknown corpus 'nope'"),
     row("coref.anonymise", "stats --corpus sample --json {unwritable}", "{unwritable}"),
     row("entitylm-anonymise", "stats --corpus litbank --data-dir {data_cut}", CUT),
+    # ---- the dispatcher, `entitylm COMMAND`: its own errors, and a command's as the command gives them ----------
+    row("entitylm", "", "the following arguments are required: COMMAND"),
+    row("entitylm", "scor", "invalid choice: 'scor'"),
+    row("entitylm", "score {sample} {missing}", "{missing}"),
     # ---- the scorer -----------------------------------------------------------------------------------------
     row("coref.score", "{empty} {sample}", "{empty}:1:"),
     row("coref.score", "{binary} {sample}", "{binary}:1:"),

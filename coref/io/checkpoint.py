@@ -148,17 +148,15 @@ def _language_model(payload: dict[str, Any]) -> Checkpoint:
 
 
 def _converter(payload: Any) -> Callable[[dict[str, Any]], Checkpoint] | None:
-    """How to read ``payload`` (what the file held): this format's reader or an older format's converter."""
+    """How to read ``payload`` (what the file held): this format's reader or an older format's converter
+    (:data:`CONVERTERS`, by format tag and version, or by tag alone where every version reads alike)."""
     if not isinstance(payload, dict):
         return None
-    tag = payload.get("format")
-    if tag == FORMAT and payload.get("version") == VERSION:
-        return _current
-    if tag == 1:
-        return _language_model
-    if isinstance(tag, str) and tag in LEGACY:
-        return LEGACY[tag]
-    return LEGACY_VERSIONED.get((tag, payload.get("version"))) if isinstance(tag, str) else None
+    tag, version = payload.get("format"), payload.get("version")
+    if not isinstance(tag, (int, str)):
+        return None
+    version = version if isinstance(version, int) else None  # a numpy archive's arrays are no version
+    return CONVERTERS.get((tag, version)) or CONVERTERS.get((tag, None))
 
 
 def _coref_gru_reader(payload: dict[str, Any]) -> Checkpoint:
@@ -203,13 +201,13 @@ def _mention_ranker(payload: dict[str, Any]) -> Checkpoint:
     return Checkpoint("mention_ranker", config, {}, weights, json.loads(str(payload["settings"])), {}, 1)
 
 
-LEGACY: dict[str, Callable[[dict[str, Any]], Checkpoint]] = {
-    "entitylm-reader-1": _coref_gru_reader,
-    "entitylm-story-lm-1": _story_lm,
-    "entitylm-context-encoder/1": _context_encoder,
-    "entitylm-mention-ranker": _mention_ranker,
-}
-LEGACY_VERSIONED: dict[tuple[str, int], Callable[[dict[str, Any]], Checkpoint]] = {
+CONVERTERS: dict[tuple[int | str, int | None], Callable[[dict[str, Any]], Checkpoint]] = {
+    (FORMAT, VERSION): _current,
+    (1, None): _language_model,
+    ("entitylm-reader-1", None): _coref_gru_reader,
+    ("entitylm-story-lm-1", None): _story_lm,
+    ("entitylm-context-encoder/1", None): _context_encoder,
+    ("entitylm-mention-ranker", None): _mention_ranker,
     ("entitylm-mention-detector", 1): _mention_detector,
     ("entitylm-pos-tagger", 1): _pos_tagger,
 }

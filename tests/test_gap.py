@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -160,33 +161,34 @@ def test_decisions_need_the_same_tokens() -> None:
 
 
 def scored_examples() -> list[GapExample]:
-    return [
+    examples = [
         example("He met A and B.", "He", "A", "B", a_coref=True),
         example("A met B at his home.", "his", "A", "B", b_coref=True),
         example("She met A and B.", "She", "A", "B", a_coref=True),
         example("A met B and her.", "her", "A", "B"),
     ]
+    return [replace(e, id=f"x-{i}") for i, e in enumerate(examples)]  # the scorer knows an example by its ID
 
 
 def test_scores_by_hand() -> None:
     decisions = [(True, False), (True, False), (True, True), (False, False)]
     scores = gap_scores(scored_examples(), decisions)
-    # masculine: tp 1 (A of 1), tn 1 (B of 1), fp 1 (A of 2), fn 1 (B of 2): P = R = F1 = 1/2
-    assert scores["masculine"] == {"tp": 1, "fp": 1, "fn": 1, "tn": 1, "precision": 0.5, "recall": 0.5, "f1": 0.5}
+    # masculine: tp 1 (A of 1), tn 1 (B of 1), fp 1 (A of 2), fn 1 (B of 2): P = R = F1 = 1/2 (in percent)
+    assert scores["masculine"] == {"tp": 1, "fp": 1, "fn": 1, "tn": 1, "precision": 50.0, "recall": 50.0, "f1": 50.0}
     # feminine: tp 1, fp 1, tn 2: P = 1/2, R = 1, F1 = 2/3
     assert (scores["feminine"]["tp"], scores["feminine"]["fp"], scores["feminine"]["fn"], scores["feminine"]["tn"]) == (
         1, 1, 0, 2)
-    assert scores["feminine"]["f1"] == pytest.approx(2 / 3)
+    assert scores["feminine"]["f1"] == pytest.approx(200 / 3)
     # overall: tp 2, fp 2, fn 1, tn 3: P = 1/2, R = 2/3, F1 = 4/7
-    assert scores["overall"]["precision"] == pytest.approx(1 / 2)
-    assert scores["overall"]["recall"] == pytest.approx(2 / 3)
-    assert scores["overall"]["f1"] == pytest.approx(4 / 7)
+    assert scores["overall"]["precision"] == pytest.approx(100 / 2)
+    assert scores["overall"]["recall"] == pytest.approx(200 / 3)
+    assert scores["overall"]["f1"] == pytest.approx(400 / 7)
     assert scores["bias"] == pytest.approx((2 / 3) / (1 / 2))
 
 
 def test_bias_is_none_when_an_f1_is_zero() -> None:
     scores = gap_scores(scored_examples(), [(False, False), (False, False), (True, False), (False, False)])
-    assert scores["masculine"]["f1"] == 0.0 and scores["feminine"]["f1"] == 1.0
+    assert scores["masculine"]["f1"] == 0.0 and scores["feminine"]["f1"] == 100.0
     assert scores["bias"] is None
 
 

@@ -3,8 +3,8 @@
 GAP gives a Wikipedia paragraph, an ambiguous pronoun and two names, A and B, all by character offset, and
 says whether each name corefers with the pronoun (both may be FALSE). A coreference resolver answers by
 clustering mentions in the tokenised paragraph; :func:`gap_decisions` reads its two answers off the clusters,
-:func:`gap_scores` scores them as GAP's ``gap_scorer.py`` does, and :func:`evaluate_gap` does both over a split
-with any resolver.
+:func:`gap_scores` scores them with :mod:`coref.metrics.gap` (the port of GAP's ``gap_scorer.py``), and
+:func:`evaluate_gap` does both over a split with any resolver.
 
 The files live at ``DATA/gap/gap-{development,test,validation}.tsv`` (splits ``dev``, ``test``, ``validation``):
 TAB-separated, a header row, 11 columns (``ID, Text, Pronoun, Pronoun-offset, A, A-offset, A-coref, B, B-offset,
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from os import PathLike
 
 from coref.corpora.registry import CorpusError, DataDir, resolve_data_dir
 from coref.document import Document, Mention
@@ -26,13 +27,11 @@ from coref.io.conll import read_utf8
 from coref.io.errors import FileLineError
 from coref.io.progress import progress
 from coref.io.text import TokenizedText
+from coref.metrics.gap import PRONOUN_GENDER, pronoun_gender, score_gap, write_system_tsv
 
 SPLIT_FILES = {"dev": "gap-development.tsv", "test": "gap-test.tsv", "validation": "gap-validation.tsv"}
 SPLIT_ALIASES = {"development": "dev"}  # the file's own name
 COLUMNS = ("ID", "Text", "Pronoun", "Pronoun-offset", "A", "A-offset", "A-coref", "B", "B-offset", "B-coref", "URL")
-# gap_scorer.py's constants.PRONOUNS: GAP has no reflexives.
-PRONOUN_GENDER = {"she": "feminine", "her": "feminine", "hers": "feminine",
-                  "he": "masculine", "his": "masculine", "him": "masculine"}
 
 
 class GapError(FileLineError):
@@ -58,14 +57,6 @@ class GapExample:
     @property
     def gender(self) -> str:
         return pronoun_gender(self.pronoun)
-
-
-def pronoun_gender(pronoun: str) -> str:
-    """``"feminine"`` or ``"masculine"``: the gender GAP's scorer gives the pronoun (any case)."""
-    try:
-        return PRONOUN_GENDER[pronoun.lower()]
-    except KeyError:
-        raise ValueError(f"{pronoun!r} is not a GAP pronoun: expected one of {', '.join(PRONOUN_GENDER)}") from None
 
 
 # ---- loading ------------------------------------------------------------------------------------------------
@@ -197,54 +188,37 @@ def gap_decisions(example: GapExample, tokenized: TokenizedText, resolved: Docum
 # ---- the metric ---------------------------------------------------------------------------------------------
 
 
-def _counts_and_scores(tp: int, fp: int, fn: int, tn: int) -> dict[str, float]:
-    precision = tp / (tp + fp) if tp + fp else 0.0
-    recall = tp / (tp + fn) if tp + fn else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return {"tp": tp, "fp": fp, "fn": fn, "tn": tn, "precision": precision, "recall": recall, "f1": f1}
-
-
 def gap_scores(examples: Sequence[GapExample], decisions: Sequence[tuple[bool, bool]]) -> dict:
-    """GAP's metric as ``gap_scorer.py`` computes it, as fractions (the scorer prints percentages).
-
-    Every example gives two binary decisions, (pronoun, A) and (pronoun, B), each a true or false positive or
-    negative against A-coref and B-coref; precision, recall and F1 of the positive class are reported
-    ``overall`` and for the ``masculine`` and ``feminine`` examples (by the pronoun), and ``bias`` is feminine
-    F1 / masculine F1 (None where either is 0, where the scorer prints ``-``).
-    """
-    if len(examples) != len(decisions):
-        raise ValueError(f"{len(examples)} GAP examples but {len(decisions)} decisions")
-    tallies = {group: [0, 0, 0, 0] for group in ("overall", "masculine", "feminine")}  # tp, fp, fn, tn
-    for example, pair in zip(examples, decisions):
-        for gold, system in zip((example.a_coref, example.b_coref), pair):
-            outcome = 0 if gold and system else 1 if system else 2 if gold else 3
-            tallies["overall"][outcome] += 1
-            tallies[example.gender][outcome] += 1
-    scores: dict = {group: _counts_and_scores(*tally) for group, tally in tallies.items()}
-    feminine, masculine = scores["feminine"]["f1"], scores["masculine"]["f1"]
-    scores["bias"] = feminine / masculine if feminine and masculine else None
-    return scores
+    """GAP's metric of the (A, B) decisions, one pair per example in order: :func:`coref.metrics.gap.score_gap`,
+    the official scorer's figures in percent (``overall``, ``masculine``, ``feminine``: counts, precision, recall,
+    F1; ``bias``: feminine F1 / masculine F1, None where either is 0; ``missing``, ``warnings``: empty here)."""
+    return score_gap(examples, decisions)
 
 
-def evaluate_gap(examples: Sequence[GapExample], resolve: Callable[[str], tuple[Document, TokenizedText]]) -> dict:
+def evaluate_gap(examples: Sequence[GapExample], resolve: Callable[[str], tuple[Document, TokenizedText]],
+                 system_out: str | PathLike[str] | None = None) -> dict:
     """Resolve every example's text with ``resolve`` and score the decisions: :func:`gap_scores`, plus how many
-    examples there were and on how many the pronoun got no mention (both names then count as not coreferent)."""
+    examples there were and on how many the pronoun got no mention (both names then count as not coreferent).
+    ``system_out`` also writes the decisions there as the official scorer's system file
+    (:func:`coref.metrics.gap.write_system_tsv`)."""
     decisions = []
     unresolved = 0
     for example in progress(examples, desc="GAP", unit="example"):
         resolved, tokenized = resolve(example.text)
         unresolved += _pronoun_mention(example, tokenized, resolved) is None
         decisions.append(gap_decisions(example, tokenized, resolved))
+    if system_out is not None:
+        write_system_tsv(system_out, [example.id for example in examples], decisions)
     return {**gap_scores(examples, decisions), "examples": len(examples), "pronoun_without_mention": unresolved}
 
 
 def format_scores(scores: dict) -> str:
-    """The scores of :func:`evaluate_gap` as a table in percent, then the bias and the counts."""
+    """The scores of :func:`evaluate_gap` as a table in percent (rounded as the official scorer prints them),
+    then the bias and the counts."""
     lines = [f"{'':<10}{'precision':>10}{'recall':>8}{'F1':>8}"]
     for group in ("masculine", "feminine", "overall"):
         score = scores[group]
-        lines.append(f"{group:<10}{100 * score['precision']:>10.1f}{100 * score['recall']:>8.1f}"
-                     f"{100 * score['f1']:>8.1f}")
+        lines.append(f"{group:<10}{score['precision']:>10.1f}{score['recall']:>8.1f}{score['f1']:>8.1f}")
     bias = "-" if scores["bias"] is None else f"{scores['bias']:.2f}"
     lines.append(f"bias (F/M): {bias}; {scores['examples']} examples, the pronoun unmentioned in "
                  f"{scores['pronoun_without_mention']}")

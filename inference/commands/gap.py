@@ -4,7 +4,10 @@ the URL unused.
 
 Command line::
 
-    python -m coref.gap --split test --data-dir DATA [--detector M --resolver R] [--json OUT]
+    python -m coref.gap --split test --data-dir DATA [--detector M --resolver R] [--json OUT] [--system-out FILE]
+
+``--system-out`` writes the decisions as the official scorer's system file: ``python gap_scorer.py --gold_tsv
+DATA/gap/gap-test.tsv --system_tsv FILE`` then prints the same figures.
 """
 
 from __future__ import annotations
@@ -18,13 +21,13 @@ from coref.document import Document
 from coref.io.atomic import write_text_atomic
 from coref.io.text import TokenizedText, tokenize
 from coref.resolution.pipeline import CorefPipeline
-from inference.checks import integer
+from inference.checks import integer, output_file
 from inference.commands.cli import Parser, help_text, run_main
 from inference.commands.options import add_data_dir, add_json
 
 
 def build_parser() -> Parser:
-    """The split, the models, --limit and --json."""
+    """The split, the models, --limit, --json and --system-out."""
     parser = Parser(prog="python -m coref.gap", description=help_text(__doc__, gap))
     parser.add_argument("--split", default="test", help="dev, test or validation")
     add_data_dir(parser, help="folder holding gap/ (default: $ENTITYLM_DATA)")
@@ -32,6 +35,8 @@ def build_parser() -> Parser:
     parser.add_argument("--resolver", help="mention ranker trained on that detector's mentions (default: bundled)")
     parser.add_argument("--limit", type=integer(1), help="score only the first N examples (a quick look)")
     add_json(parser, help="also write the scores as JSON here")
+    parser.add_argument("--system-out", metavar="FILE", type=output_file,
+                        help="also write the decisions here as gap_scorer.py's system TSV (ID, A-coref, B-coref)")
     return parser
 
 
@@ -47,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             tokenized = tokenize(text)
             return pipeline.resolve(tokenized), tokenized
 
-        scores = {"split": args.split, **evaluate_gap(examples, resolve)}
+        scores = {"split": args.split, **evaluate_gap(examples, resolve, args.system_out)}
         print(format_scores(scores))
         if args.json:
             write_text_atomic(args.json, json.dumps(scores, indent=2) + "\n")

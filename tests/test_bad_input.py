@@ -166,6 +166,14 @@ ROWS = [
     row("coref.resolve", f"--text {TEXT} --out {{unwritable}}", "{unwritable}"),
     row("coref.resolve", "--json {out}/x.json", "one of the arguments --text --file --conll is required"),
     row("entitylm-resolve", f"--text {TEXT} --file {{missing}}", "not allowed with argument --text"),
+    row("coref.resolve", "--file {quality_out}", "{quality_out}: a folder without .txt files"),
+    row("coref.resolve", f"--text {TEXT} --mentions {{mentions_inside}}",
+        "{mentions_inside}:2: mention [9, 11] ends inside the token 'Tom'"),
+    row("coref.resolve", f"--text {TEXT} --mentions {{mentions_outside}}",
+        "{mentions_outside}:1: mention [30, 50] lies outside the text"),
+    row("coref.resolve", f"--text {TEXT} --mentions {{mentions_empty}}", "mention [4, 4] is empty or reversed"),
+    row("coref.resolve", f"--text {TEXT} --mentions {{sample}}", "{sample}:1: given mentions: text takes JSON"),
+    row("coref.resolve", f"--text {TEXT} --mentions {{missing}}", "{missing}"),
     # ---- the part-of-speech tagger --------------------------------------------------------------------------
     row("coref.pos", "train --epochs 0 --out {out}/p.pt", "argument --epochs: must be at least 1"),
     row("coref.pos", "train --word-dropout 1.5 --out {out}/p.pt", "argument --word-dropout: must be in [0, 1)"),
@@ -419,6 +427,9 @@ def inputs(tmp_path_factory) -> dict[str, str]:
         "run_earlier/model.pt": noise,
         "refine_state/r.pt.state": noise,
         "a_file": b"a regular file, where an output wants a folder\n",
+        "mentions_inside": b"[[0, 4],\n [9, 11]]\n",  # given mentions of TEXT
+        "mentions_outside": b"[[0, 4], [30, 50]]\n",
+        "mentions_empty": b'{"mentions": [[4, 4]]}\n',
     }
     for name, content in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)

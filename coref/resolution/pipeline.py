@@ -17,23 +17,50 @@ A whole book is one document: time and memory grow linearly with its length (the
 antecedent candidates, :mod:`coref.resolution.ranker`; the detector reads an overlong sentence in windows,
 :mod:`coref.resolution.mentions`). A 120K-word text took about 15 s and 0.85 GB on 2 cores; on a terminal a progress
 bar follows the ranking of a long text.
+
+Three choices a call may make (:func:`resolve`, :meth:`CorefPipeline.resolve_documents`):
+
+- **Given mentions** (``mentions=[(start_char, end_char), ...]``): the detector is skipped and the ranker clusters
+  exactly these spans. A span must start at a token's first character and end after a token's last
+  (``text[start:end]`` is whole tokens, no surrounding whitespace); one outside the text, empty or reversed,
+  starting or ending inside a token or in whitespace, or given twice is a :class:`SpanError` naming it. Every
+  given span comes back as a mention, unchanged.
+- **Singletons** (``singletons=``): True keeps the one-mention entities, False drops them (and nothing else),
+  None (the default) follows the ranker's corpus (:attr:`~coref.resolution.ranker.MentionRanker.keeps_singletons`)
+  for detected mentions and keeps them for given ones: a span the user asked about is answered, if only by
+  "an entity of its own".
+- **Many texts** (a list): one call, batched through the detector; a list of Documents back, named ``text0``,
+  ``text1``, ... in order, each what the text resolved alone would be.
 """
 
 from __future__ import annotations
 
+import bisect
+import itertools
+import json
+import json.scanner
+import numbers
+import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import overload
 
-from coref.document import Document
+from coref.corpora.preprocess import drop_singletons
+from coref.document import Document, Mention
 from coref.io.conll import read_conll, read_utf8
+from coref.io.errors import FileLineError
 from coref.io.text import TokenizedText, tokenize
 from coref.resolution.mentions import MentionDetector
 from coref.resolution.ranker import MentionRanker, with_predicted_mentions
 
 PRETRAINED = Path(__file__).parent / "pretrained"
 BUNDLED = {"detector": PRETRAINED / "mentions.pt", "resolver": PRETRAINED / "resolver.pt"}
+
+Span = tuple[int, int]  # half-open: of characters in a text, or of tokens in a document
+TEXT = "--text"  # where a text given on the command line comes from (Input.source)
 
 
 @dataclass
@@ -49,17 +76,47 @@ class CorefPipeline:
         return cls(MentionDetector.load(detector or BUNDLED["detector"]),
                    MentionRanker.load(resolver or BUNDLED["resolver"]))
 
-    def resolve_documents(self, documents: Sequence[Document]) -> list[Document]:
-        """``documents`` (their tokens and sentences; any mentions they hold are ignored) with the detected
-        mentions and the ranker's entities."""
-        spans = self.detector.predict(documents)
-        return [self.ranker.predict(with_predicted_mentions(document.replace(mentions=()), found))
+    def resolve_documents(self, documents: Sequence[Document], mentions: Sequence[Sequence[Span]] | None = None,
+                          singletons: bool | None = None) -> list[Document]:
+        """``documents`` (their tokens and sentences; any mentions they hold are ignored) with their mentions in the
+        ranker's entities: the mentions the detector finds (all documents in one call, batched), or the
+        ``mentions`` given for each document (token spans, :func:`checked_token_spans`). ``singletons``: keep
+        (True) or drop (False) the one-mention entities; None: the ranker's corpus convention for detected
+        mentions, kept for given ones."""
+        if mentions is None:
+            spans = self.detector.predict(documents)
+        else:
+            if len(mentions) != len(documents):
+                raise ValueError(f"{len(documents)} documents but {len(mentions)} lists of mentions")
+            named = len(documents) > 1
+            spans = [checked_token_spans(document, given, document.id if named else None)
+                     for document, given in zip(documents, mentions)]
+        keep = singletons if singletons is not None else mentions is not None or self.ranker.keeps_singletons
+        return [_singletons(self.ranker.predict(with_predicted_mentions(document.replace(mentions=()), found)),
+                            found, keep)
                 for document, found in zip(documents, spans)]
 
-    def resolve(self, text: str | TokenizedText, id: str = "text") -> Document:
-        """The coreference of a raw text (or of one already tokenised) as a :class:`Document`."""
-        tokenized = tokenize(text) if isinstance(text, str) else text
-        return self.resolve_documents([Document(id, tokenized.tokens, tokenized.sentences)])[0]
+    def resolve_texts(self, texts: Sequence[str | TokenizedText], mentions: Sequence[Sequence[Span]] | None = None,
+                      singletons: bool | None = None, ids: Sequence[str] | None = None) -> list[Document]:
+        """Raw texts (or ones already tokenised) resolved in one batch (:meth:`resolve_documents`), a Document
+        each, named by ``ids`` (default ``text0``, ``text1``, ...); ``mentions``: each text's given mentions as
+        character spans (:func:`token_spans`)."""
+        ids = text_ids(len(texts)) if ids is None else list(ids)
+        named = len(texts) > 1  # errors name the text they are about
+        tokenizations = tokenize_texts(texts, ids)
+        documents = [Document(id, tokenized.tokens, tokenized.sentences) for id, tokenized in zip(ids, tokenizations)]
+        if mentions is not None:
+            if len(mentions) != len(texts):
+                raise ValueError(f"{len(texts)} texts but {len(mentions)} lists of mentions")
+            mentions = [token_spans(tokenized, given, id if named else None)
+                        for tokenized, given, id in zip(tokenizations, mentions, ids)]
+        return self.resolve_documents(documents, mentions, singletons)
+
+    def resolve(self, text: str | TokenizedText, id: str = "text", *, mentions: Sequence[Span] | None = None,
+                singletons: bool | None = None) -> Document:
+        """The coreference of a raw text (or of one already tokenised) as a :class:`Document` named ``id``;
+        ``mentions`` and ``singletons`` as :meth:`resolve_texts` and :meth:`resolve_documents` take them."""
+        return self.resolve_texts([text], None if mentions is None else [mentions], singletons, [id])[0]
 
 
 @cache
@@ -68,10 +125,288 @@ def bundled_pipeline() -> CorefPipeline:
     return CorefPipeline.load()
 
 
-def resolve(text: str, pipeline: CorefPipeline | None = None) -> Document:
-    """The coreference of ``text`` (tokenised here) as a :class:`Document`, by ``pipeline`` (default: the
-    bundled one). Character offsets of the tokens: ``coref.io.text.tokenize(text).offsets``."""
-    return (pipeline or bundled_pipeline()).resolve(text)
+@overload
+def resolve(text: str | TokenizedText, pipeline: CorefPipeline | None = None, *,
+            mentions: Sequence[Span] | None = None, singletons: bool | None = None) -> Document: ...
+@overload
+def resolve(text: Sequence[str | TokenizedText], pipeline: CorefPipeline | None = None, *,
+            mentions: Sequence[Sequence[Span]] | None = None, singletons: bool | None = None) -> list[Document]: ...
+def resolve(text, pipeline=None, *, mentions=None, singletons=None):
+    """The coreference of ``text`` (tokenised here) as a :class:`Document`, or of each text of a list, in one
+    batch, as a list of Documents (``text0``, ``text1``, ...), by ``pipeline`` (default: the bundled one).
+    ``mentions``: the spans to cluster, ``[(start_char, end_char), ...]`` (a list of such lists for a list of texts),
+    instead of the detector's; ``singletons``: keep or drop the one-mention entities (default: the module
+    docstring's). Character offsets of the tokens: ``coref.io.text.tokenize(text).offsets``."""
+    pipeline = pipeline or bundled_pipeline()
+    if isinstance(text, (str, TokenizedText)):
+        return pipeline.resolve(text, mentions=mentions, singletons=singletons)
+    return pipeline.resolve_texts(list(text), mentions, singletons)
+
+
+def text_ids(count: int) -> list[str]:
+    """The names of ``count`` texts resolved together: ``text0``, ``text1``, ..."""
+    return [f"text{number}" for number in range(count)]
+
+
+def tokenize_texts(texts: Sequence[str | TokenizedText], ids: Sequence[str] | None = None) -> list[TokenizedText]:
+    """Each text tokenised (unless it already is); of several, an empty one's error names it (``ids``, default
+    :func:`text_ids`)."""
+    names = (text_ids(len(texts)) if ids is None else ids) if len(texts) > 1 else [None] * len(texts)
+    tokenizations = []
+    for text, name in zip(texts, names):
+        try:
+            tokenizations.append(text if isinstance(text, TokenizedText) else tokenize(text))
+        except ValueError as error:
+            raise ValueError(f"{name}: {error}" if name else str(error)) from None
+    return tokenizations
+
+
+def _singletons(resolved: Document, spans: Sequence[Span], keep: bool) -> Document:
+    """The ranker's clusters of ``spans`` (``resolved``) with their one-mention entities kept or dropped. The ranker
+    drops them unless its corpus keeps them (:meth:`MentionRanker.predict`), so the spans missing from its output are
+    exactly those: each comes back as an entity of its own."""
+    if not keep:
+        return resolved.replace(mentions=drop_singletons(resolved.mentions))
+    clustered = {mention.span for mention in resolved.mentions}
+    fresh = itertools.count(max((mention.entity for mention in resolved.mentions), default=0) + 1)
+    missing = [Mention(start, end, next(fresh)) for start, end in spans if (start, end) not in clustered]
+    return resolved.replace(mentions=[*resolved.mentions, *missing]) if missing else resolved
+
+
+# ---- given mentions -------------------------------------------------------------------------------------------
+
+
+class SpanError(ValueError):
+    """A given mention that is not a usable span; ``index`` is its place in the list given."""
+
+    def __init__(self, index: int, span: object, reason: str, of: str | None = None) -> None:
+        self.index = index
+        shown = f"({span[0]}, {span[1]})" if isinstance(span, tuple) and len(span) == 2 else repr(span)
+        super().__init__(f"mention {shown}{f' of {of}' if of else ''} {reason}")
+
+
+def _pair(index: int, span: object, of: str | None) -> Span:
+    """``span`` as two integers (a tuple or a list of two), or a :class:`SpanError`."""
+    if not (isinstance(span, (tuple, list)) and len(span) == 2
+            and all(isinstance(value, numbers.Integral) and not isinstance(value, bool) for value in span)):
+        raise SpanError(index, span, "is not a pair of integers (start, end)", of)
+    return int(span[0]), int(span[1])
+
+
+def _each_once(spans: Sequence[Span], given: Sequence[object], of: str | None) -> list[Span]:
+    """``spans``, or a :class:`SpanError` for the first one given again."""
+    seen: set[Span] = set()
+    for index, span in enumerate(spans):
+        if span in seen:
+            raise SpanError(index, given[index], "is given twice", of)
+        seen.add(span)
+    return list(spans)
+
+
+def token_spans(tokenized: TokenizedText, spans: Sequence[Sequence[int]], of: str | None = None) -> list[Span]:
+    """The token spans of the character spans ``spans`` of ``tokenized.text`` (given mentions, in their order).
+    Each must start at a token's first character and end after a token's last; one outside the text, empty or
+    reversed, starting or ending inside a token or in whitespace, or given twice is a :class:`SpanError` that
+    names it (and the text ``of``, where given)."""
+    starts = {start: number for number, (start, _) in enumerate(tokenized.offsets)}
+    ends = {end: number + 1 for number, (_, end) in enumerate(tokenized.offsets)}
+    found = []
+    for index, span in enumerate(spans):
+        start, end = _pair(index, span, of)
+        if end <= start:
+            raise SpanError(index, span, "is empty or reversed", of)
+        if start < 0 or end > len(tokenized.text):
+            raise SpanError(index, span, f"lies outside the text ({len(tokenized.text)} characters)", of)
+        if start not in starts:
+            raise SpanError(index, span, f"starts {_inside(tokenized, start)}, not at a token's start", of)
+        if end not in ends:
+            raise SpanError(index, span, f"ends {_inside(tokenized, end - 1)}, not at a token's end", of)
+        found.append((starts[start], ends[end]))
+    return _each_once(found, spans, of)
+
+
+def _inside(tokenized: TokenizedText, char: int) -> str:
+    """Where character ``char`` of the text is, when it is not a token's first or last: in whitespace (the
+    tokeniser reads every other character), or inside which token."""
+    if tokenized.text[char].isspace():
+        return "in whitespace"
+    number = bisect.bisect_right(tokenized.offsets, (char, len(tokenized.text))) - 1
+    start, end = tokenized.offsets[number]
+    return f"inside the token {tokenized.tokens[number]!r} (characters {start}:{end})"
+
+
+def checked_token_spans(document: Document, spans: Sequence[Sequence[int]], of: str | None = None) -> list[Span]:
+    """Given mentions of ``document`` as token spans, checked: inside its tokens, not empty, each once; a
+    :class:`SpanError` naming the first bad one otherwise."""
+    found = []
+    for index, span in enumerate(spans):
+        start, end = _pair(index, span, of)
+        if end <= start:
+            raise SpanError(index, span, "is empty or reversed", of)
+        if start < 0 or end > len(document.tokens):
+            raise SpanError(index, span, f"lies outside the document ({len(document.tokens)} tokens)", of)
+        found.append((start, end))
+    return _each_once(found, spans, of)
+
+
+# ---- the command's inputs -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Input:
+    """A document to resolve, its tokenisation (None for a CoNLL document, which comes tokenised) and where it came
+    from (the file as given; :data:`TEXT` for a text)."""
+
+    document: Document
+    tokenized: TokenizedText | None
+    source: str
+
+
+def text_files(paths: Sequence[str | Path]) -> list[Path]:
+    """The files ``paths`` name, each a file or a folder that stands for its ``*.txt`` files (sorted by name); a
+    folder without one is an error naming it."""
+    found: list[Path] = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            inside = sorted(child for child in path.glob("*.txt") if child.is_file())
+            if not inside:
+                raise ValueError(f"{path}: a folder without .txt files")
+            found.extend(inside)
+        else:
+            found.append(path)
+    return found
+
+
+def read_inputs(text: str | None = None, files: Sequence[str | Path] | None = None,
+                conll: str | Path | None = None) -> list[Input]:
+    """The documents to resolve: one of ``text``, UTF-8 text ``files`` (:func:`text_files`: each document named
+    after its file; an empty one, or two files of one name, is an error naming the file), or the documents of a
+    ``conll`` file (their tokens and sentences; read strictly, their mentions ignored)."""
+    if conll is not None:
+        return [Input(document, None, str(conll)) for document in read_conll(conll, strict=True)[0]]
+    if text is not None:
+        tokenized = tokenize(text)
+        return [Input(Document("text", tokenized.tokens, tokenized.sentences), tokenized, TEXT)]
+    inputs = []
+    for path in text_files(files or ()):
+        content = read_utf8(path)
+        if not content.strip():
+            raise ValueError(f"{path}:1: cannot tokenize an empty or whitespace-only text")
+        tokenized = tokenize(content)
+        inputs.append(Input(Document(path.stem, tokenized.tokens, tokenized.sentences), tokenized, str(path)))
+    names = Counter(found.document.id for found in inputs)
+    for found in inputs:
+        if names[found.document.id] > 1:
+            raise ValueError(f"{found.source}: another input file is also named {found.document.id!r} (a document is "
+                             "named after its file)")
+    return inputs
+
+
+def read_mentions(path: str | Path, inputs: Sequence[Input]) -> list[list[Span]]:
+    """The given mentions of each input, as token spans, from the file ``path``:
+
+    - for text (``--text``, ``--file``): JSON character spans, a list of ``[start_char, end_char]`` pairs (or
+      ``{"mentions": [...]}``) for one input; for any number, an object with the list of each input file keyed by
+      its name (``story.txt``) or its path as given;
+    - for the documents of a CoNLL file: a CoNLL file holding the same documents with the same tokens (the input
+      file itself will do), whose mention spans are the given ones (a span bracketed twice is one mention).
+
+    Bad content is an error naming the file (``FILE:LINE:`` for JSON), and for a bad span which one, of which
+    input, and why (:func:`token_spans`)."""
+    content = read_utf8(path)
+    is_json = content.lstrip()[:1] in ("[", "{")
+    if inputs and (inputs[0].tokenized is None) == is_json:
+        needed = ("CoNLL input takes a CoNLL file's mentions (token spans), not JSON" if is_json else
+                  "text takes JSON character spans ([[start_char, end_char], ...]), not CoNLL")
+        raise FileLineError(str(path), 1, f"given mentions: {needed}")
+    return _json_mentions(content, str(path), inputs) if is_json else _conll_mentions(path, inputs)
+
+
+def _conll_mentions(path: str | Path, inputs: Sequence[Input]) -> list[list[Span]]:
+    """The distinct mention spans of each input's document in the CoNLL file ``path``."""
+    documents = {document.key: document for document in read_conll(path, strict=True)[0]}
+    spans = []
+    for found in inputs:
+        name = f"document ({found.document.id}) part {found.document.part}"
+        given = documents.get(found.document.key)
+        if given is None:
+            raise ValueError(f"{path}: no {name}, which {found.source} holds")
+        if given.tokens != found.document.tokens:
+            raise ValueError(f"{path}: {name} has other tokens than in {found.source}")
+        spans.append(sorted({mention.span for mention in given.mentions}))
+    return spans
+
+
+class _Array(list):
+    """A JSON array and the line of its file it starts on."""
+
+    line = 1
+
+
+def _located_json(content: str, path: str) -> object:
+    """``content`` parsed as JSON, each array an :class:`_Array` that knows its line; bad JSON is a FileLineError."""
+    newlines = [match.start() for match in re.finditer("\n", content)]
+    decoder = json.JSONDecoder()
+    parse_array = decoder.parse_array
+
+    def located(state: tuple[str, int], scan_once) -> tuple[_Array, int]:
+        values, end = parse_array(state, scan_once)
+        array = _Array(values)
+        array.line = bisect.bisect_left(newlines, state[1]) + 1
+        return array, end
+
+    decoder.parse_array = located
+    decoder.scan_once = json.scanner.py_make_scanner(decoder)  # the Python scanner calls parse_array
+    try:
+        return decoder.decode(content)
+    except json.JSONDecodeError as error:
+        raise FileLineError(path, error.lineno, f"not JSON ({error.msg})") from None
+
+
+def _json_mentions(content: str, path: str, inputs: Sequence[Input]) -> list[list[Span]]:
+    """Each input's given mentions from a JSON mentions file (:func:`read_mentions`)."""
+    data = _located_json(content, path)
+    lists = _lists_by_input(data, path, inputs)
+    named = len(inputs) > 1
+    spans = []
+    for found, given in zip(inputs, lists):
+        name = Path(found.source).name
+        line = getattr(given, "line", 1)
+        if not isinstance(given, list):
+            raise FileLineError(path, line, f"the mentions of {name} are not a list of [start_char, end_char] pairs")
+        try:
+            spans.append(token_spans(found.tokenized, given, name if named else None))
+        except SpanError as error:
+            raise FileLineError(path, getattr(given[error.index], "line", line), str(error)) from None
+    return spans
+
+
+def _lists_by_input(data: object, path: str, inputs: Sequence[Input]) -> list[object]:
+    """The mentions of each input in a JSON mentions file's ``data``: the list itself (or ``data["mentions"]``)
+    for one input, its entry by file name otherwise."""
+    if len(inputs) == 1 and isinstance(data, list):
+        return [data]
+    if len(inputs) == 1 and isinstance(data, dict) and set(data) == {"mentions"}:
+        return [data["mentions"]]
+    if inputs and inputs[0].source == TEXT:
+        raise FileLineError(path, 1, 'expected a list of [start_char, end_char] pairs (or {"mentions": [...]}) for '
+                            f"{TEXT}")
+    if not isinstance(data, dict):
+        raise FileLineError(path, 1, f"expected an object keyed by the {len(inputs)} input files' names"
+                            if isinstance(data, list) else "expected a list of [start_char, end_char] pairs, or an "
+                            "object keyed by the input files' names")
+    lists, used = [], set()
+    for found in inputs:
+        keys = [key for key in dict.fromkeys([found.source, Path(found.source).name]) if key in data]
+        if len(keys) != 1:
+            raise FileLineError(path, 1, f"no mentions for {found.source}: expected the key {Path(found.source).name!r}"
+                                if not keys else f"mentions for {found.source} under two keys, {keys}")
+        lists.append(data[keys[0]])
+        used.add(keys[0])
+    unknown = sorted(set(data) - used)
+    if unknown:
+        raise FileLineError(path, 1, f"mentions for {unknown[0]!r}, which is not an input file")
+    return lists
 
 
 def clusters(document: Document, tokenized: TokenizedText | None = None) -> list[list[dict[str, object]]]:
@@ -97,22 +432,6 @@ def format_clusters(document: Document, tokenized: TokenizedText | None = None) 
     lines.append(f"{document.id}: {len(document.tokens)} tokens, {len(document.mentions)} mentions, "
                  f"{len(found) - singletons} entities mentioned more than once, {singletons} singletons")
     return "\n".join(lines)
-
-
-def read_inputs(text: str | None = None, file: str | Path | None = None,
-                conll: str | Path | None = None) -> list[tuple[Document, TokenizedText | None]]:
-    """The documents to resolve, each with its tokenisation (None for a CoNLL document, which comes tokenised):
-    one of ``text``, a UTF-8 text ``file`` (the document is named after it; an empty one is an error naming it),
-    or the documents of a ``conll`` file (their tokens and sentences; read strictly, their mentions ignored)."""
-    if conll is not None:
-        return [(document, None) for document in read_conll(conll, strict=True)[0]]
-    if text is None:
-        text = read_utf8(file)
-        if not text.strip():
-            raise ValueError(f"{file}:1: cannot tokenize an empty or whitespace-only text")
-    tokenized = tokenize(text)
-    name = "text" if file is None else Path(file).stem
-    return [(Document(name, tokenized.tokens, tokenized.sentences), tokenized)]
 
 
 def clusters_json(documents: Sequence[Document], tokenizations: Sequence[TokenizedText | None]) -> dict:

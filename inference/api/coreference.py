@@ -5,15 +5,16 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import overload
 
 from coref.document import Document
 from coref.io.conll import format_conll, read_conll
 from coref.io.html import document_html
 from coref.io.text import TokenizedText
-from coref.io.text import tokenize as tokenize_text
 from coref.metrics.coreference import CorefEvaluation, Score, evaluate
 from coref.metrics.score import TABLE_ROWS, format_table, scoring_warnings
-from coref.resolution.pipeline import CorefPipeline, bundled_pipeline, clusters, format_clusters
+from coref.resolution.pipeline import (CorefPipeline, Span, bundled_pipeline, clusters, format_clusters, resolve,
+                                      tokenize_texts)
 from inference.api.tables import html_table
 
 # ---- coreference resolution and scoring -------------------------------------------------------------------------
@@ -40,15 +41,30 @@ class Coreference:
         return document_html(self.document)
 
 
-def coreference(text: str, detector: str | os.PathLike | None = None,
-                resolver: str | os.PathLike | None = None) -> Coreference:
+@overload
+def coreference(text: str, detector: str | os.PathLike | None = None, resolver: str | os.PathLike | None = None, *,
+                mentions: Sequence[Span] | None = None, singletons: bool | None = None) -> Coreference: ...
+@overload
+def coreference(text: Sequence[str], detector: str | os.PathLike | None = None,
+                resolver: str | os.PathLike | None = None, *, mentions: Sequence[Sequence[Span]] | None = None,
+                singletons: bool | None = None) -> list[Coreference]: ...
+def coreference(text, detector=None, resolver=None, *, mentions=None, singletons=None):
     """The coreference of a raw text by a mention detector and the mention ranker trained on its mentions (the
-    bundled ones by default; see ``python -m coref.resolve``). Tokenised with :func:`coref.io.text.tokenize`."""
-    if not isinstance(text, str):
-        raise ValueError(f"coreference takes a str, not a {type(text).__name__}")
-    tokenized = tokenize_text(text)
+    bundled ones by default; see ``python -m coref.resolve``), or of each text of a list, in one batch.
+    Tokenised with :func:`coref.io.text.tokenize`. ``mentions``: the spans to cluster instead of detecting them,
+    ``[(start_char, end_char), ...]`` (one such list per text for a list); ``singletons``: keep (True) or drop
+    (False) the one-mention entities, by default the model's corpus convention (kept for given mentions). See
+    :func:`coref.resolution.pipeline.resolve`."""
+    many = isinstance(text, (list, tuple))
+    texts = list(text) if many else [text]
+    odd = [type(each).__name__ for each in texts if not isinstance(each, str)]
+    if odd:
+        raise ValueError(f"coreference takes a str or a list of them, not a {odd[0]}")
+    tokenized = tokenize_texts(texts)
     pipeline = bundled_pipeline() if detector is None and resolver is None else CorefPipeline.load(detector, resolver)
-    return Coreference(pipeline.resolve(tokenized), tokenized)
+    documents = resolve(tokenized if many else tokenized[0], pipeline, mentions=mentions, singletons=singletons)
+    found = [Coreference(document, each) for document, each in zip(documents if many else [documents], tokenized)]
+    return found if many else found[0]
 
 
 Annotations = Document | str | os.PathLike | Sequence[Document]

@@ -3,15 +3,29 @@ below in ``--help``, says how).
 
     python -m coref.resolve --text "Anna met her brother in Paris. She thanked him."
     python -m coref.resolve --file story.txt --out story.conll --json story.json
+    python -m coref.resolve --file chapters/ notes.txt --json all.json      # many texts, one batch
+    python -m coref.resolve --text "Anna met her brother." --mentions spans.json   # cluster these spans only
     python -m coref.resolve --conll IN.conll --out OUT.conll   # a CoNLL file's tokens; its own mentions ignored
+    python -m coref.resolve --conll IN.conll --mentions IN.conll --out OUT.conll   # ... or clustered as given
 
-Output: a readable list of the entities on stdout; ``--out`` the CoNLL file (``-``: stdout); ``--json`` the
-clusters with token and character offsets. With ``--conll`` each document is written under its own header, its
-part as the input wrote it (``part 0`` stays ``part 0``), so the official scorer matches it with the input's key.
+Input: ``--text``; ``--file`` with one or more UTF-8 text files or folders (a folder: its ``*.txt`` files, sorted
+by name), each a document named after its file, all resolved in one batch; or ``--conll``, a CoNLL file's
+documents. ``--mentions FILE``: the spans to cluster instead of the detector's. For text, JSON character spans:
+``[[0, 4], [9, 20]]`` (or ``{"mentions": [[0, 4], [9, 20]]}``) for one input, and for several an object keyed by
+each file's name, ``{"a.txt": [[0, 4]], "b.txt": []}``; a span must cover whole tokens. For ``--conll``, a CoNLL
+file with the same documents, whose bracketed spans are the given mentions. ``--singletons`` / ``--no-singletons``
+keep or drop the one-mention entities (default: the model's corpus convention for detected mentions, kept for
+given ones).
+
+Output: a readable list of each document's entities on stdout; ``--out`` the CoNLL file, one document per input
+(``-``: stdout); ``--json`` the documents' clusters with token and character offsets. With ``--conll`` each
+document is written under its own header, its part as the input wrote it (``part 0`` stays ``part 0``), so the
+official scorer matches it with the input's key.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,19 +33,24 @@ from pathlib import Path
 from coref.io.atomic import atomic_path, write_text_atomic
 from coref.io.conll import format_conll
 from coref.resolution import pipeline
-from coref.resolution.pipeline import CorefPipeline, clusters_json, format_clusters, read_inputs
+from coref.resolution.pipeline import CorefPipeline, clusters_json, format_clusters, read_inputs, read_mentions
 from inference.checks import output_file
 from inference.commands.cli import Parser, help_text, run_main
 from inference.commands.options import add_json
 
 
 def build_parser() -> Parser:
-    """One of --text, --file, --conll; the outputs; the models."""
+    """One of --text, --file, --conll; the given mentions and singletons; the outputs; the models."""
     parser = Parser(prog="python -m coref.resolve", description=help_text(__doc__, pipeline))
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--text", help="the text to resolve")
-    source.add_argument("--file", help="a UTF-8 text file to resolve")
+    source.add_argument("--file", nargs="+", help="UTF-8 text files, or folders of .txt files, to resolve in one "
+                        "batch")
     source.add_argument("--conll", help="a CoNLL file whose documents' tokens and sentences are resolved")
+    parser.add_argument("--mentions", metavar="FILE", help="cluster these mentions instead of detecting them: JSON "
+                        "character spans for text, a CoNLL file for --conll")
+    parser.add_argument("--singletons", action=argparse.BooleanOptionalAction, help="keep (or drop) the "
+                        "one-mention entities (default: the model's corpus convention; kept for given mentions)")
     parser.add_argument("--out", type=output_file, help="write the CoNLL here ('-': stdout)")
     add_json(parser, help="write the clusters (token and character offsets) here")
     parser.add_argument("--detector", help="a mention detector (python -m coref.mentions; default: the bundled one)")
@@ -41,14 +60,16 @@ def build_parser() -> Parser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Resolve the input (read and checked before the models load) and write what was asked for; returns the exit
-    status."""
+    """Resolve the inputs (read and checked, given mentions included, before the models load) and write what was
+    asked for; returns the exit status."""
     args = build_parser().parse_args(argv)
 
     def resolve() -> int:
         inputs = read_inputs(args.text, args.file, args.conll)
-        documents = CorefPipeline.load(args.detector, args.resolver).resolve_documents([doc for doc, _ in inputs])
-        tokenizations = [tokenized for _, tokenized in inputs]
+        mentions = None if args.mentions is None else read_mentions(args.mentions, inputs)
+        documents = CorefPipeline.load(args.detector, args.resolver).resolve_documents(
+            [found.document for found in inputs], mentions, args.singletons)
+        tokenizations = [found.tokenized for found in inputs]
         if args.out == "-":
             print(format_conll(documents), end="")
         else:

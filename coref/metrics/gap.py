@@ -32,7 +32,6 @@ import io
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Protocol
 
 from coref.io.atomic import write_text_atomic
@@ -66,10 +65,17 @@ def pronoun_gender(pronoun: str) -> str:
 class GoldExample(Protocol):
     """What the metric reads of a gold example (:class:`coref.corpora.gap.GapExample` has it)."""
 
-    id: str
-    pronoun: str
-    a_coref: bool
-    b_coref: bool
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def pronoun(self) -> str: ...
+
+    @property
+    def a_coref(self) -> bool: ...
+
+    @property
+    def b_coref(self) -> bool: ...
 
 
 @dataclass
@@ -117,6 +123,7 @@ class Tally:
         return 2 * precision * recall / denominator if denominator else 0.0
 
     def as_dict(self) -> dict[str, float]:
+        """The counts and the three figures, as :func:`calculate_scores` reports a group."""
         return {"tp": self.tp, "fp": self.fp, "fn": self.fn, "tn": self.tn,
                 "precision": self.precision(), "recall": self.recall(), "f1": self.f1()}
 
@@ -147,7 +154,7 @@ def read_annotations(path: PathLike, gold: bool) -> Annotations:
     row of an ID kept). A row too short to hold the labels (or the pronoun) is a :class:`GapScorerError`, as is an
     unknown gold pronoun; no annotations at all is a :class:`ValueError`, as the scorer asserts."""
     fields = GOLD_FIELDS if gold else SYSTEM_FIELDS
-    needed = max(fields.index(name) for name in ("ID", "A-coref", "B-coref", *(("Pronoun",) if gold else ()))) + 1
+    needed = fields.index("B-coref") + 1  # the last column the scorer reads (after ID, Pronoun, A-coref)
     reader = csv.reader(io.StringIO(read_utf8(path), newline=""), delimiter="\t")
     rows = (row for row in reader if row != [])  # csv.DictReader skips empty rows
     if gold:

@@ -14,14 +14,30 @@ Scores, with the official scorer's semantics (:mod:`coref.metrics.coreference`),
 
 Writes ``benchmarks/results/end_to_end.json`` and ``end_to_end.md`` (each command's CoNLL and JSON go to
 ``RUNS/end_to_end``) and prints the table.
+
+**Throughput** (``--throughput``; the scores are not computed then):
+
+    python benchmarks/coref_end_to_end.py --throughput [--pieces 0 250 50] [--repeats 3]
+
+The bundled pipeline (:func:`coref.resolution.pipeline.CorefPipeline.load`) on the CPU resolves LitBank's test
+documents turned back into running text (:func:`benchmarks.tokenizer_agreement.detokenize`), whole (``--pieces 0``)
+or cut between sentences into texts of about N tokens (``--pieces N``, :func:`coref.document.sentence_chunks`):
+one text per call, and all texts in one call (batched through the detector). Each timing is from text to clusters,
+tokenisation included and model loading not, after a warm-up call; the two ways alternate ``--repeats`` times and
+each keeps its median. Prints documents and tokens (the pipeline's tokens) per second and writes
+``coref_throughput.json`` to ``--results``, with the machine, its load and torch's threads.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import platform
+import statistics
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.runs import command_record  # noqa: E402
 from coref import resolver  # noqa: E402
 from coref.io.atomic import write_text_atomic  # noqa: E402
-from inference.checks import output_folder  # noqa: E402
+from inference.checks import integer, output_folder  # noqa: E402
 from inference.commands.cli import Parser, run_main  # noqa: E402
 
 CORPORA = ("litbank", "ontogum")
@@ -44,7 +60,13 @@ def build_parser() -> Parser:
     parser.add_argument("--runs", default="runs", help="folder holding resolver/, mentions/ and resolve/")
     parser.add_argument("--splits", nargs="+", default=["dev", "test"], help="splits to score")
     parser.add_argument("--results", type=output_folder, default=str(ROOT / "benchmarks" / "results"),
-                        help="where end_to_end.json and end_to_end.md go")
+                        help="where end_to_end.json and end_to_end.md (or coref_throughput.json) go")
+    parser.add_argument("--throughput", action="store_true", help="measure the bundled pipeline's documents and "
+                        "tokens per second on the CPU instead (LitBank test)")
+    parser.add_argument("--pieces", type=integer(0), nargs="+", default=[0, 250, 50], help="with --throughput: "
+                        "texts of about N tokens cut from the documents between sentences, for each N (0: whole)")
+    parser.add_argument("--repeats", type=integer(1), default=3, help="with --throughput: timings of each way, "
+                        "median kept")
     return parser
 
 
@@ -89,8 +111,83 @@ def markdown(rows: Sequence[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# ---- throughput -------------------------------------------------------------------------------------------------
+
+
+def throughput_texts(data_dir: str | None, piece_tokens: int) -> list[str]:
+    """LitBank's test documents as running text: whole (``piece_tokens`` 0) or cut between sentences into pieces of
+    about ``piece_tokens`` tokens."""
+    from benchmarks.tokenizer_agreement import detokenize
+    from coref.corpora.registry import load_corpus
+    from coref.document import sentence_chunks
+
+    documents = load_corpus("litbank", "test", data_dir).documents
+    if piece_tokens:
+        documents = [piece for document in documents for piece in sentence_chunks(document, piece_tokens)]
+    return [detokenize(document)[0] for document in documents]
+
+
+def timed(run: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    run()
+    return time.perf_counter() - started
+
+
+def throughput_rows(texts: Sequence[str], pieces: int, repeats: int) -> list[dict]:
+    """Documents and tokens per second of the bundled pipeline on ``texts``, one per call and all in one call,
+    alternating ``repeats`` times (medians), and whether the two ways found the same clusters."""
+    from coref.io.text import tokenize
+    from coref.resolution.pipeline import bundled_pipeline
+
+    pipeline = bundled_pipeline()
+    tokens = sum(len(tokenize(text).tokens) for text in texts)
+    pipeline.resolve(texts[0])  # warm-up
+    ways: dict[str, Callable[[], list]] = {"one text per call": lambda: [pipeline.resolve(text) for text in texts],
+                                          "all texts in one call": lambda: pipeline.resolve_texts(texts)}
+    seconds: dict[str, list[float]] = {way: [] for way in ways}
+    for _ in range(repeats):
+        for way, run in ways.items():
+            seconds[way].append(timed(run))
+    alone, together = (run() for run in ways.values())
+    same = [document.mentions for document in alone] == [document.mentions for document in together]
+    rows = []
+    for way, times in seconds.items():
+        median = statistics.median(times)
+        rows.append({"texts": len(texts), "piece_tokens": pieces, "tokens": tokens, "way": way,
+                     "seconds": median, "seconds_each": times, "documents_per_second": len(texts) / median,
+                     "tokens_per_second": tokens / median, "same_clusters": same})
+    return rows
+
+
+def throughput_markdown(rows: Sequence[dict]) -> str:
+    lines = ["| texts | tokens per text | way | seconds | documents/s | tokens/s |", "|---:|---:|---|---:|---:|---:|"]
+    lines += [f"| {row['texts']} | {row['tokens'] / row['texts']:,.0f} | {row['way']} | {row['seconds']:.2f} | "
+              f"{row['documents_per_second']:,.1f} | {row['tokens_per_second']:,.0f} |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def throughput(args: argparse.Namespace) -> int:
+    """Measure, print and write ``coref_throughput.json`` (the module docstring)."""
+    import torch
+
+    load_before = os.getloadavg()
+    rows = [row for pieces in args.pieces for row in throughput_rows(throughput_texts(args.data_dir, pieces),
+                                                                      pieces, args.repeats)]
+    machine = {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+               "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+               "load_average_before": load_before[0], "load_average_after": os.getloadavg()[0]}
+    write_text_atomic(Path(args.results) / "coref_throughput.json",
+                      json.dumps({**command_record(build_parser(), args), "machine": machine, "rows": rows},
+                                 indent=2) + "\n")
+    print(f"{machine['cores']} cores, torch threads {machine['torch_threads']}, load {load_before[0]:.2f}\n")
+    print(throughput_markdown(rows), end="")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.throughput:
+        return run_main(lambda: throughput(args))
 
     def body() -> int:
         results = Path(args.results)

@@ -30,7 +30,10 @@ Three choices a call may make (:func:`resolve`, :meth:`CorefPipeline.resolve_doc
   for detected mentions and keeps them for given ones: a span the user asked about is answered, if only by
   "an entity of its own".
 - **Many texts** (a list): one call, batched through the detector; a list of Documents back, named ``text0``,
-  ``text1``, ... in order, each what the text resolved alone would be.
+  ``text1``, ... in order, each what the text resolved alone would be. On a shared 2-core CPU the bundled
+  pipeline resolved LitBank's test documents as running text at 13K tokens/s batched against 10K one per call
+  (5.7 against 4.3 documents/s), and 50-token texts at 327 against 291 texts/s
+  (``python benchmarks/coref_end_to_end.py --throughput --repeats 5``; docs/coreference.md).
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 from collections import Counter
 
 import numpy as np
@@ -23,6 +24,7 @@ from coref.corpora.preprocess import (
 )
 from coref.corpora.registry import load_corpus
 from coref.document import Document, Mention
+from coref.io.checkpoint import load as load_checkpoint
 from coref.io.conll import read_conll
 from coref.metrics.coreference import evaluate
 from coref.resolution.kbest import ROOT, document_with_clusters, greedy_tree
@@ -49,6 +51,8 @@ from coref.resolution.ranker import (
 )
 from inference.commands.resolver import main
 from inference.training.resolution import train_ranker
+
+FIXTURES = Path(__file__).parent / "fixtures" / "checkpoints"
 
 TOKEN = re.compile(r"(?P<open>\[?)(?P<word>.+?)(?:\](?P<entity>\d+))?")
 
@@ -406,6 +410,9 @@ def test_a_lowercase_model_lowercases_the_words_of_a_parse_too():
     np.testing.assert_array_equal(model.arc_scores(document, parse), lower)
 
 
-def test_a_model_saved_before_the_lowercase_setting_loads_as_cased():
-    bundled = MentionRanker.load(BUNDLED["resolver"])
-    assert "lowercase" not in bundled.settings and not bundled.lowercase
+def test_a_model_saved_before_the_lowercase_setting_loads_as_cased(tmp_path):
+    checkpoint = load_checkpoint(FIXTURES / "mention_ranker.npz")  # a version 1 model, of an older format
+    del checkpoint.training["lowercase"]
+    checkpoint.save(tmp_path / "old.pt")
+    old = MentionRanker.load(tmp_path / "old.pt")
+    assert "lowercase" not in old.settings and not old.lowercase and old.feature_version == 1

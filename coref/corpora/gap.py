@@ -207,9 +207,17 @@ def evaluate_gap(examples: Sequence[GapExample], resolve: Callable[[str], tuple[
         resolved, tokenized = resolve(example.text)
         unresolved += _pronoun_mention(example, tokenized, resolved) is None
         decisions.append(gap_decisions(example, tokenized, resolved))
+    return scored_decisions(examples, decisions, unresolved, system_out)
+
+
+def scored_decisions(examples: Sequence[GapExample], decisions: Sequence[tuple[bool, bool]],
+                     pronoun_without_mention: int = 0, system_out: str | PathLike[str] | None = None) -> dict:
+    """:func:`gap_scores` of ``decisions`` (one per example, in order) with the counts :func:`format_scores`
+    prints; ``system_out`` also writes them as the official scorer's system file."""
     if system_out is not None:
         write_system_tsv(system_out, [example.id for example in examples], decisions)
-    return {**gap_scores(examples, decisions), "examples": len(examples), "pronoun_without_mention": unresolved}
+    return {**gap_scores(examples, decisions), "examples": len(examples),
+            "pronoun_without_mention": pronoun_without_mention}
 
 
 def format_scores(scores: dict) -> str:

@@ -37,7 +37,7 @@ from coref.io.atomic import atomic_path
 
 FORMAT = "entitylm-checkpoint"
 VERSION = 2  # version 1: the language models' format ({"format": 1, ...}), the first of the older ones
-COREF_KINDS = ("mention_detector", "pos_tagger", "mention_ranker")
+COREF_KINDS = ("mention_detector", "pos_tagger", "mention_ranker", "gap_resolver")
 
 
 class CheckpointError(ValueError):

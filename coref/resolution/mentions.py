@@ -326,12 +326,25 @@ class MentionDetector(nn.Module):
         logits = torch.cat(parts[1::2]).numpy() if parts else np.zeros(0)
         return spans[:, 0], spans[:, 1], spans[:, 2], logits
 
-    def predict(self, documents: Sequence[Document], batch_tokens: int = 4000) -> list[list[Span]]:
+    def predict(self, documents: Sequence[Document], batch_tokens: int = 4000, threshold: float | None = None
+                ) -> list[list[Span]]:
         """The mention spans ``(start, end)`` (end exclusive, sorted) of each document: every span of at most
-        ``max_width`` tokens inside one of its ``sentences`` whose probability is at least the threshold.
-        Only ``tokens`` and ``sentences`` are read; ``batch_tokens`` bounds a batch's padded tokens (memory)."""
+        ``max_width`` tokens inside one of its ``sentences`` whose probability is at least ``threshold`` (default:
+        the one tuned on dev for mention F1; a ranker may ask for a lower one, to see more candidates). Only
+        ``tokens`` and ``sentences`` are read; ``batch_tokens`` bounds a batch's padded tokens (memory)."""
+        return [sorted(found) for found in self.span_probabilities(documents, batch_tokens, threshold)]
+
+    def span_probabilities(self, documents: Sequence[Document], batch_tokens: int = 4000,
+                           threshold: float | None = None) -> list[dict[Span, float]]:
+        """:meth:`predict`'s spans of each document with their probabilities."""
         document, start, end, logits = self.candidate_logits(documents, batch_tokens)
-        return _spans_by_document(len(documents), document, start, end, logits >= _logit(self.config.threshold))
+        keep = logits >= _logit(self.config.threshold if threshold is None else threshold)
+        probabilities = 1.0 / (1.0 + np.exp(-logits[keep]))
+        found: list[dict[Span, float]] = [{} for _ in documents]
+        for number, first, stop, probability in zip(document[keep].tolist(), start[keep].tolist(),
+                                                    end[keep].tolist(), probabilities.tolist()):
+            found[number][first, stop] = probability
+        return found
 
     # -- files --
 
@@ -370,16 +383,6 @@ def _logit(probability: float) -> float:
     if probability >= 1.0:
         return math.inf
     return math.log(probability / (1.0 - probability))
-
-
-def _spans_by_document(count: int, document: np.ndarray, start: np.ndarray, end: np.ndarray,
-                       keep: np.ndarray) -> list[list[Span]]:
-    """The kept spans grouped by document (``count`` of them), sorted within each."""
-    document, start, end = document[keep], start[keep], end[keep]
-    order = np.lexsort((end, start, document))
-    document, start, end = document[order], start[order], end[order]
-    bounds = np.searchsorted(document, np.arange(count + 1))
-    return [list(zip(start[a:b].tolist(), end[a:b].tolist())) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
 # ---- scoring ------------------------------------------------------------------------------------------------

@@ -57,7 +57,7 @@ from coref.io.conll import read_conll, read_utf8
 from coref.io.errors import FileLineError
 from coref.io.text import TokenizedText, tokenize
 from coref.resolution.mentions import MentionDetector
-from coref.resolution.ranker import MentionRanker, with_predicted_mentions
+from coref.resolution.ranker import MentionRanker, unsure_singletons_dropped, with_predicted_mentions
 
 PRETRAINED = Path(__file__).parent / "pretrained"
 BUNDLED = {"detector": PRETRAINED / "mentions.pt", "resolver": PRETRAINED / "resolver.pt"}
@@ -86,8 +86,10 @@ class CorefPipeline:
         ``mentions`` given for each document (token spans, :func:`checked_token_spans`). ``singletons``: keep
         (True) or drop (False) the one-mention entities; None: the ranker's corpus convention for detected
         mentions, kept for given ones."""
+        probabilities: list[dict[Span, float]] = [{} for _ in documents]  # given mentions: all sure
         if mentions is None:
-            spans = self.detector.predict(documents)
+            probabilities = self.detector.span_probabilities(documents, threshold=self.ranker.mention_threshold)
+            spans = [sorted(found) for found in probabilities]
         else:
             if len(mentions) != len(documents):
                 raise ValueError(f"{len(documents)} documents but {len(mentions)} lists of mentions")
@@ -95,9 +97,10 @@ class CorefPipeline:
             spans = [checked_token_spans(document, given, document.id if named else None)
                      for document, given in zip(documents, mentions)]
         keep = singletons if singletons is not None else mentions is not None or self.ranker.keeps_singletons
-        return [_singletons(self.ranker.predict(with_predicted_mentions(document.replace(mentions=()), found)),
-                            found, keep)
-                for document, found in zip(documents, spans)]
+        return [unsure_singletons_dropped(
+                    _singletons(self.ranker.predict(with_predicted_mentions(document.replace(mentions=()), found)),
+                                found, keep), sure, self.ranker.singleton_threshold)
+                for document, found, sure in zip(documents, spans, probabilities)]
 
     def resolve_texts(self, texts: Sequence[str | TokenizedText], mentions: Sequence[Sequence[Span]] | None = None,
                       singletons: bool | None = None, ids: Sequence[str] | None = None) -> list[Document]:

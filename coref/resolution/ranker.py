@@ -40,9 +40,10 @@ from __future__ import annotations
 import itertools
 import os
 import zlib
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -68,7 +69,11 @@ from coref.resolution.kbest import ROOT, clusters, document_with_clusters, tree_
 RESOLVER_PREPROCESSING = PreprocessConfig(lowercase=False, replace_numbers=False)
 
 KIND = "mention_ranker"  # its kind of checkpoint (coref.io.checkpoint)
-FEATURE_VERSION = 1  # bump whenever features or hashing change: old weights would mean something else
+# Bump whenever features or hashing change: old weights would mean something else. Version 2 adds the gender of
+# first names, the word before a mention and quotation features (:func:`_speech_features`); version 1 models still
+# load and read their own features.
+FEATURE_VERSION = 2
+FEATURE_VERSIONS = (1, 2)
 HASH_BITS = 22  # 4M weights; cort uses 2^24 for far more training data
 # Bounded antecedent candidates (candidate_antecedents): the window covers every LitBank / OntoGUM document
 # (at most 501 mentions), so those are ranked over all earlier mentions exactly as by the full table.
@@ -107,6 +112,9 @@ FEMININE_NOUNS = frozenset(
     "mrs mrs. miss ms ms. lady queen princess duchess countess madame mademoiselle mistress mother sister daughter "
     "woman girl wife aunt niece grandmother widow maid".split()
 )
+# quotation marks as the corpora tokenise them: opening, closing, and the straight ones that toggle
+# (double quotes only: a single one is as often an apostrophe, "talkin'")
+OPENING_QUOTES, CLOSING_QUOTES, TOGGLING_QUOTES = frozenset({"“", "``"}), frozenset({"”", "''"}), frozenset({'"'})
 HEAD_STOPS = frozenset({"of", "who", "which", "that", ","})  # heuristic head: the word before the first of these
 
 PRONOUN, PROPER, NOMINAL, DEMONSTRATIVE = range(4)  # mention types, the conjunction classes
@@ -307,6 +315,51 @@ def _agreement(words: Sequence[str], head: int, kind: int, xpos: str | None) -> 
     return UNKNOWN, number, gender
 
 
+@cache
+def _first_names() -> object:
+    """gender-guesser's detector over its first-name lexicon (Michael's ``nam_dict``, 40,000 names with their
+    usual gender by country), loaded once per process: an offline source, nothing downloaded."""
+    import gender_guesser.detector
+
+    return gender_guesser.detector.Detector(case_sensitive=False)
+
+
+@cache
+def _first_name_gender(word: str) -> int:
+    found = _first_names().get_gender(word)
+    return {"male": MASCULINE, "mostly_male": MASCULINE, "female": FEMININE, "mostly_female": FEMININE}.get(
+        found, UNKNOWN)
+
+
+def name_gender(words: Sequence[str], kind: int) -> int:
+    """The gender a proper name's first name implies ("Anna Smith": FEMININE), UNKNOWN for other mentions, for a
+    name the lexicon does not know or gives to both, and where no capitalised word follows the titles."""
+    if kind != PROPER:
+        return UNKNOWN
+    for word in words:
+        if word[:1].isupper() and word.lower() not in MASCULINE_NOUNS | FEMININE_NOUNS:
+            return _first_name_gender(word)
+    return UNKNOWN
+
+
+def quotations(tokens: Sequence[str]) -> np.ndarray:
+    """The quotation every token lies in, numbered from 1 in order of opening (0 outside): an opening mark starts
+    one, a closing mark ends it, a straight double quote does whichever is due. The marks belong to their
+    quotation."""
+    inside = np.zeros(len(tokens), dtype=np.int64)
+    current = opened = 0
+    for t, token in enumerate(tokens):
+        if token in OPENING_QUOTES or (token in TOGGLING_QUOTES and not current):
+            opened += 1
+            current = opened
+            inside[t] = current
+        elif token in CLOSING_QUOTES or (token in TOGGLING_QUOTES and current):
+            inside[t], current = current, 0
+        else:
+            inside[t] = current
+    return inside
+
+
 def _code(text: str) -> int:
     """A stable 32-bit code of a string (CRC-32), the same in every process, unlike ``hash``."""
     return zlib.crc32(text.encode("utf-8"))
@@ -335,6 +388,9 @@ class _Mentions:
     end: np.ndarray
     text: np.ndarray
     head_word: np.ndarray
+    name_gender: np.ndarray
+    quotation: np.ndarray
+    previous_code: np.ndarray
     words: sparse.csr_matrix
 
     def __len__(self) -> int:
@@ -347,6 +403,7 @@ def describe_mentions(document: Document, syntax: Syntax | None = None) -> _Ment
         raise ValueError(f"document {document.id!r}: the parse given does not match its tokens")
     proper = _proper_words(document)
     sentence_of = document.sentence_of()
+    quotation = quotations(document.tokens)
     word_ids: dict[str, int] = {}  # lowercased word -> column of ``words``
     texts: dict[str, int] = {}  # lowercased mention string -> id
     rows, word_lists = [], []
@@ -370,6 +427,9 @@ def describe_mentions(document: Document, syntax: Syntax | None = None) -> _Ment
                 mention.end,
                 texts.setdefault(" ".join(lower), len(texts)),
                 word_ids.setdefault(lower[local], len(word_ids)),
+                name_gender(words, kind),
+                quotation[mention.start],
+                _code(document.tokens[mention.start - 1].lower() if mention.start else ""),
             )
         )
         word_lists.append([word_ids.setdefault(word, len(word_ids)) for word in lower])
@@ -463,18 +523,43 @@ def _pair_features(mentions: _Mentions, ana: np.ndarray, ante: np.ndarray) -> li
     ]
 
 
-def pair_features(mentions: _Mentions, ana: np.ndarray, ante: np.ndarray) -> np.ndarray:
+def _names_and_speech(mentions: _Mentions, ana: np.ndarray, ante: np.ndarray) -> list[np.ndarray]:
+    """Version 2's features: the gender of first names (gender-guesser's lexicon) where the nouns and pronouns
+    say nothing, the word before each mention ("in Paris" is seldom a person), and where the two mentions stand
+    to quotations, with their grammatical persons (an "I" inside a quotation is not the narrator's)."""
+    gender = np.where(mentions.gender == UNKNOWN, mentions.name_gender, mentions.gender)
+    a, b = gender[ana], gender[ante]
+    gender_agreement = np.where((a == UNKNOWN) | (b == UNKNOWN), 1, np.where(a == b, 2, 0))
+    quoted_a, quoted_b = mentions.quotation[ana] > 0, mentions.quotation[ante] > 0
+    same_quotation = quoted_a & (mentions.quotation[ana] == mentions.quotation[ante])
+    quotation = quoted_a + 2 * quoted_b + 4 * same_quotation
+    persons = 4 * mentions.person[ana] + mentions.person[ante]
+    return [
+        _feature("anaphor.name_gender", mentions.name_gender[ana]),
+        _feature("antecedent.name_gender", mentions.name_gender[ante]),
+        _feature("anaphor.previous", mentions.previous_code[ana]),
+        _feature("antecedent.previous", mentions.previous_code[ante]),
+        _feature("gender_with_names", gender_agreement),
+        _feature("quotation", quotation),
+        _feature("quotation_persons", _mix(quotation, persons)),
+    ]
+
+
+def pair_features(mentions: _Mentions, ana: np.ndarray, ante: np.ndarray, version: int = FEATURE_VERSION
+                  ) -> np.ndarray:
     """The hashed feature indices of the arcs ``ante[k] -> ana[k]`` (0-based indices into ``mentions``), one
     row per arc: the one feature function, for the full table and for bounded candidate lists alike.
 
     Every feature appears plain and conjoined with the anaphor's type, the antecedent's type and their pair, as
-    in cort. The root arc has no features. Memory is linear in the number of arcs.
+    in cort. The root arc has no features. Memory is linear in the number of arcs. ``version`` is the model's
+    (:data:`FEATURE_VERSIONS`): version 1 has no :func:`_names_and_speech`.
     """
     base = np.stack(
         [
             *_mention_features(mentions, ana, "anaphor"),
             *_mention_features(mentions, ante, "antecedent"),
             *_pair_features(mentions, ana, ante),
+            *(_names_and_speech(mentions, ana, ante) if version >= 2 else []),
         ],
         axis=1,
     )
@@ -485,14 +570,14 @@ def pair_features(mentions: _Mentions, ana: np.ndarray, ante: np.ndarray) -> np.
     return (codes & np.uint64((1 << HASH_BITS) - 1)).astype(np.intp)
 
 
-def arc_features(document: Document, syntax: Syntax | None = None) -> np.ndarray:
+def arc_features(document: Document, syntax: Syntax | None = None, version: int = FEATURE_VERSION) -> np.ndarray:
     """:func:`pair_features` of every real arc ``i -> j`` (``1 <= i < j``): the full table, quadratic in the
     number of mentions (training and :meth:`MentionRanker.arc_scores`, on corpus-length documents).
 
     Rows run anaphor by anaphor, antecedents in document order (``np.tril_indices(n, -1)``), so the arcs of
     mention ``j`` are rows ``(j-1)(j-2)/2`` to ``j(j-1)/2 - 1``.
     """
-    return _all_arcs(describe_mentions(document, syntax))
+    return _all_arcs(describe_mentions(document, syntax), version)
 
 
 def _read_mentions(document: Document, syntax: Syntax | None, lowercase: bool) -> _Mentions:
@@ -504,14 +589,15 @@ def _read_mentions(document: Document, syntax: Syntax | None, lowercase: bool) -
     return describe_mentions(document, syntax)
 
 
-def _all_arcs(mentions: _Mentions) -> np.ndarray:
+def _all_arcs(mentions: _Mentions, version: int) -> np.ndarray:
     """:func:`pair_features` of every real arc, in :func:`arc_features`'s row order."""
-    return pair_features(mentions, *np.tril_indices(len(mentions), -1))
+    return pair_features(mentions, *np.tril_indices(len(mentions), -1), version)
 
 
-def _read_features(document: Document, syntax: Syntax | None, lowercase: bool) -> np.ndarray:
+def _read_features(document: Document, syntax: Syntax | None, lowercase: bool, version: int = FEATURE_VERSION
+                   ) -> np.ndarray:
     """:func:`arc_features` of the document as a model reads it (see :func:`_read_mentions`)."""
-    return _all_arcs(_read_mentions(document, syntax, lowercase))
+    return _all_arcs(_read_mentions(document, syntax, lowercase), version)
 
 
 def _arcs_of(features: np.ndarray, j: int) -> np.ndarray:
@@ -624,12 +710,16 @@ class _AveragedPerceptron:
 class MentionRanker:
     """A trained mention-ranking resolver: averaged weights over hashed features, and how they were trained."""
 
-    def __init__(self, weights: np.ndarray, settings: dict[str, object] | None = None) -> None:
+    def __init__(self, weights: np.ndarray, settings: dict[str, object] | None = None,
+                 feature_version: int = FEATURE_VERSION) -> None:
         weights = np.asarray(weights, dtype=np.float32)
         if weights.shape != (1 << HASH_BITS,):
             raise ValueError(f"expected {1 << HASH_BITS} weights, got an array of shape {weights.shape}")
+        if feature_version not in FEATURE_VERSIONS:
+            raise ValueError(f"feature version {feature_version} is not one of {FEATURE_VERSIONS}")
         self.weights = weights
         self.settings = dict(settings or {})
+        self.feature_version = feature_version
 
     def arc_scores(self, document: Document, syntax: Syntax | None = None) -> np.ndarray:
         """The ``(n+1, n+1)`` score table of :mod:`coref.resolution.kbest`: ``[j, i]`` scores arc ``i -> j`` for
@@ -641,7 +731,7 @@ class MentionRanker:
         table = np.full((n + 1, n + 1), -np.inf)
         table[1:, ROOT] = 0.0
         ana, ante = np.tril_indices(n, -1)
-        features = _read_features(document, syntax, self.lowercase)
+        features = _read_features(document, syntax, self.lowercase, self.feature_version)
         table[ana + 1, ante + 1] = self.weights[features].sum(axis=1, dtype=np.float64)
         return table
 
@@ -650,6 +740,20 @@ class MentionRanker:
         """Whether the model reads every document lowercased (trained so; models saved before the setting
         existed did not)."""
         return bool(self.settings.get("lowercase", False))
+
+    @property
+    def mention_threshold(self) -> float | None:
+        """The detector probability from which a span is a mention for this ranker (trained with ``train
+        --mention-threshold``); None: the detector's own, tuned for mention F1."""
+        value = self.settings.get("mention_threshold")
+        return None if value is None else float(value)
+
+    @property
+    def singleton_threshold(self) -> float | None:
+        """The detector probability a mention needs to stand alone (``train --singleton-threshold``): a singleton
+        below it is dropped, while a mention linked to others is kept down to :attr:`mention_threshold`."""
+        value = self.settings.get("singleton_threshold")
+        return None if value is None else float(value)
 
     @property
     def keeps_singletons(self) -> bool:
@@ -677,7 +781,8 @@ class MentionRanker:
             for first, stop in _anaphor_chunks(candidates.offsets, CHUNK_ARCS):
                 base = candidates.offsets[first]
                 antecedents = candidates.antecedents[base : candidates.offsets[stop]]
-                features = pair_features(mentions, candidates.anaphors(first, stop), antecedents)
+                features = pair_features(mentions, candidates.anaphors(first, stop), antecedents,
+                                         self.feature_version)
                 scores = self.weights[features].sum(axis=1, dtype=np.float64)
                 for j in range(first, stop):
                     a, b = candidates.offsets[j] - base, candidates.offsets[j + 1] - base
@@ -699,7 +804,7 @@ class MentionRanker:
         nonzero = np.flatnonzero(self.weights)
         weights = {"indices": torch.from_numpy(nonzero.astype(np.int32)), "values": torch.from_numpy(
             self.weights[nonzero])}
-        return Checkpoint(KIND, {"feature_version": FEATURE_VERSION, "hash_bits": HASH_BITS}, {}, weights,
+        return Checkpoint(KIND, {"feature_version": self.feature_version, "hash_bits": HASH_BITS}, {}, weights,
                           dict(self.settings))
 
     @classmethod
@@ -707,10 +812,10 @@ class MentionRanker:
         """The model a checkpoint holds; a :class:`ResolverModelError` naming ``path`` if its features are not
         this code's."""
         version, bits = checkpoint.config.get("feature_version"), checkpoint.config.get("hash_bits")
-        if (version, bits) != (FEATURE_VERSION, HASH_BITS):
+        if version not in FEATURE_VERSIONS or bits != HASH_BITS:
             raise ResolverModelError(
-                f"{path}: features version {version} with 2^{bits} weights, but this code has version "
-                f"{FEATURE_VERSION} with 2^{HASH_BITS}: retrain the model"
+                f"{path}: features version {version} with 2^{bits} weights, but this code reads versions "
+                f"{', '.join(map(str, FEATURE_VERSIONS))} with 2^{HASH_BITS}: retrain the model"
             )
         try:
             weights = np.zeros(1 << HASH_BITS, dtype=np.float32)
@@ -718,7 +823,7 @@ class MentionRanker:
         except (KeyError, IndexError, ValueError) as error:
             raise ResolverModelError(f"{path}: incomplete resolver model ({type(error).__name__}: {error})"
                                      ) from error
-        return cls(weights, checkpoint.training)
+        return cls(weights, checkpoint.training, version)
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the model atomically (:meth:`checkpoint`)."""
@@ -769,3 +874,18 @@ def end_to_end_evaluations(gold: Sequence[Document], predictions: Sequence[Docum
     return {"as_annotated": evaluate(gold, predictions),
             "entitynlm_mentions": evaluate([entitynlm_mentions(document) for document in gold],
                                            [entitynlm_mentions(document) for document in predictions])}
+
+
+def unsure_singletons_dropped(document: Document, probabilities: dict[tuple[int, int], float],
+                              threshold: float | None) -> Document:
+    """``document`` without the single-mention entities whose detector probability (``probabilities``, by span)
+    is below ``threshold`` (None: all kept): a mention needs more confidence to stand alone than to join others."""
+    if threshold is None:
+        return document
+    sizes = Counter(mention.entity for mention in document.mentions)
+    kept = [mention for mention in document.mentions
+            if sizes[mention.entity] > 1 or probabilities.get(mention.span, 1.0) >= threshold]
+    numbers: dict[int, int] = {}  # entities renumbered 1..K by first mention, as everywhere
+    for mention in sorted(kept):
+        numbers.setdefault(mention.entity, len(numbers) + 1)
+    return document.replace(mentions=[Mention(m.start, m.end, numbers[m.entity]) for m in kept])

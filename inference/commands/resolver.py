@@ -34,12 +34,16 @@ from coref.resolution.ranker import (
     end_to_end_evaluations,
     resolver_documents,
     resolver_syntax,
+    unsure_singletons_dropped,
     with_predicted_mentions,
 )
 from inference.checks import output_file, real
 from inference.commands.cli import Parser, command_parser, help_text, run_subcommand
 from inference.commands.options import add_command, add_json, add_model_split, add_model_training, add_training_corpus
 from inference.training.resolution import train_ranker
+
+
+SINGLETON_SHARE = 0.01  # the share of training mentions that are singletons from which a corpus annotates them
 
 
 def _summary(evaluation: CorefEvaluation) -> str:
@@ -57,21 +61,26 @@ class _Split:
     documents: list[Document]
     syntax: list[Syntax | None]
     gold: list[Document]
+    probabilities: list[dict[tuple[int, int], float]] | None = None  # the detector's, of predicted mentions
 
     def predictions(self, model: MentionRanker) -> list[Document]:
-        return [model.predict(document, parse) for document, parse in zip(self.documents, self.syntax)]
+        sure = self.probabilities or [{}] * len(self.documents)
+        return [unsure_singletons_dropped(model.predict(document, parse), found, model.singleton_threshold)
+                for document, parse, found in zip(self.documents, self.syntax, sure)]
 
 
-def _load(corpus: str, split: str, data_dir: DataDir, detector: str | None = None) -> _Split:
+def _load(corpus: str, split: str, data_dir: DataDir, detector: str | None = None,
+          threshold: float | None = None) -> _Split:
     """Gold mentions: EntityNLM's preprocessed documents and their parses. With a mention ``detector``: the
-    documents as annotated, their mentions the detector's (labelled by the gold), no parses (raw text has
-    none)."""
+    documents as annotated, their mentions the detector's at ``threshold`` (default: its own; labelled by the
+    gold), no parses (raw text has none)."""
     if detector is None:
         documents = resolver_documents(corpus, split, data_dir)
         return _Split(documents, resolver_syntax(corpus, split, data_dir, documents), documents)
     gold = load_corpus(corpus, split, data_dir).documents
-    spans = MentionDetector.load(detector).predict(gold)
-    return _Split([with_predicted_mentions(*pair) for pair in zip(gold, spans)], [None] * len(gold), gold)
+    probabilities = MentionDetector.load(detector).span_probabilities(gold, threshold=threshold)
+    return _Split([with_predicted_mentions(document, sorted(found)) for document, found in zip(gold, probabilities)],
+                  [None] * len(gold), gold, probabilities)
 
 
 def _evaluations(split: _Split, predictions: Sequence[Document]) -> dict[str, CorefEvaluation]:
@@ -89,21 +98,25 @@ def _train_command(args: argparse.Namespace) -> int:
         mode = "without" if args.lowercase else "with"  # the detector's
         raise ValueError(f"{args.detector} was trained {mode} --lowercase: train the resolver on its mentions "
                          f"{mode} it too")
-    train = _load(args.corpus, "train", args.data_dir, args.detector)
-    dev = _load(args.corpus, "dev", args.data_dir, args.detector)
+    if args.mention_threshold is not None and not args.detector:
+        raise ValueError("--mention-threshold needs a --detector whose mentions the ranker is trained on")
+    train = _load(args.corpus, "train", args.data_dir, args.detector, args.mention_threshold)
+    dev = _load(args.corpus, "dev", args.data_dir, args.detector, args.mention_threshold)
     parsed = sum(parse is not None for parse in train.syntax)
     print(f"{args.corpus}: {len(train.documents)} training documents ({parsed} parsed), {len(dev.documents)} dev "
           f"documents" + (f", mentions from {args.detector}" if args.detector else "")
           + ("; tokens lowercased" if args.lowercase else ""))
-    # Trained on predicted mentions of a corpus that annotates singletons, the model writes them too.
-    keep_singletons = args.detector is not None and any(
-        len(drop_singletons(document.mentions)) < len(document.mentions) for document in train.gold)
+    # Trained on predicted mentions of a corpus that annotates singletons, the model writes them too. A corpus
+    # annotates them when they are at least 1% of its mentions: OntoGUM's 7 in 23,320 are slips, not a convention.
+    mentions = sum(len(document.mentions) for document in train.gold)
+    singletons = mentions - sum(len(drop_singletons(document.mentions)) for document in train.gold)
+    keep_singletons = args.detector is not None and singletons >= SINGLETON_SHARE * mentions
 
     scoring = []  # seconds spent scoring dev, kept out of the training time
 
     def report(epoch: int, model: MentionRanker) -> None:
         started = time.perf_counter()
-        model.settings["keep_singletons"] = keep_singletons
+        model.settings.update(keep_singletons=keep_singletons, singleton_threshold=args.singleton_threshold)
         tqdm.write(f"epoch {epoch}: dev {_summary(_evaluations(dev, dev.predictions(model))['as_annotated'])}")
         scoring.append(time.perf_counter() - started)
 
@@ -113,7 +126,8 @@ def _train_command(args: argparse.Namespace) -> int:
         lowercase=args.lowercase, on_epoch=report,
     )
     training = time.perf_counter() - started - sum(scoring)
-    model.settings.update(corpus=args.corpus, keep_singletons=keep_singletons,
+    model.settings.update(corpus=args.corpus, keep_singletons=keep_singletons, mention_threshold=args.mention_threshold,
+                          singleton_threshold=args.singleton_threshold,
                           detector=Path(args.detector).name if args.detector else None)
     model.save(args.out)
     print(f"trained in {training:.1f} s (+ {sum(scoring):.1f} s scoring dev); model saved to {args.out}")
@@ -124,7 +138,7 @@ def _predict_command(args: argparse.Namespace) -> int:
     """Resolve a corpus split with a trained model, write the clusters as CoNLL and score them against the
     split's gold (both files written atomically)."""
     model = MentionRanker.load(args.model)
-    split = _load(args.corpus, args.split, args.data_dir, args.detector)
+    split = _load(args.corpus, args.split, args.data_dir, args.detector, model.mention_threshold)
     predictions = split.predictions(model)
     with atomic_path(args.out) as partial:
         write_conll(predictions, partial)
@@ -151,6 +165,13 @@ def build_parser() -> Parser:
                        help="factor of the cost of a wrong decision in cost-augmented decoding (cort: 100)")
     train.add_argument("--detector", help="train on this mention detector's mentions (python -m coref.mentions) "
                        "of the documents as annotated, without parses, instead of the gold mentions")
+    train.add_argument("--mention-threshold", type=real(0, 1, include_low=False), metavar="P",
+                       help="with --detector: train on (and, in use, take) every span the detector gives at least this "
+                       "probability, a lower threshold than its own (tuned for mention F1) showing the ranker more "
+                       "candidates; on a corpus without singletons those it links to nothing are dropped")
+    train.add_argument("--singleton-threshold", type=real(0, 1, include_low=False), metavar="P",
+                       help="with --detector, on a corpus with singletons: the probability a mention the ranker links "
+                       "to nothing needs to be kept (default: every one kept)")
     train.add_argument("--lowercase", action="store_true",
                        help="lowercase every token, in training and whenever the model is used (lowercase text); "
                        "required with a --detector trained with --lowercase, refused with any other")

@@ -1,5 +1,5 @@
 """The coreference pipeline's trained models as families of the one loop (:mod:`inference.training.loop`): the
-mention detector, the part-of-speech tagger and the mention ranker. Their models stay in
+mention detector, the part-of-speech tagger, the mention ranker and the GAP resolver. Their models stay in
 :mod:`coref.resolution` (which reads them without training code); their training is here.
 
 Each draws its batches (or documents) from one numpy generator seeded with the seed for the whole run (the
@@ -21,7 +21,8 @@ from torch import nn
 
 from coref.document import Document
 from coref.io.checkpoint import Checkpoint
-from coref.resolution import mentions, pos, ranker
+from coref.metrics.gap import score_gap
+from coref.resolution import gap_resolver, mentions, pos, ranker
 from coref.resolution.mentions import MentionDetector, MentionDetectorConfig, choose_max_width, width_coverage
 from coref.resolution.pos import PosTagger, PosTaggerConfig, tag_scores
 from coref.resolution.ranker import HASH_BITS, MentionRanker, Syntax
@@ -287,3 +288,76 @@ def train_ranker(
 def _half_rounded(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Float weights rounded to float16 and back (what the coreference models' files keep)."""
     return {name: tensor.half().float() if tensor.is_floating_point() else tensor for name, tensor in weights.items()}
+
+
+class GapFamily:
+    """The GAP resolver's ensemble: one full batch of GAP's development set per epoch (the members' summed
+    cross-entropy over the three answers, Adam with weight decay); the validation set's overall F1 is recorded
+    after every epoch, and the last epoch is kept (the number of epochs is the choice made on validation)."""
+
+    order = "numpy-stream"
+    schedule = None
+    initial: dict[str, float] = {}
+
+    def __init__(self, model: gap_resolver.GapResolver, train: Sequence[gap_resolver.GapReading],
+                 validation: Sequence[gap_resolver.GapReading], learning_rate: float, weight_decay: float) -> None:
+        self.name, self.model, self.validation = "gap", model, validation
+        self.modules: dict[str, nn.Module] = {}  # nothing selects: the last epoch is kept
+        self.features = gap_resolver.feature_tensors(train)
+        self.answers = gap_resolver.gold_answers([reading.example for reading in train])
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate, weight_decay=weight_decay)
+
+    def epoch_batches(self, source: np.random.Generator) -> list[None]:
+        return [None]
+
+    def step(self, batch: None) -> tuple[dict[str, float], float]:
+        self.model.train()
+        logits = self.model(*self.features)
+        loss = nn.functional.cross_entropy(logits.flatten(0, 1), self.answers.repeat(len(self.model.members)))
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+        return {"loss": loss.item()}, loss.item()
+
+    def evaluate(self) -> dict[str, float]:
+        if not self.validation:
+            return {}
+        decisions = self.model.decide(self.validation)
+        return {"validation_f1": score_gap([reading.example for reading in self.validation], decisions)["overall"]["f1"]}
+
+    def record(self, epoch: int, seconds: float, totals: dict[str, float], scores: dict[str, float]
+               ) -> dict[str, Any]:
+        return {"epoch": epoch, "loss": totals["loss"], **scores}
+
+    def checkpoint(self, weights: dict[str, Any], training: dict[str, Any]) -> Checkpoint:
+        return self.model.checkpoint()
+
+
+def train_gap_resolver(
+    train: Sequence[gap_resolver.GapReading],
+    validation: Sequence[gap_resolver.GapReading] = (),
+    config: gap_resolver.GapResolverConfig = gap_resolver.GapResolverConfig(),
+    epochs: int = 200,
+    seed: int = 0,
+    learning_rate: float = 1e-2,
+    weight_decay: float = 1e-3,
+    log: Log | None = None,
+) -> gap_resolver.GapResolver:
+    """Train a GAP resolver on ``train`` (GAP's development set, read by
+    :func:`coref.resolution.gap_resolver.read_examples`), reporting ``validation``'s overall F1 every 20 epochs
+    to ``log``; ``model.info`` keeps the options, the final figures and the training seconds."""
+    started = time.perf_counter()
+
+    def report(record: dict[str, Any]) -> None:
+        if log and (record["epoch"] % 20 == 0 or record["epoch"] == epochs):
+            log(f"epoch {record['epoch']}: train loss {record['loss']:.4f}"
+                + (f", validation F1 {record['validation_f1']:.1f}" if "validation_f1" in record else ""))
+
+    trainer = Trainer(Run(None, epochs, seed, {}, device="cpu", progress=False, report=report))
+    model = gap_resolver.GapResolver(config)
+    family = GapFamily(model, train, validation, learning_rate, weight_decay)
+    state = trainer.fit(family)
+    model.info = {"epochs": epochs, "seed": seed, "learning_rate": learning_rate, "weight_decay": weight_decay,
+                  "training_examples": len(train), "training_seconds": time.perf_counter() - started,
+                  "validation_f1": state["history"][-1].get("validation_f1") if state["history"] else None}
+    return model.eval()

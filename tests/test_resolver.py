@@ -105,6 +105,9 @@ def test_heuristic_heads():
     document = story("[the wife of John]1 saw [the man who sold it]2 and [Mary]3 , [his sister]2 .")
     heads = [document.tokens[head] for head in mention_heads(document)]
     assert heads == ["wife", "man", "Mary", "sister"]
+    document = story("[her brother in Paris]1 met [a man from Leeds]2 .")
+    assert [document.tokens[head] for head in mention_heads(document)] == ["brother", "man"]
+    assert [document.tokens[head] for head in mention_heads(document, version=1)] == ["Paris", "Leeds"]
 
 
 def test_features_cover_every_arc_and_hash_the_same_in_every_process():

@@ -116,6 +116,9 @@ FEMININE_NOUNS = frozenset(
 # (double quotes only: a single one is as often an apostrophe, "talkin'")
 OPENING_QUOTES, CLOSING_QUOTES, TOGGLING_QUOTES = frozenset({"“", "``"}), frozenset({"”", "''"}), frozenset({'"'})
 HEAD_STOPS = frozenset({"of", "who", "which", "that", ","})  # heuristic head: the word before the first of these
+# and, from feature version 2, before a preposition too ("her brother in Paris": brother)
+PLACE_PREPOSITIONS = frozenset({"in", "at", "near", "into", "across", "through", "toward", "towards"})
+HEAD_STOPS_2 = HEAD_STOPS | frozenset({"in", "at", "on", "from", "with", "to", "by", "for", "into", "near", "whose"})
 
 PRONOUN, PROPER, NOMINAL, DEMONSTRATIVE = range(4)  # mention types, the conjunction classes
 TYPE_COUNT = 4
@@ -229,17 +232,18 @@ def lowercased(document: Document) -> Document:
 # ---- mentions -----------------------------------------------------------------------------------------------
 
 
-def mention_heads(document: Document, syntax: Syntax | None = None) -> list[int]:
+def mention_heads(document: Document, syntax: Syntax | None = None, version: int = FEATURE_VERSION) -> list[int]:
     """The token index of the head of every mention (``document.mentions`` order).
 
     With a parse: the token of the span whose head lies outside it (the first, punctuation aside, if several).
-    Without: the word before the first "of", "who", "which", "that" or comma after the span's first word, else
-    the last word.
+    Without: the word before the first "of", "who", "which", "that" or comma after the span's first word (from
+    feature ``version`` 2, or preposition: :data:`HEAD_STOPS_2`), else the last word.
     """
+    stops = HEAD_STOPS if version == 1 else HEAD_STOPS_2
     return [
         _syntactic_head(mention.start, mention.end, syntax)
         if syntax is not None
-        else _heuristic_head(mention.start, mention.end, document.tokens)
+        else _heuristic_head(mention.start, mention.end, document.tokens, stops)
         for mention in document.mentions
     ]
 
@@ -249,9 +253,9 @@ def _syntactic_head(start: int, end: int, syntax: Syntax) -> int:
     return outside[0] if outside else end - 1
 
 
-def _heuristic_head(start: int, end: int, tokens: Sequence[str]) -> int:
+def _heuristic_head(start: int, end: int, tokens: Sequence[str], stops: frozenset[str]) -> int:
     for t in range(start + 1, end):
-        if tokens[t].lower() in HEAD_STOPS:
+        if tokens[t].lower() in stops:
             return t - 1
     return end - 1
 
@@ -331,11 +335,16 @@ def _first_name_gender(word: str) -> int:
         found, UNKNOWN)
 
 
-def name_gender(words: Sequence[str], kind: int) -> int:
-    """The gender a proper name's first name implies ("Anna Smith": FEMININE), UNKNOWN for other mentions, for a
-    name the lexicon does not know or gives to both, and where no capitalised word follows the titles."""
-    if kind != PROPER:
+def name_gender(words: Sequence[str], kind: int, previous: str = "") -> int:
+    """The gender a name's first name implies ("Anna Smith": FEMININE); NEUTER for a name just after a preposition
+    of place ("in Paris": a place, whatever the lexicon says of Paris as a first name); UNKNOWN for a name the
+    lexicon does not know or gives to both, where no capitalised word follows the titles, and for mentions that
+    are not names. A name is a proper mention, or a one-word capitalised one (a name seen only at sentence starts
+    reads as a common noun)."""
+    if kind != PROPER and not (len(words) == 1 and words[0][:1].isupper() and words[0].lower() not in PRONOUNS):
         return UNKNOWN
+    if previous.lower() in PLACE_PREPOSITIONS:
+        return NEUTER
     for word in words:
         if word[:1].isupper() and word.lower() not in MASCULINE_NOUNS | FEMININE_NOUNS:
             return _first_name_gender(word)
@@ -397,8 +406,8 @@ class _Mentions:
         return len(self.kind)
 
 
-def describe_mentions(document: Document, syntax: Syntax | None = None) -> _Mentions:
-    """The attributes the features read, for every mention of ``document``."""
+def describe_mentions(document: Document, syntax: Syntax | None = None, version: int = FEATURE_VERSION) -> _Mentions:
+    """The attributes the features (of ``version``) read, for every mention of ``document``."""
     if syntax is not None and syntax.form != document.tokens:
         raise ValueError(f"document {document.id!r}: the parse given does not match its tokens")
     proper = _proper_words(document)
@@ -407,7 +416,7 @@ def describe_mentions(document: Document, syntax: Syntax | None = None) -> _Ment
     word_ids: dict[str, int] = {}  # lowercased word -> column of ``words``
     texts: dict[str, int] = {}  # lowercased mention string -> id
     rows, word_lists = [], []
-    for mention, head in zip(document.mentions, mention_heads(document, syntax)):
+    for mention, head in zip(document.mentions, mention_heads(document, syntax, version)):
         words = document.tokens[mention.start : mention.end]
         lower = [word.lower() for word in words]
         local = head - mention.start
@@ -427,7 +436,7 @@ def describe_mentions(document: Document, syntax: Syntax | None = None) -> _Ment
                 mention.end,
                 texts.setdefault(" ".join(lower), len(texts)),
                 word_ids.setdefault(lower[local], len(word_ids)),
-                name_gender(words, kind),
+                name_gender(words, kind, document.tokens[mention.start - 1] if mention.start else ""),
                 quotation[mention.start],
                 _code(document.tokens[mention.start - 1].lower() if mention.start else ""),
             )
@@ -577,16 +586,17 @@ def arc_features(document: Document, syntax: Syntax | None = None, version: int 
     Rows run anaphor by anaphor, antecedents in document order (``np.tril_indices(n, -1)``), so the arcs of
     mention ``j`` are rows ``(j-1)(j-2)/2`` to ``j(j-1)/2 - 1``.
     """
-    return _all_arcs(describe_mentions(document, syntax), version)
+    return _all_arcs(describe_mentions(document, syntax, version), version)
 
 
-def _read_mentions(document: Document, syntax: Syntax | None, lowercase: bool) -> _Mentions:
+def _read_mentions(document: Document, syntax: Syntax | None, lowercase: bool, version: int = FEATURE_VERSION
+                   ) -> _Mentions:
     """:func:`describe_mentions` of the document as a model reads it: with ``lowercase``, its tokens (and its
     parse's words) lowercased first."""
     if lowercase:
         document = lowercased(document)
         syntax = None if syntax is None else replace(syntax, form=tuple(word.lower() for word in syntax.form))
-    return describe_mentions(document, syntax)
+    return describe_mentions(document, syntax, version)
 
 
 def _all_arcs(mentions: _Mentions, version: int) -> np.ndarray:
@@ -597,7 +607,7 @@ def _all_arcs(mentions: _Mentions, version: int) -> np.ndarray:
 def _read_features(document: Document, syntax: Syntax | None, lowercase: bool, version: int = FEATURE_VERSION
                    ) -> np.ndarray:
     """:func:`arc_features` of the document as a model reads it (see :func:`_read_mentions`)."""
-    return _all_arcs(_read_mentions(document, syntax, lowercase), version)
+    return _all_arcs(_read_mentions(document, syntax, lowercase, version), version)
 
 
 def _arcs_of(features: np.ndarray, j: int) -> np.ndarray:
@@ -773,7 +783,7 @@ class MentionRanker:
         :meth:`arc_scores`. The
         progress bar (on a terminal only) is drawn for documents longer than the window.
         """
-        mentions = _read_mentions(document, syntax, self.lowercase)
+        mentions = _read_mentions(document, syntax, self.lowercase, self.feature_version)
         candidates = candidate_antecedents(mentions, window, matches)
         best: list[int] = []
         with progress_bar(total=len(mentions), desc="resolver: ranking antecedents", unit="mention",

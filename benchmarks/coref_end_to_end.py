@@ -4,9 +4,9 @@
 
 Scores, with the official scorer's semantics (:mod:`coref.metrics.coreference`), per corpus and split:
 
-- **gold mentions**: the base resolver (``RUNS/resolver/CORPUS.npz``) on EntityNLM's preprocessed gold mentions;
+- **gold mentions**: the base resolver (``RUNS/resolver/CORPUS.pt``) on EntityNLM's preprocessed gold mentions;
 - **predicted mentions**: the detector ``RUNS/mentions/CORPUS.pt`` and the ranker trained on its mentions
-  ``RUNS/resolve/CORPUS.npz`` (``python -m coref.resolver train --detector``), against two keys: the corpus as
+  ``RUNS/resolve/CORPUS.pt`` (``python -m coref.resolver train --detector``), against two keys: the corpus as
   annotated (LitBank with its singletons and nested mentions) and EntityNLM's mentions of it (outermost, no
   singletons; the response filtered alike), the key of the other rows;
 - **EntityNLM posterior MAP** (mentions not given, test only): the figures the posterior command measured,
@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.runs import command_record  # noqa: E402
-from coref import resolver  # noqa: E402
+from inference.commands import resolver  # noqa: E402
 from coref.io.atomic import write_text_atomic  # noqa: E402
 from inference.checks import integer, output_folder  # noqa: E402
 from inference.commands.cli import Parser, run_main  # noqa: E402
@@ -88,8 +88,8 @@ def corpus_rows(args: argparse.Namespace, corpus: str, split: str, folder: Path)
     """The table's rows for one corpus split, and the detector's own mention scores there."""
     runs = Path(args.runs)
     data = ["--corpus", corpus, "--split", split] + (["--data-dir", args.data_dir] if args.data_dir else [])
-    gold = scores(["--model", str(runs / "resolver" / f"{corpus}.npz"), *data], folder, f"{corpus}-{split}-gold")
-    predicted = scores(["--model", str(runs / "resolve" / f"{corpus}.npz"), "--detector",
+    gold = scores(["--model", str(runs / "resolver" / f"{corpus}.pt"), *data], folder, f"{corpus}-{split}-gold")
+    predicted = scores(["--model", str(runs / "resolve" / f"{corpus}.pt"), "--detector",
                         str(runs / "mentions" / f"{corpus}.pt"), *data], folder, f"{corpus}-{split}-predicted")
     rows = [row("base resolver, gold mentions", "EntityNLM's mentions", gold),
             row("detector + resolver", "EntityNLM's mentions", predicted["entitynlm_mentions"]),

@@ -44,9 +44,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.runs import command_record  # noqa: E402
-from inference.commands import resolver  # noqa: E402
 from coref.io.atomic import write_text_atomic  # noqa: E402
 from inference.checks import integer, output_folder  # noqa: E402
+from inference.commands import resolver  # noqa: E402
 from inference.commands.cli import Parser, run_main  # noqa: E402
 
 CORPORA = ("litbank", "ontogum")

@@ -19,7 +19,6 @@ was. Writes ``litbank_cv.json`` to ``--results`` with the command that made it.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys

@@ -8,8 +8,8 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest

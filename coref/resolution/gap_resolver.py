@@ -154,8 +154,8 @@ def name_features(reading: GapReading) -> tuple[list[float], list[float]]:
         sentence_start = tokenized.sentences[sentence[start]][0]
         first = _first_nominal(tags, sentence_start, start)
         name_gender = _first_name_gender(words[0])
-        in_pronoun_entity = pronoun is not None and any(
-            mention != pronoun and last_word in tokens[mention.start:mention.end] for mention in entities[pronoun.entity])
+        pronoun_entity = entities[pronoun.entity] if pronoun is not None else []
+        in_pronoun_entity = any(m != pronoun and last_word in tokens[m.start:m.end] for m in pronoun_entity)
         stand_ins = _name_mentions((start, end), resolved, pronoun) if pronoun is not None else []
         entity_size = max((len(entities[mention.entity]) for mention in stand_ins), default=0)
         previous_tag, previous = (tags[start - 1], tokens[start - 1]) if start else ("START", "")

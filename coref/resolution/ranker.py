@@ -437,7 +437,7 @@ def describe_mentions(document: Document, syntax: Syntax | None = None, version:
                 texts.setdefault(" ".join(lower), len(texts)),
                 word_ids.setdefault(lower[local], len(word_ids)),
                 name_gender(words, kind, document.tokens[mention.start - 1] if mention.start else ""),
-                quotation[mention.start],
+                int(quotation[int(mention.start)]),
                 _code(document.tokens[mention.start - 1].lower() if mention.start else ""),
             )
         )

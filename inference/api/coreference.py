@@ -13,8 +13,15 @@ from coref.io.html import document_html
 from coref.io.text import TokenizedText
 from coref.metrics.coreference import CorefEvaluation, Score, evaluate
 from coref.metrics.score import TABLE_ROWS, format_table, scoring_warnings
-from coref.resolution.pipeline import (CorefPipeline, Span, bundled_pipeline, clusters, format_clusters, resolve,
-                                      tokenize_texts)
+from coref.resolution.pipeline import (
+    CorefPipeline,
+    Span,
+    bundled_pipeline,
+    clusters,
+    format_clusters,
+    resolve,
+    tokenize_texts,
+)
 from inference.api.tables import html_table
 
 # ---- coreference resolution and scoring -------------------------------------------------------------------------

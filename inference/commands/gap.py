@@ -22,7 +22,6 @@ import argparse
 import json
 from collections.abc import Sequence
 
-from coref.corpora import gap
 from coref.corpora.gap import evaluate_gap, format_scores, load_gap, scored_decisions
 from coref.document import Document
 from coref.io.atomic import write_text_atomic

@@ -42,7 +42,6 @@ from inference.commands.cli import Parser, command_parser, help_text, run_subcom
 from inference.commands.options import add_command, add_json, add_model_split, add_model_training, add_training_corpus
 from inference.training.resolution import train_ranker
 
-
 SINGLETON_SHARE = 0.01  # the share of training mentions that are singletons from which a corpus annotates them
 
 

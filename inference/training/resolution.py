@@ -322,8 +322,8 @@ class GapFamily:
     def evaluate(self) -> dict[str, float]:
         if not self.validation:
             return {}
-        decisions = self.model.decide(self.validation)
-        return {"validation_f1": score_gap([reading.example for reading in self.validation], decisions)["overall"]["f1"]}
+        scores = score_gap([reading.example for reading in self.validation], self.model.decide(self.validation))
+        return {"validation_f1": scores["overall"]["f1"]}
 
     def record(self, epoch: int, seconds: float, totals: dict[str, float], scores: dict[str, float]
                ) -> dict[str, Any]:

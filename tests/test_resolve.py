@@ -173,3 +173,12 @@ def test_an_empty_file_is_one_line_naming_the_file(tmp_path, capsys):
     empty.write_text("  \n", encoding="utf-8")
     assert main(["--file", str(empty)]) == 2
     assert capsys.readouterr().err.strip() == f"error: {empty}:1: cannot tokenize an empty or whitespace-only text"
+
+
+def test_the_readme_example_resolves_as_a_reader_would():
+    """Issue 26: "Anna met her brother in Paris. She thanked him." gives Anna | her | She and her brother | him,
+    Paris apart (the README's example, by the bundled pipeline)."""
+    document = resolve("Anna met her brother in Paris. She thanked him.")
+    found = [[mention["text"] for mention in entity] for entity in clusters(document)]
+    assert ["Anna", "her", "She"] in found and ["her brother", "him"] in found
+    assert all("Paris" not in entity or entity == ["Paris"] for entity in found)

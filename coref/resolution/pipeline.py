@@ -218,11 +218,7 @@ def token_spans(tokenized: TokenizedText, spans: Sequence[Sequence[int]], of: st
     ends = {end: number + 1 for number, (_, end) in enumerate(tokenized.offsets)}
     found = []
     for index, span in enumerate(spans):
-        start, end = _pair(index, span, of)
-        if end <= start:
-            raise SpanError(index, span, "is empty or reversed", of)
-        if start < 0 or end > len(tokenized.text):
-            raise SpanError(index, span, f"lies outside the text ({len(tokenized.text)} characters)", of)
+        start, end = _bounded_pair(index, span, of, len(tokenized.text), "the text", "characters")
         if start not in starts:
             raise SpanError(index, span, f"starts {_inside(tokenized, start)}, not at a token's start", of)
         if end not in ends:
@@ -244,15 +240,20 @@ def _inside(tokenized: TokenizedText, char: int) -> str:
 def checked_token_spans(document: Document, spans: Sequence[Sequence[int]], of: str | None = None) -> list[Span]:
     """Given mentions of ``document`` as token spans, checked: inside its tokens, not empty, each once; a
     :class:`SpanError` naming the first bad one otherwise."""
-    found = []
-    for index, span in enumerate(spans):
-        start, end = _pair(index, span, of)
-        if end <= start:
-            raise SpanError(index, span, "is empty or reversed", of)
-        if start < 0 or end > len(document.tokens):
-            raise SpanError(index, span, f"lies outside the document ({len(document.tokens)} tokens)", of)
-        found.append((start, end))
+    found = [_bounded_pair(index, span, of, len(document.tokens), "the document", "tokens")
+             for index, span in enumerate(spans)]
     return _each_once(found, spans, of)
+
+
+def _bounded_pair(index: int, span: Sequence[int], of: str | None, size: int, what: str, units: str) -> Span:
+    """Given span ``index`` as a pair ``(start, end)``, neither empty nor reversed nor beyond ``size`` (``what``
+    holds ``size`` ``units``); a :class:`SpanError` otherwise."""
+    start, end = _pair(index, span, of)
+    if end <= start:
+        raise SpanError(index, span, "is empty or reversed", of)
+    if start < 0 or end > size:
+        raise SpanError(index, span, f"lies outside {what} ({size} {units})", of)
+    return start, end
 
 
 # ---- the command's inputs -------------------------------------------------------------------------------------

@@ -222,20 +222,3 @@ def test_a_detector_saved_before_the_lowercase_setting_loads_as_cased(trained, t
     documents = [*toy[0], *toy[1]]
     assert old.predict(documents) == trained.predict(documents)
     assert old.predict([lowercased(d) for d in documents]) != old.predict(documents)  # the case is read
-
-
-def test_head_attention_is_the_attention_weighted_average_of_each_spans_words():
-    """The prefix-sum form of Lee et al.'s head-finding attention equals the average computed span by span."""
-    torch.manual_seed(0)
-    model = MentionDetector(MentionDetectorConfig(max_width=4, head_attention=True, hidden_size=8, mlp_size=6,
-                                                  embedding_size=5, shape_size=2, suffix_size=3), ["<pad>", "<unk>"])
-    x, h = torch.randn(2, 7, 10), torch.randn(2, 7, 16)
-    ends = (torch.arange(7)[:, None] + torch.arange(4)[None, :]).clamp(max=6)
-    head = model._head(x, h, ends)
-    scores = torch.exp(5.0 * torch.tanh(model.attention(h)) - 5.0).squeeze(-1)
-    for n, start, width in [(0, 0, 0), (0, 2, 3), (1, 3, 2), (1, 6, 0)]:
-        stop = start + width + 1
-        weights = scores[n, start:stop] / scores[n, start:stop].sum()
-        expected = model.head_part((weights[:, None] * x[n, start:stop]).sum(0))
-        torch.testing.assert_close(head[n, start, width], expected, rtol=1e-5, atol=1e-6)
-    assert MentionDetectorConfig().head_attention is False  # older detectors load without it

@@ -86,7 +86,6 @@ class MentionDetectorConfig:
     dropout: float = 0.3
     threshold: float = 0.5  # a span whose probability is at least this is a mention (tuned on dev)
     lowercase: bool = False  # every token is lowercased before it is read (absent from older models: False)
-    head_attention: bool = False  # a span also reads its words' attention-weighted average (Lee et al. 2017)
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> MentionDetectorConfig:
@@ -235,9 +234,6 @@ class MentionDetector(nn.Module):
         self.mean_part = nn.Linear(state, c.mlp_size, bias=False)
         self.widths = nn.Embedding(c.max_width, c.width_size)
         self.width_part = nn.Linear(c.width_size, c.mlp_size, bias=False)
-        if c.head_attention:  # Lee et al. 2017's head-finding attention over the span's word vectors
-            self.attention = nn.Linear(state, 1)
-            self.head_part = nn.Linear(c.embedding_size + c.shape_size + c.suffix_size, c.mlp_size, bias=False)
         self.output = nn.Linear(c.mlp_size, 1)
 
     # -- inputs --
@@ -296,24 +292,8 @@ class MentionDetector(nn.Module):
                                 mean_projection.cumsum(dim=1)], dim=1)  # (N, L + 1, M)
         mean = (cumulative[:, ends + 1] - cumulative[:, :L, None]) / (offsets + 1)[:, None].to(h.dtype)
         width = self.width_part(self.widths(offsets))  # (W, M)
-        parts = start + end + mean + width
-        if self.config.head_attention:
-            parts = parts + self._head(x, h, ends)
-        hidden = self.dropout(torch.relu(parts))
+        hidden = self.dropout(torch.relu(start + end + mean + width))
         return self.output(hidden).squeeze(-1)
-
-    def _head(self, x: torch.Tensor, h: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
-        """The projection of every span's attention-weighted average of its word vectors ``x``, ``(N, L, W, M)``:
-        weights ``exp(a_t)`` over the span's tokens, ``a_t`` in [-10, 0] from the BiLSTM state (bounded, so that
-        the weighted sums are prefix sums, in float64 to keep their differences exact): linear in the length."""
-        L = x.shape[1]
-        weights = torch.exp(5.0 * torch.tanh(self.attention(h)) - 5.0).double()  # (N, L, 1)
-        values = self.head_part(x).double() * weights
-        zeros = values.new_zeros(values.shape[0], 1, values.shape[-1])
-        sums = torch.cat([zeros, values.cumsum(dim=1)], dim=1)  # (N, L + 1, M)
-        totals = torch.cat([zeros[..., :1], weights.cumsum(dim=1)], dim=1)  # (N, L + 1, 1)
-        head = (sums[:, ends + 1] - sums[:, :L, None]) / (totals[:, ends + 1] - totals[:, :L, None])
-        return head.to(x.dtype)
 
     def _batch_logits(self, data: _Sentences, batch: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         """The logits of one batch of sentences and their candidate mask."""

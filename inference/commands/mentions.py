@@ -51,7 +51,6 @@ def _train_command(args: argparse.Namespace) -> int:
     config = MentionDetectorConfig(
         vocabulary_size=args.vocabulary_size, hidden_size=args.hidden_size, layers=args.layers,
         max_width=args.max_width, coverage=args.coverage, dropout=args.dropout, lowercase=args.lowercase,
-        head_attention=args.head_attention,
     )
     if not config.max_width:
         config = replace(config, max_width=choose_max_width(train, config.coverage))
@@ -108,8 +107,6 @@ def build_parser() -> Parser:
                        help="share of training mentions the chosen max width must cover")
     train.add_argument("--lowercase", action="store_true",
                        help="lowercase every token, in training and whenever the model is used (lowercase text)")
-    train.add_argument("--head-attention", action="store_true",
-                       help="a span also reads the attention-weighted average of its words (Lee et al. 2017)")
 
     evaluate = add_command(commands, "evaluate", _evaluate_command,
                            help="score a detector's mentions on a corpus split")

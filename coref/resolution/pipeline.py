@@ -15,7 +15,7 @@ style), so "not a mention" and "mentioned once" are the same decision. The model
 
 A whole book is one document: time and memory grow linearly with its length (the ranker scores a bounded list of
 antecedent candidates, :mod:`coref.resolution.ranker`; the detector reads an overlong sentence in windows,
-:mod:`coref.resolution.mentions`). A 120K-word text took about 15 s and 0.85 GB on 2 cores; on a terminal a progress
+:mod:`coref.resolution.mentions`). A 120K-word text took about 21 s and 0.93 GB on 2 cores; on a terminal a progress
 bar follows the ranking of a long text.
 
 Three choices a call may make (:func:`resolve`, :meth:`CorefPipeline.resolve_documents`):
@@ -30,9 +30,9 @@ Three choices a call may make (:func:`resolve`, :meth:`CorefPipeline.resolve_doc
   for detected mentions and keeps them for given ones: a span the user asked about is answered, if only by
   "an entity of its own".
 - **Many texts** (a list): one call, batched through the detector; a list of Documents back, named ``text0``,
-  ``text1``, ... in order, each what the text resolved alone would be. On a shared 2-core CPU the bundled
-  pipeline resolved LitBank's test documents as running text at 13K tokens/s batched against 10K one per call
-  (5.7 against 4.3 documents/s), and 50-token texts at 327 against 291 texts/s
+  ``text1``, ... in order, each what the text resolved alone would be. On a 2-core CPU the bundled pipeline
+  resolved LitBank's test documents as running text at 9.9K tokens/s batched against 8.5K one per call (4.3
+  against 3.7 documents/s), and 50-token texts at 337 against 300 texts/s
   (``python benchmarks/coref_end_to_end.py --throughput --repeats 5``; docs/coreference.md).
 """
 

@@ -125,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         micro = evaluate(documents, responses)
         folds_f1 = [record["conll_f1"] for record in records]
         summary = {
-            **command_record(parser, args),
+            **command_record(build_parser(), args),
             "task": "LitBank 10-fold cross-validation, raw text -> clusters, key as annotated (singletons, nested)",
             "hardware": "1 CPU thread per fold",
             "micro_conll_f1": 100 * micro.conll_f1,

@@ -136,6 +136,26 @@ def test_the_same_seed_gives_the_same_estimate(trained, tmp_path):
     assert results[0] == results[1]
 
 
+def test_several_particle_counts_and_seeds_print_the_convergence_table(trained, tmp_path, capsys):
+    """Issue 27, item 4: --particles 3,6 --seeds 2 runs every (N, seed), each exactly the single run it stands
+    for, and tabulates them by N with the spread over seeds and the change from the previous N."""
+    out, single = tmp_path / "convergence.json", tmp_path / "single.json"
+    common = ["--checkpoint", str(trained["entitynlm"]), "--baseline", "none", "--device", "cpu"]
+    assert marginal_ppl.main([*common, "--particles", "6,3", "--seeds", "2", "--seed", "4", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    result = json.loads(out.read_text())
+    assert result["particles"] == [3, 6] and result["seeds"] == [4, 5] and len(result["runs"]) == 4
+    first, second = result["rows"]
+    assert (first["particles"], second["particles"]) == (3, 6) and first["change_from_previous"] is None
+    assert len(second["perplexity_by_seed"]) == 2
+    assert second["spread"] == max(second["perplexity_by_seed"]) - min(second["perplexity_by_seed"])
+    assert math.isclose(second["change_from_previous"], second["mean_perplexity"] / first["mean_perplexity"] - 1)
+    assert "median ESS" in printed and "perplexity by seed" in printed
+    assert marginal_ppl.main([*common, "--particles", "6", "--seed", "5", "--json", str(single)]) == 0
+    alone = json.loads(single.read_text())
+    assert alone["perplexity"] == second["perplexity_by_seed"][1]
+
+
 def test_a_baseline_with_another_vocabulary_is_refused(trained, tmp_path, capsys):
     other = tmp_path / "other"
     assert train.main(["--model", "rnnlm", "--epochs", "1", *TINY, "--vocab-size", "50", "--out", str(other),
@@ -185,6 +205,8 @@ def test_refinement_evaluates_keeps_the_best_and_resumes(trained, tmp_path, caps
 @pytest.mark.parametrize(("argv", "message"), [
     (["--particles", "0"], "argument --particles: must be at least 1, got 0"),
     (["--particles", "-5"], "argument --particles: must be at least 1, got -5"),
+    (["--particles", "100,0"], "argument --particles: must be at least 1, got 0"),
+    (["--seeds", "0"], "argument --seeds: must be at least 1, got 0"),
     (["--proposal-temperature", "0"], "argument --proposal-temperature: must be greater than 0, got 0"),
     (["--proposal-temperature", "-1"], "argument --proposal-temperature: must be greater than 0, got -1"),
 ])

@@ -4,6 +4,11 @@
     python -m inference.marginal_ppl                                  # bundled model, embedded sample corpus
     python -m inference.marginal_ppl --checkpoint runs/entitynlm/model.pt --corpus litbank --split test \\
         --data-dir DATA --baseline runs/rnnlm/model.pt --baseline runs/ngram/model.pt --json result.json
+    python -m inference.marginal_ppl --corpus litbank --split test --data-dir DATA --particles 100,1000 --seeds 2
+
+Several particle counts (``--particles 100,1000``) or seeds (``--seeds 2``: the seeds ``--seed`` onwards) print
+the convergence table of :func:`inference.evaluation.marginal_ppl.convergence` instead: the estimate at each N
+by each seed, its spread and its change from the previous N, so a reader sees whether a number has settled.
 """
 
 from __future__ import annotations
@@ -16,7 +21,14 @@ from inference.checks import integer, real
 from inference.commands.cli import Parser, config_of, help_text, run_command
 from inference.commands.options import add_corpus_split, add_data_dir, add_device_seed_json
 from inference.evaluation import marginal_ppl
-from inference.evaluation.marginal_ppl import SAMPLERS, MarginalConfig, format_result, marginal_perplexity
+from inference.evaluation.marginal_ppl import (
+    SAMPLERS,
+    MarginalConfig,
+    convergence,
+    format_convergence,
+    format_result,
+    marginal_perplexity,
+)
 
 
 def build_parser() -> Parser:
@@ -25,8 +37,12 @@ def build_parser() -> Parser:
     parser.add_argument("--checkpoint", help="EntityNLM checkpoint (default: the bundled one)")
     add_corpus_split(parser)
     add_data_dir(parser)
-    parser.add_argument("--particles", type=integer(1), default=100,
-                        help="importance samples per document (paper: 100)")
+    parser.add_argument("--particles", type=particle_counts, default=[100], metavar="N[,N...]",
+                        help="importance samples per document (paper: 100); several, comma-separated, print the "
+                             "convergence table (default: 100)")
+    parser.add_argument("--seeds", type=integer(1), default=1,
+                        help="runs with the seeds --seed, --seed + 1, ...; more than one prints the convergence "
+                             "table (default: 1)")
     parser.add_argument("--sampler", default="smc", choices=[*SAMPLERS, "both"],
                         help="smc: sequential Monte Carlo resampling at sentence ends, an unbiased estimate with "
                              "less variance at equal compute on dev (benchmarks/samplers.py); is: importance "
@@ -46,12 +62,25 @@ def build_parser() -> Parser:
     return parser
 
 
+def particle_counts(text: str) -> list[int]:
+    """``--particles``: one count or several, comma-separated, each at least 1."""
+    return [integer(1)(part.strip()) for part in text.split(",")]
+
+
 def run(args: argparse.Namespace) -> dict:
-    """The estimate the options ask for (``--baseline none``: no baseline)."""
+    """The estimate the options ask for (``--baseline none``: no baseline), or, with several particle counts or
+    seeds, the convergence table's."""
     baselines = [] if args.baseline == ["none"] else args.baseline
-    return marginal_perplexity(config_of(MarginalConfig, args, baselines=baselines))
+    config = config_of(MarginalConfig, args, baselines=baselines, particles=args.particles[0])
+    if len(args.particles) == 1 and args.seeds == 1:
+        return marginal_perplexity(config)
+    return convergence(config, args.particles, range(args.seed, args.seed + args.seeds))
+
+
+def format_any(result: dict) -> str:
+    return format_convergence(result) if result.get("convergence") else format_result(result)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; returns its exit status."""
-    return run_command(run, format_result, build_parser().parse_args(argv))
+    return run_command(run, format_any, build_parser().parse_args(argv))

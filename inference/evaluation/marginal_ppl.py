@@ -28,8 +28,9 @@ import json
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from statistics import median
 
 import pyro.util
 import torch
@@ -368,4 +369,63 @@ def format_result(result: dict) -> str:
         lines.append(f"{'EntityNLM ELBO perplexity (bound):':<43}{result['samplers']['is']['elbo_perplexity']:.2f}")
     for name, perplexity in result["baselines"].items():
         lines.append(f"{name + ' perplexity:':<43}{perplexity:.2f}")
+    return "\n".join(lines)
+
+
+# ---- convergence: the estimate at several particle counts and seeds ---------------------------------------------
+
+
+def convergence(config: MarginalConfig, particles: Sequence[int], seeds: Sequence[int]) -> dict:
+    """Whether the estimate has settled: :func:`marginal_perplexity` of ``config`` at every particle count of
+    ``particles`` with every seed of ``seeds`` (the baselines, which need no sampling, once).
+
+    log p_hat(x) is biased low by about half its variance, so an estimate that still falls as N grows has not
+    settled, and the spread over seeds says how much one run can be trusted. One row per sampler and N: the
+    perplexity by seed, their mean and spread (max - min), the change of the mean from the previous N, the
+    median whole-document ESS over seeds and documents, and the seconds spent sampling; ``runs`` keeps every
+    run's own result."""
+    particles, seeds = sorted(set(particles)), list(dict.fromkeys(seeds))
+    runs = [marginal_perplexity(replace(config, particles=count, seed=seed,
+                                        baselines=config.baselines if not number else ()))
+            for number, (count, seed) in enumerate((count, seed) for count in particles for seed in seeds)]
+    first = runs[0]
+    rows = []
+    for sampler in samplers_of(config.sampler):
+        previous = None
+        for count in particles:
+            ofs = [run for run in runs if run["particles"] == count]
+            by_seed = [run["samplers"][sampler]["perplexity"] for run in ofs]
+            ess = [document[sampler]["ess"] if config.sampler == "both" else document["ess"]
+                   for run in ofs for document in run["per_document"]]
+            mean = sum(by_seed) / len(by_seed)
+            rows.append({"sampler": sampler, "particles": count, "perplexity_by_seed": by_seed,
+                         "mean_perplexity": mean, "spread": max(by_seed) - min(by_seed),
+                         "change_from_previous": None if previous is None else mean / previous - 1,
+                         "median_ess": median(ess),
+                         "seconds": sum(run["samplers"][sampler]["seconds"] for run in ofs)})
+            previous = mean
+    return {"convergence": True, "corpus": config.corpus, "split": config.split, "checkpoint": first["checkpoint"],
+            "documents": first["documents"], "tokens": first["tokens"], "sampler": config.sampler,
+            "particles": particles, "seeds": seeds, "rows": rows, "baselines": first["baselines"], "runs": runs}
+
+
+def format_convergence(result: dict) -> str:
+    """The convergence table as the command prints it: per sampler and N, the perplexity by seed, mean, spread,
+    change from the previous N and median ESS; then the baselines and EntityNLM / baseline at the largest N."""
+    seeds = ", ".join(map(str, result["seeds"]))
+    lines = [f"{result['corpus']}/{result['split']}: {result['documents']} documents, {result['tokens']} tokens; "
+             f"seeds {seeds}",
+             f"{'sampler':<8} {'particles':>9} {'perplexity by seed':<26} {'mean':>8} {'spread':>7} {'change':>7} "
+             f"{'median ESS':>10} {'seconds':>8}"]
+    for row in result["rows"]:
+        change = "" if row["change_from_previous"] is None else f"{100 * row['change_from_previous']:+.2f}%"
+        by_seed = " ".join(f"{value:.2f}" for value in row["perplexity_by_seed"])
+        lines.append(f"{row['sampler'].upper():<8} {row['particles']:>9} {by_seed[:26]:<26} "
+                     f"{row['mean_perplexity']:>8.2f} {row['spread']:>7.2f} {change:>7} {row['median_ess']:>10.1f} "
+                     f"{row['seconds']:>8.1f}")
+    largest = [row for row in result["rows"] if row["particles"] == max(result["particles"])]
+    for name, perplexity in result["baselines"].items():
+        ratios = ", ".join(f"{row['mean_perplexity'] / perplexity:.3f} ({row['sampler'].upper()})" for row in largest)
+        lines.append(f"{name} perplexity: {perplexity:.2f}; EntityNLM / {name} at {max(result['particles'])} "
+                     f"particles: {ratios}")
     return "\n".join(lines)

@@ -64,6 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     def score() -> int:
         if args.pipeline_only and (args.train or args.classifier):
             raise ValueError("--pipeline-only scores the pipeline alone: drop --train and --classifier")
+        # the given resolver is read before anything else, so a bad file fails at once
+        given = None if args.pipeline_only or args.train else GapResolver.load(args.classifier)
         examples = load_gap(args.split, args.data_dir)[: args.limit]
         pipeline = CorefPipeline.load(args.detector, args.resolver)
         if args.pipeline_only:
@@ -74,7 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             scores = {"split": args.split, **evaluate_gap(examples, resolve, args.system_out)}
         else:
             tagger = PosTagger.load()
-            model = _trained(args, pipeline, tagger) if args.train else GapResolver.load(args.classifier)
+            model = _trained(args, pipeline, tagger) if args.train else given
             readings = read_examples(examples, pipeline, tagger)
             scores = {"split": args.split, **scored_decisions(examples, model.decide(readings),
                                                               pronouns_without_mention(readings), args.system_out)}

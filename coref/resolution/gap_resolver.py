@@ -113,13 +113,19 @@ def _sentence_of(tokenized: TokenizedText) -> np.ndarray:
     return sentence
 
 
+def _pronoun_position(reading: GapReading, sentence: np.ndarray) -> tuple[int, int, int]:
+    """The pronoun's token, the first token of its sentence (``sentence``: each token's), and its case."""
+    example, tokenized, tags = reading.example, reading.tokenized, reading.tags
+    p = _token_span(tokenized, example.pronoun_offset, example.pronoun_offset + len(example.pronoun))[0]
+    case = pronoun_case(example.pronoun, tags[p + 1] if p + 1 < len(tags) else "PUNCT")
+    return p, tokenized.sentences[sentence[p]][0], case
+
+
 def pronoun_features(reading: GapReading) -> list[float]:
     """The pronoun's case (one-hot), whether it is its sentence's first nominal or first token, the log of its
     position, and whether the pipeline found no mention on it."""
     example, tokenized, tags = reading.example, reading.tokenized, reading.tags
-    p = _token_span(tokenized, example.pronoun_offset, example.pronoun_offset + len(example.pronoun))[0]
-    start = tokenized.sentences[_sentence_of(tokenized)[p]][0]
-    case = pronoun_case(example.pronoun, tags[p + 1] if p + 1 < len(tags) else "PUNCT")
+    p, start, case = _pronoun_position(reading, _sentence_of(tokenized))
     return [*_one_hot(case, 3), float(_first_nominal(tags, start, p)), float(p == start), math.log1p(p),
             float(_pronoun_mention(example, tokenized, reading.resolved) is None)]
 
@@ -129,9 +135,7 @@ def name_features(reading: GapReading) -> tuple[list[float], list[float]]:
     example, tokenized, resolved, tags = reading.example, reading.tokenized, reading.resolved, reading.tags
     tokens = [token.lower() for token in tokenized.tokens]
     sentence = _sentence_of(tokenized)
-    p = _token_span(tokenized, example.pronoun_offset, example.pronoun_offset + len(example.pronoun))[0]
-    pronoun_start = tokenized.sentences[sentence[p]][0]
-    case = pronoun_case(example.pronoun, tags[p + 1] if p + 1 < len(tags) else "PUNCT")
+    p, pronoun_start, case = _pronoun_position(reading, sentence)
     pronoun_first = _first_nominal(tags, pronoun_start, p)
     gender = MASCULINE if example.gender == "masculine" else FEMININE
     pronoun = _pronoun_mention(example, tokenized, resolved)

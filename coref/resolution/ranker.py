@@ -70,8 +70,8 @@ RESOLVER_PREPROCESSING = PreprocessConfig(lowercase=False, replace_numbers=False
 
 KIND = "mention_ranker"  # its kind of checkpoint (coref.io.checkpoint)
 # Bump whenever features or hashing change: old weights would mean something else. Version 2 adds the gender of
-# first names, the word before a mention and quotation features (:func:`_speech_features`); version 1 models still
-# load and read their own features.
+# first names, places, the word before a mention and quotation features (:func:`_names_and_speech`) and heads that
+# stop at prepositions (:data:`HEAD_STOPS_2`); version 1 models still load and read their own features.
 FEATURE_VERSION = 2
 FEATURE_VERSIONS = (1, 2)
 HASH_BITS = 22  # 4M weights; cort uses 2^24 for far more training data
@@ -116,8 +116,9 @@ FEMININE_NOUNS = frozenset(
 # (double quotes only: a single one is as often an apostrophe, "talkin'")
 OPENING_QUOTES, CLOSING_QUOTES, TOGGLING_QUOTES = frozenset({"“", "``"}), frozenset({"”", "''"}), frozenset({'"'})
 HEAD_STOPS = frozenset({"of", "who", "which", "that", ","})  # heuristic head: the word before the first of these
-# and, from feature version 2, before a preposition too ("her brother in Paris": brother)
+# a name right after one of these is a place (feature version 2)
 PLACE_PREPOSITIONS = frozenset({"in", "at", "near", "into", "across", "through", "toward", "towards"})
+# and, from feature version 2, the head is also the word before a preposition ("her brother in Paris": brother)
 HEAD_STOPS_2 = HEAD_STOPS | frozenset({"in", "at", "on", "from", "with", "to", "by", "for", "into", "near", "whose"})
 
 PRONOUN, PROPER, NOMINAL, DEMONSTRATIVE = range(4)  # mention types, the conjunction classes

@@ -247,9 +247,11 @@ class GapResolver(nn.Module):
 
     def decide(self, readings: Sequence[GapReading]) -> list[tuple[bool, bool]]:
         """(A corefers, B corefers) for every reading: the most probable answer."""
-        if not readings:
-            return []
-        answers = self.probabilities(*feature_tensors(readings)).argmax(-1).tolist()
+        return self.decisions(feature_tensors(readings)) if readings else []
+
+    def decisions(self, features: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> list[tuple[bool, bool]]:
+        """:meth:`decide` from :func:`feature_tensors` already computed (training scores validation so)."""
+        answers = self.probabilities(*features).argmax(-1).tolist()
         return [(answer == 0, answer == 1) for answer in answers]
 
     def checkpoint(self) -> Checkpoint:

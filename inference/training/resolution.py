@@ -301,9 +301,11 @@ class GapFamily:
 
     def __init__(self, model: gap_resolver.GapResolver, train: Sequence[gap_resolver.GapReading],
                  validation: Sequence[gap_resolver.GapReading], learning_rate: float, weight_decay: float) -> None:
-        self.name, self.model, self.validation = "gap", model, validation
+        self.name, self.model = "gap", model
         self.modules: dict[str, nn.Module] = {}  # nothing selects: the last epoch is kept
         self.features = gap_resolver.feature_tensors(train)
+        self.validation = [reading.example for reading in validation]  # and its features, read once
+        self.validation_features = gap_resolver.feature_tensors(validation) if validation else None
         self.answers = gap_resolver.gold_answers([reading.example for reading in train])
         self.optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate, weight_decay=weight_decay)
 
@@ -322,7 +324,7 @@ class GapFamily:
     def evaluate(self) -> dict[str, float]:
         if not self.validation:
             return {}
-        scores = score_gap([reading.example for reading in self.validation], self.model.decide(self.validation))
+        scores = score_gap(self.validation, self.model.decisions(self.validation_features))
         return {"validation_f1": scores["overall"]["f1"]}
 
     def record(self, epoch: int, seconds: float, totals: dict[str, float], scores: dict[str, float]

@@ -41,7 +41,7 @@ import itertools
 import os
 import zlib
 from collections import Counter, deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields, replace
 from functools import cache
 from pathlib import Path
@@ -667,7 +667,7 @@ def _anaphor_chunks(offsets: np.ndarray, arcs: int) -> list[tuple[int, int]]:
     return chunks
 
 
-def _best(scores: np.ndarray) -> int:
+def best_candidate(scores: np.ndarray) -> int:
     """The index of the best candidate (0 is the root), ties to the closest antecedent, the root last (cort)."""
     return len(scores) - 1 - int(np.argmax(scores[::-1]))
 
@@ -699,8 +699,8 @@ class _AveragedPerceptron:
         consistent = np.concatenate([[not coreferent.any()], coreferent])
         cost = np.where(consistent, 0.0, 1.0)
         cost[ROOT] = 0.0 if consistent[ROOT] else 2.0
-        predicted = _best(scores + self.cost_scaling * cost)
-        target = _best(np.where(consistent, scores, -np.inf))
+        predicted = best_candidate(scores + self.cost_scaling * cost)
+        target = best_candidate(np.where(consistent, scores, -np.inf))
         if predicted != target:
             self._add(arcs, target, 1.0)
             self._add(arcs, predicted, -1.0)
@@ -773,20 +773,16 @@ class MentionRanker:
         convention, none."""
         return bool(self.settings.get("keep_singletons", False))
 
-    def best_antecedents(self, document: Document, syntax: Syntax | None = None, *, window: int = ANTECEDENT_WINDOW,
-                         matches: int = FAR_MATCHES, progress: bool = True) -> list[int]:
-        """cort's greedy decoding over bounded candidates: the best antecedent of every mention ``j`` (entry
-        ``j - 1``; :data:`~coref.resolution.kbest.ROOT` for a new entity), ties to the closest, the root last.
+    def candidate_scores(self, document: Document, syntax: Syntax | None = None, *, window: int = ANTECEDENT_WINDOW,
+                         matches: int = FAR_MATCHES, progress: bool = True) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Each mention's bounded candidates (:func:`candidate_antecedents`, 0-based mention indices) and their arc
+        scores, in document order; the root (score 0.0) is not listed.
 
-        Candidates are :func:`candidate_antecedents` (``window``, ``matches``); their features are built and
-        scored a chunk of anaphors at a time, so memory is linear in the number of mentions. On a document of at
-        most ``window + 1`` mentions this is exactly :func:`coref.resolution.kbest.greedy_tree` of
-        :meth:`arc_scores`. The
-        progress bar (on a terminal only) is drawn for documents longer than the window.
+        Features are built and scored a chunk of anaphors at a time, so memory is linear in the number of
+        mentions; the progress bar (on a terminal only) is drawn for documents longer than the window.
         """
         mentions = _read_mentions(document, syntax, self.lowercase, self.feature_version)
         candidates = candidate_antecedents(mentions, window, matches)
-        best: list[int] = []
         with progress_bar(total=len(mentions), desc="resolver: ranking antecedents", unit="mention",
                           enabled=progress and len(mentions) > window + 1, leave=False) as bar:
             for first, stop in _anaphor_chunks(candidates.offsets, CHUNK_ARCS):
@@ -797,9 +793,20 @@ class MentionRanker:
                 scores = self.weights[features].sum(axis=1, dtype=np.float64)
                 for j in range(first, stop):
                     a, b = candidates.offsets[j] - base, candidates.offsets[j + 1] - base
-                    choice = _best(np.concatenate([[0.0], scores[a:b]]))
-                    best.append(ROOT if choice == ROOT else int(antecedents[a + choice - 1]) + 1)
+                    yield antecedents[a:b], scores[a:b]
                 bar.update(stop - first)
+
+    def best_antecedents(self, document: Document, syntax: Syntax | None = None, *, window: int = ANTECEDENT_WINDOW,
+                         matches: int = FAR_MATCHES, progress: bool = True) -> list[int]:
+        """cort's greedy decoding over bounded candidates (:meth:`candidate_scores`): the best antecedent of every
+        mention ``j`` (entry ``j - 1``; :data:`~coref.resolution.kbest.ROOT` for a new entity), ties to the
+        closest, the root last. On a document of at most ``window + 1`` mentions this is exactly
+        :func:`coref.resolution.kbest.greedy_tree` of :meth:`arc_scores`."""
+        best: list[int] = []
+        for antecedents, scores in self.candidate_scores(document, syntax, window=window, matches=matches,
+                                                         progress=progress):
+            choice = best_candidate(np.concatenate([[0.0], scores]))
+            best.append(ROOT if choice == ROOT else int(antecedents[choice - 1]) + 1)
         return best
 
     def predict(self, document: Document, syntax: Syntax | None = None) -> Document:

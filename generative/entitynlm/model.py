@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import pyro
 import pyro.distributions as dist
@@ -49,6 +50,9 @@ from generative.layers.batch import DocumentBatch
 from generative.layers.density import LogDensity
 from generative.layers.encoder import BidirectionalWordEncoder, WordEncoder
 from generative.layers.softmax import make_softmax
+
+if TYPE_CHECKING:
+    from generative.entitynlm.hints import CorefHints
 
 NEW_ENTITY_SITE = "new_entity"  # the eq. 7 noise sites: a density, not part of the structure's probability
 
@@ -114,16 +118,16 @@ class EntityTracker:
         self._offer_candidate(t, previous.needs_candidate & valid)
 
         starts = (previous.L == 1) & valid  # eq.: R is drawn only when no mention is ongoing
-        R_dist = self._tempered(heads.mention_type(h_predict)).expand(starts.shape)
+        R_dist = self._proposed("R", t, heads.mention_type(h_predict).expand(starts.shape))
         drawn_R = self.site("R", t, R_dist, starts, _at(gold, "R", t))
         R = torch.where(starts, drawn_R, previous.R)
         mention_starts = starts & (R == 1)
         scored_rows = mention_starts if self.score_drawn_entities_only else None
-        E_dist = self._tempered(heads.entity(h_predict, entities, t, sentence, scored_rows))
+        E_dist = self._proposed("E", t, heads.entity(h_predict, entities, t, sentence, scored_rows))
         drawn_E = self.site("E", t, E_dist, mention_starts, _at(gold, "E", t))
         E = torch.where(mention_starts, drawn_E, torch.where(R == 1, previous.E, -torch.ones_like(drawn_E)))
         entity = entities.gather(E)  # e_{E_t, t-1}, or the candidate for a new entity
-        L_dist = self._tempered(heads.length(h_predict, entity))
+        L_dist = self._proposed("L", t, heads.length(h_predict, entity))
         drawn_L = self.site("L", t, L_dist, mention_starts, _at(gold, "L", t))
         L = torch.where(mention_starts, drawn_L + 1, torch.where(starts, torch.ones_like(drawn_L), previous.L - 1))
         self.chosen = Choice(t, valid, sentence, R, E, L, entity)
@@ -157,6 +161,11 @@ class EntityTracker:
                                                                      previous.needs_candidate)))
         self.current = select(self.current)
 
+    def _proposed(self, kind: str, t: int, categorical: dist.Categorical) -> dist.Categorical:
+        """The distribution site ``kind`` (R, E or L) of step t draws from: the head's, at the temperature (a
+        proposal may reshape it further: :class:`generative.entitynlm.hints.HintedTracker`)."""
+        return self._tempered(categorical)
+
     def _tempered(self, categorical: dist.Categorical) -> dist.Categorical:
         if self.temperature == 1.0:
             return categorical
@@ -173,7 +182,8 @@ class EntityTracker:
 
 
 def _at(gold: Annotation | None, name: str, t: int) -> torch.Tensor | None:
-    return None if gold is None else getattr(gold, name)[..., t]
+    value = None if gold is None else getattr(gold, name)  # None: latent (e.g. E, given the mentions)
+    return None if value is None else value[..., t]
 
 
 # ---- the model and the proposal ------------------------------------------------------------------------------
@@ -323,10 +333,15 @@ class EntityProposal(PyroModule):
                 self.step(t, states, tracker, gold)
 
     def tracker(self, batch: DocumentBatch, particles: int, states: torch.Tensor,
-                tempered: bool = True, site: Site = pyro_site) -> EntityTracker:
-        """A fresh entity state for ``particles`` proposals over ``batch``, at the proposal's temperature."""
+                tempered: bool = True, site: Site = pyro_site, hints: CorefHints | None = None) -> EntityTracker:
+        """A fresh entity state for ``particles`` proposals over ``batch``, at the proposal's temperature; with
+        ``hints``, drawing from the mixture with the coreference pipeline's (:mod:`generative.entitynlm.hints`)."""
         temperature = self.temperature if tempered else 1.0
-        return EntityTracker(self.heads, self.config, batch, particles, states, temperature, site)
+        if hints is None:
+            return EntityTracker(self.heads, self.config, batch, particles, states, temperature, site)
+        from generative.entitynlm.hints import HintedTracker  # that module extends this one's tracker
+
+        return HintedTracker(self.heads, self.config, batch, particles, states, temperature, site, hints=hints)
 
     def step(self, t: int, states: torch.Tensor, tracker: EntityTracker, gold: Annotation | None = None) -> None:
         """Token t: R, E, L proposed from h_t, the state after reading x_t, and the entity update."""

@@ -34,8 +34,11 @@ from coref.io.conll import format_conll, read_conll, read_utf8
 from coref.io.progress import progress as progress_bar
 from coref.io.text import plain_document
 from coref.metrics.coreference import evaluate
+from coref.resolution.hints import CorefHint
 from generative.entitynlm.model import EntityNLM, EntityNLMConfig, EntityProposal
+from generative.entitynlm.state import Annotation
 from generative.layers.batch import batches_by_length
+from inference.algorithms.hints import HintOptions, HintSettings, batch_hints, corpus_hints, document_hints
 from inference.algorithms.smc import ParticleStructures, sample_structures, stream_to_document
 from inference.data import prepared_documents
 from inference.runtime import resolve_device, set_seed
@@ -45,7 +48,7 @@ METHODS = {"sir": "never", "smc": "sentence"}
 
 
 @dataclass(frozen=True)
-class PosteriorConfig:
+class PosteriorConfig(HintOptions):
     """The options of ``python -m inference.posterior``. The texts: one of ``text``, a UTF-8 ``file`` or a
     ``conll`` file (for :func:`analyse`), or the ``corpus`` split (for :func:`evaluate_map`). The model:
     ``checkpoint`` (None: the bundled one) with ``proposal`` (None: :func:`posterior_proposal`). The sampling:
@@ -73,6 +76,7 @@ class PosteriorConfig:
     batch_tokens: int = 20_000
     device: str = "auto"
     seed: int = 0
+    resample: str = "sentence"
 
 
 @dataclass(frozen=True)
@@ -106,17 +110,28 @@ def posteriors(
     device: torch.device | str = "cpu",
     progress: bool = True,
     ess_threshold: float = 0.5,
+    resample: str = "sentence",
+    hints: dict[tuple[str, int], CorefHint] | None = None,
+    hint_settings: HintSettings = HintSettings(),
+    given_mentions: bool = False,
 ) -> list[Posterior]:
     """SIR or SMC posteriors of preprocessed ``documents`` (same order), structures on the same tokens; SMC
-    resamples a document at a sentence end when its ESS is below ``ess_threshold`` x ``particles``."""
+    resamples a document at a sentence end (or, with ``resample="token"``, after any token) when its ESS is
+    below ``ess_threshold`` x ``particles``. ``hints`` (by document key) and ``hint_settings``: the proposal
+    follows the coreference pipeline (:mod:`generative.entitynlm.hints`). ``given_mentions``: the documents'
+    own mentions are given (R and L observed) and only their entities are sampled, p(E | x, R, L)."""
     by_key = {}
+    by_document = {document.key: document for document in documents}
     batches = batches_by_length(documents, vocabulary, max(1, batch_tokens // particles))
     with progress_bar(total=len(documents), desc=f"{method.upper()} posteriors, {particles} particles each",
                       unit="document", enabled=progress) as bar:
         for batch in batches:
             batch = batch.to(device)
-            sampled = sample_structures(model, proposal, batch, particles, vocabulary.index(EOS), METHODS[method],
-                                        ess_threshold, progress=progress)
+            batch_hint = None if hints is None else batch_hints(hint_settings, batch, hints, by_document)
+            mentions = Annotation(batch.R, None, batch.L - 1) if given_mentions else None
+            sampled = sample_structures(model, proposal, batch, particles, vocabulary.index(EOS),
+                                        "never" if method == "sir" else resample, ess_threshold, progress=progress,
+                                        hints=batch_hint, mentions=mentions)
             for index, key in enumerate(batch.keys):
                 by_key[key] = (sampled, index, int(batch.lengths[index]))
             bar.update(batch.size)
@@ -532,16 +547,22 @@ def onto_original(structure: Document, original: Document, kept: list[int]) -> D
 def original_posteriors(model: EntityNLM, proposal: EntityProposal, originals: Sequence[Document],
                         checkpoint: Checkpoint, particles: int, method: str, batch_tokens: int = 20_000,
                         device: torch.device | str = "cpu", progress: bool = True,
-                        ess_threshold: float = 0.5) -> list[Posterior]:
+                        ess_threshold: float = 0.5, resample: str = "sentence",
+                        hint_settings: HintSettings = HintSettings()) -> list[Posterior]:
     """:func:`posteriors` of documents as they were read (their mentions, if any, are not used): each is read the
     way the model reads text (the checkpoint's preprocessing and vocabulary), and every sampled structure is
     moved back onto its original tokens, so ``Posterior.document`` is the original and its ``structures`` and
-    ``map_structure`` annotate the original tokens."""
+    ``map_structure`` annotate the original tokens. ``hint_settings``: the proposal follows the coreference
+    pipeline's reading of the originals."""
     originals = [document.replace(mentions=()) for document in originals]
     config = checkpoint.preprocess
     prepared = [preprocess_document(document, config, checkpoint.vocabulary)[0] for document in originals]
+    hints = None
+    if hint_settings.used:
+        read = document_hints(hint_settings, originals, prepared, config)
+        hints = {document.key: hint for document, hint in zip(prepared, read)}
     results = posteriors(model, proposal, prepared, checkpoint.vocabulary, particles, method, batch_tokens, device,
-                         progress, ess_threshold)
+                         progress, ess_threshold, resample, hints, hint_settings)
     moved = []
     for original, posterior in zip(originals, results):
         kept = kept_tokens(original, config)
@@ -560,7 +581,8 @@ def analyse(config: PosteriorConfig) -> dict:
     names = [document_name(document) for document in originals]
     with replacing_folder(config.out) as folder:
         results = original_posteriors(model, proposal, originals, checkpoint, config.particles, config.method,
-                                      config.batch_tokens, device, ess_threshold=config.ess_threshold)
+                                      config.batch_tokens, device, ess_threshold=config.ess_threshold,
+                                      resample=config.resample, hint_settings=config.hints())
         samples, maps, marginals, antecedents, texts, summary = [], [], {}, {}, [], []
         documents = zip(originals, names, heatmap_file_names(names), results)
         for original, name, heatmap, posterior in progress_bar(documents, total=len(originals), unit="document",
@@ -597,13 +619,17 @@ def evaluate_map(config: PosteriorConfig) -> dict:
     gold = prepared_documents(config.corpus, config.split, config.data_dir, checkpoint.preprocess,
                               checkpoint.vocabulary, quiet=True)
     tokens = sum(len(document.tokens) + len(document.sentences) for document in gold)
+    settings = config.hints()
+    hints = (corpus_hints(settings, config.corpus, config.split, config.data_dir, gold, checkpoint.preprocess)
+             if settings.used else None)
     result = {"corpus": config.corpus, "split": config.split, "documents": len(gold), "tokens": tokens,
               "particles": config.particles, "proposal": proposal.context, "device": str(device), "methods": {}}
     for method in METHODS if config.method == "both" else [config.method]:
         set_seed(config.seed)
         started = time.perf_counter()
         results = posteriors(model, proposal, gold, checkpoint.vocabulary, config.particles, method,
-                             config.batch_tokens, device, ess_threshold=config.ess_threshold)
+                             config.batch_tokens, device, ess_threshold=config.ess_threshold,
+                             resample=config.resample, hints=hints, hint_settings=settings)
         seconds = time.perf_counter() - started
         response = [without_singletons(posterior.map_structure) for posterior in results]
         scores = evaluate(gold, response)

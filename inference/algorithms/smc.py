@@ -43,11 +43,13 @@ import torch
 
 from coref.document import Document, EntityAnnotation, Mention
 from coref.io.progress import progress as progress_bar
+from generative.entitynlm.hints import CorefHints
 from generative.entitynlm.model import NEW_ENTITY_SITE, EntityNLM, EntityProposal, MentionState
+from generative.entitynlm.state import Annotation
 from generative.layers.batch import DocumentBatch, stream_positions
 from inference.algorithms.importance import ImportanceEstimate, effective_sample_size, log_mean_exp
 
-RESAMPLING = ("never", "sentence")
+RESAMPLING = ("never", "sentence", "token")
 PROGRESS_STEPS = 5_000  # a batch this long (a chapter, a book) shows its token steps on a terminal
 
 
@@ -115,8 +117,11 @@ class ProposalSites:
 
     def __call__(self, kind: str, t: int, distribution: dist.TorchDistribution, mask: torch.Tensor,
                  obs: torch.Tensor | None) -> torch.Tensor:
+        if obs is not None:  # given (the mentions, when E alone is sampled): not proposed, so no density of q
+            self.values[kind] = obs
+            return obs
         masked = distribution.mask(mask)
-        value = masked() if obs is None else obs
+        value = masked()
         self.values[kind] = value
         self.total = self.total + masked.log_prob(value)
         return value
@@ -197,11 +202,16 @@ def sample_structures(
     ess_threshold: float = 0.5,
     history: bool = True,
     progress: bool = False,
+    hints: CorefHints | None = None,
+    mentions: Annotation | None = None,
 ) -> ParticleStructures:
-    """Weighted annotations of every document of ``batch`` by SIR (``resample="never"``) or SMC (``"sentence"``).
+    """Weighted annotations of every document of ``batch`` by SIR (``resample="never"``) or SMC (``"sentence"``:
+    a document may be resampled after each of its sentence ends; ``"token"``: after any of its tokens).
 
-    ``eos`` is the id of ``</s>``: a document may be resampled after each of its sentence ends. ``history=False``
-    keeps no annotations (R, E, L come back (N, B, 0)): what a likelihood needs, in memory flat in T.
+    ``eos`` is the id of ``</s>``. ``history=False`` keeps no annotations (R, E, L come back (N, B, 0)): what a
+    likelihood needs, in memory flat in T. ``hints``: the proposal draws from its mixture with the coreference
+    pipeline's (:mod:`generative.entitynlm.hints`). ``mentions``: R and L given ((B, T) each, E None), so only E
+    is sampled: the weights are then those of p(E | x, R, L), and ``log_marginal`` estimates log p(x, R, L).
     """
     if resample not in RESAMPLING:
         raise ValueError(f"resample must be one of {RESAMPLING}, got {resample!r}")
@@ -219,24 +229,25 @@ def sample_structures(
     identity = torch.arange(particles, device=device)[:, None]
     sentence_end = (batch.words == eos) & batch.mask  # (B, T)
     last_token = torch.arange(batch.steps, device=device) == (batch.lengths - 1)[:, None]
-    may_resample = sentence_end & ~last_token  # the final weights are kept for drawing
-    sentence_end_steps = set(sentence_end.any(0).nonzero().flatten().tolist())  # one host sync, before the loop
+    stage_end = batch.mask if resample == "token" else sentence_end  # where a document may be resampled
+    may_resample = stage_end & ~last_token  # the final weights are kept for drawing
+    stage_end_steps = set(stage_end.any(0).nonzero().flatten().tolist())  # one host sync, before the loop
     proposed = ProposalSites()
     scored = ModelSites(proposed)
     model_tracker = model.tracker(batch, particles, model_states, site=scored)
-    proposal_tracker = proposal.tracker(batch, particles, proposal_states, site=proposed)
+    proposal_tracker = proposal.tracker(batch, particles, proposal_states, site=proposed, hints=hints)
     for tracker in (model_tracker, proposal_tracker):
         tracker.score_drawn_entities_only = True
     with pyro.validation_enabled(False):  # argument and support checks cost several small ops per site
         steps = progress_bar(range(batch.steps), desc=f"{particles} particles", unit="token", leave=False,
                              enabled=progress and batch.steps >= PROGRESS_STEPS)
         for t in steps:
-            if resample == "sentence":  # SMC's weights: products of per-step ratios, reset at resamplings
+            if resample != "never":  # SMC's weights: products of per-step ratios, reset at resamplings
                 proposed.start()
                 scored.start()
-            proposal.step(t, proposal_states, proposal_tracker)
-            model.step(t, batch, model_states, model_tracker)
-            if resample == "sentence":
+            proposal.step(t, proposal_states, proposal_tracker, mentions)
+            model.step(t, batch, model_states, model_tracker, mentions)
+            if resample != "never":
                 log_weights += scored.joint - proposed.total  # the new-entity noise cancels: same value and density
                 log_joint += scored.structure
             else:  # importance sampling's: each density summed site by site over the document (estimate_marginal's)
@@ -244,17 +255,16 @@ def sample_structures(
                 log_joint = scored.structure
             if history:
                 genealogy.record(t, proposal_tracker.previous)
-            if t not in sentence_end_steps:
+            if t not in stage_end_steps:
                 continue
-            at_end = sentence_end[:, t]
             ess = effective_sample_size(log_weights)
-            ess_sum += torch.where(at_end, ess, torch.zeros_like(ess))
+            ess_sum += torch.where(sentence_end[:, t], ess, torch.zeros_like(ess))
             if resample == "never":
                 continue
             chosen_to_resample = may_resample[:, t] & (ess < ess_threshold * particles)
             log_marginal += torch.where(chosen_to_resample, log_mean_exp(log_weights), torch.zeros_like(ess))
             ancestors = torch.where(chosen_to_resample, systematic_resampling(log_weights), identity)
-            if bool(chosen_to_resample.any()):  # one host sync per sentence end
+            if bool(chosen_to_resample.any()):  # one host sync per sentence end (per token when "token")
                 for tracker in (model_tracker, proposal_tracker):
                     tracker.resample(ancestors)
                 if history:
@@ -272,11 +282,13 @@ def sample_structures(
 
 
 def importance_sampling(model: EntityNLM, proposal: EntityProposal, batch: DocumentBatch, particles: int,
-                        eos: int, progress: bool = False) -> ImportanceEstimate:
+                        eos: int, progress: bool = False, hints: CorefHints | None = None) -> ImportanceEstimate:
     """Importance sampling (eq. 11) by the lockstep loop: the draws and weights (bit for bit) of
     ``estimate_marginal(model.model, proposal.guide, batch, particles)`` for the same random state, in memory
-    flat in T instead of every site's value and log-density for the whole document."""
-    sampled = sample_structures(model, proposal, batch, particles, eos, "never", history=False, progress=progress)
+    flat in T instead of every site's value and log-density for the whole document (``hints``: the proposal
+    mixed with the pipeline's, which only this loop offers)."""
+    sampled = sample_structures(model, proposal, batch, particles, eos, "never", history=False, progress=progress,
+                                hints=hints)
     return ImportanceEstimate(sampled.log_weights)
 
 

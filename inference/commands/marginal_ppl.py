@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from generative.entitynlm.model import PROPOSAL_CONTEXTS
 from inference.checks import integer, real
 from inference.commands.cli import Parser, config_of, help_text, run_command
-from inference.commands.options import add_corpus_split, add_data_dir, add_device_seed_json
+from inference.commands.options import add_corpus_split, add_data_dir, add_device_seed_json, add_hint_options
 from inference.evaluation import marginal_ppl
 from inference.evaluation.marginal_ppl import (
     SAMPLERS,
@@ -53,6 +53,7 @@ def build_parser() -> Parser:
                              "(default: the checkpoint's, chosen on dev)")
     parser.add_argument("--proposal-temperature", type=real(0, include_low=False), default=1.0,
                         help="divide the proposal's R/E/L logits by this (> 1 widens it; 1 = as trained)")
+    add_hint_options(parser)
     parser.add_argument("--baseline", action="append", metavar="CKPT",
                         help="RNNLM or n-gram checkpoint, repeatable; 'none' for no baseline "
                              "(default: the bundled baselines with the bundled model)")

@@ -45,7 +45,8 @@ from inference.algorithms.posterior import (
 )
 from inference.checks import integer
 from inference.commands.cli import Parser, config_of, run_command
-from inference.commands.options import add_corpus_split, add_data_dir, add_device, add_json, add_seed
+from inference.commands.options import add_corpus_split, add_data_dir, add_device, add_hint_options, add_json, add_seed
+from inference.evaluation.posterior_resolver import evaluate_on_pipeline_mentions, format_pipeline_mentions
 
 
 def build_parser() -> Parser:
@@ -72,6 +73,13 @@ def build_parser() -> Parser:
                              "(31.86 / 26.53 CoNLL F1 against 13.27 / 9.38 for the refined bidirectional one), "
                              "else the checkpoint's own")
     parser.add_argument("--particles", type=integer(1), default=100, help="particles per document")
+    add_hint_options(parser)
+    parser.add_argument("--given-mentions", choices=["pipeline"],
+                        help="--evaluate: give EntityNLM the coreference pipeline's mentions (R and L observed) and "
+                             "sample their entities only; scores its MAP beside the pipeline's own clusters on them "
+                             "and the calibration of its link probabilities")
+    parser.add_argument("--reliability", metavar="PNG",
+                        help="--given-mentions: also draw the links' reliability diagram into this file")
     parser.add_argument("--samples", type=integer(1), default=20,
                         help="structures drawn per document into samples.conll")
     parser.add_argument("--ess-threshold", type=float, default=0.5,
@@ -108,6 +116,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         (args.json is not None and not args.evaluate, "--json is for --evaluate; --text/--file/--conll write to --out"),
         (not 0 <= args.min_probability <= 1, f"--min-probability must be in [0, 1], got {args.min_probability}"),
         (not 0 <= args.ess_threshold <= 1, f"--ess-threshold must be in [0, 1], got {args.ess_threshold}"),
+        (args.given_mentions is not None and not args.evaluate, "--given-mentions is for --evaluate"),
+        (args.given_mentions is not None and args.method == "both",
+         "--given-mentions scores one method: choose --method sir or smc"),
+        (args.reliability is not None and args.given_mentions is None, "--reliability needs --given-mentions"),
     ]
     for problem, message in problems:
         if problem:
@@ -116,12 +128,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def run(args: argparse.Namespace) -> dict:
-    """The analysis of the texts, or with ``--evaluate`` the MAP structure scored on the corpus split."""
+    """The analysis of the texts, or with ``--evaluate`` the MAP structure scored on the corpus split (on the
+    pipeline's mentions with ``--given-mentions``)."""
     config = config_of(PosteriorConfig, args)
+    if args.given_mentions:
+        return evaluate_on_pipeline_mentions(config, reliability=args.reliability)
     return evaluate_map(config) if args.evaluate else analyse(config)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; returns its exit status."""
     args = parse_args(argv)
-    return run_command(run, format_evaluation if args.evaluate else format_analysis, args)
+    formatter = format_pipeline_mentions if args.given_mentions else format_evaluation if args.evaluate else (
+        format_analysis)
+    return run_command(run, formatter, args)

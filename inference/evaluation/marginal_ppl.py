@@ -38,8 +38,10 @@ import torch
 from coref.corpora.preprocess import EOS, Vocabulary
 from coref.document import Document
 from coref.io.progress import progress as progress_bar
+from generative.entitynlm.hints import CorefHints
 from generative.entitynlm.model import EntityNLM, EntityProposal
 from generative.layers.batch import DocumentBatch, batches_by_length, token_stream
+from inference.algorithms.hints import HintOptions, batch_hints, corpus_hints
 from inference.algorithms.importance import ImportanceEstimate, psis_khat
 from inference.algorithms.smc import ParticleStructures, importance_sampling, sample_structures
 from inference.data import prepared_documents
@@ -65,13 +67,16 @@ KHAT_NOTES = {
 
 
 @dataclass(frozen=True)
-class MarginalConfig:
+class MarginalConfig(HintOptions):
     """What a marginal perplexity is estimated of, and how: the options of ``python -m inference.marginal_ppl``.
 
     ``checkpoint`` None is the bundled EntityNLM; ``sampler`` is ``smc``, ``is`` or ``both`` (the two in turn,
     each from the same random state); ``proposal`` None is the checkpoint's own; ``baselines`` None is the
     bundled RNNLM beside the bundled model (none beside another), and an empty sequence is no baseline;
-    ``batch_tokens`` counts particles x padded tokens per batch."""
+    ``batch_tokens`` counts particles x padded tokens per batch. ``resample`` is where SMC may resample: at
+    ``sentence`` ends (below half the particles' ESS) or after any ``token``. ``hint_weight`` > 0 mixes the
+    proposal with the coreference pipeline's reading (:mod:`generative.entitynlm.hints`), the ranker's scores
+    divided by ``hint_temperature``, from ``hint_detector`` and ``hint_resolver`` (None: the bundled ones)."""
 
     checkpoint: str | None = None
     corpus: str = "sample"
@@ -85,6 +90,7 @@ class MarginalConfig:
     batch_tokens: int = 20_000
     device: str = "auto"
     seed: int = 0
+    resample: str = "sentence"
 
 
 def samplers_of(sampler: str) -> tuple[str, ...]:
@@ -170,6 +176,17 @@ def load_modules_and_batches(config: MarginalConfig, checkpoint: Checkpoint, dev
                                                         config.batch_tokens, device)
 
 
+def proposal_hints(config: MarginalConfig, checkpoint: Checkpoint, documents: Sequence[Document],
+                   batches: Sequence[DocumentBatch]) -> list[CorefHints | None] | None:
+    """The pipeline's hints for each batch, when the config's proposal follows them (None otherwise)."""
+    settings = config.hints()
+    if not settings.used:
+        return None
+    hints = corpus_hints(settings, config.corpus, config.split, config.data_dir, documents, checkpoint.preprocess)
+    by_key = {(document.id, document.part): document for document in documents}
+    return [batch_hints(settings, batch, hints, by_key) for batch in batches]
+
+
 def particle_batches(documents: Sequence[Document], vocabulary: Vocabulary, particles: int, batch_tokens: int,
                      device: torch.device | str) -> list[DocumentBatch]:
     """``documents`` in batches of similar length holding about ``batch_tokens`` particles x padded tokens each,
@@ -190,13 +207,16 @@ def marginal_perplexity(config: MarginalConfig) -> dict:
         checkpoint.require_vocabulary(baseline.vocabulary, f"baseline {baseline_path}")
     model, proposal, documents, batches = load_modules_and_batches(config, checkpoint, device)
     samplers = samplers_of(config.sampler)
-    runs = run_samplers(batches, model, proposal, config.particles, samplers, checkpoint.vocabulary.index(EOS))
+    hints = proposal_hints(config, checkpoint, documents, batches)
+    runs = run_samplers(batches, model, proposal, config.particles, samplers, checkpoint.vocabulary.index(EOS),
+                        hints=hints, resample=config.resample)
     first = runs[samplers[0]]
     tokens = sum(key["tokens"] for key in first.keys)
     result = {
         "corpus": config.corpus, "split": config.split, "checkpoint": str(path), "device": str(device),
         "documents": len(first.keys), "tokens": tokens, "particles": config.particles,
         "proposal": proposal.context, "proposal_temperature": config.proposal_temperature, "sampler": config.sampler,
+        "resample": config.resample, "hint_weight": config.hint_weight, "hint_temperature": config.hint_temperature,
         "samplers": {name: sampler_run.totals(tokens) for name, sampler_run in runs.items()},
         "baselines": {}, "seconds": sum(sampler_run.seconds for sampler_run in runs.values()),
     }
@@ -233,18 +253,22 @@ def restore_random_state(state: dict) -> None:
 
 
 def run_samplers(batches: list[DocumentBatch], model: EntityNLM, proposal: EntityProposal, particles: int,
-                 samplers: Sequence[str], eos: int, progress: bool = True) -> dict[str, SamplerRun]:
+                 samplers: Sequence[str], eos: int, progress: bool = True,
+                 hints: Sequence[CorefHints | None] | None = None, resample: str = "sentence"
+                 ) -> dict[str, SamplerRun]:
     """Each sampler over every batch, each from the random state of the call: a sampler's figures do not depend
-    on which other samplers ran before it."""
+    on which other samplers ran before it. ``hints``: each batch's pipeline hints for the proposal;
+    ``resample``: SMC's resampling points (``sentence`` or ``token``)."""
     state = random_state()
     runs = {}
     for sampler in samplers:
         restore_random_state(state)
         keys, statistics, seconds = [], [], 0.0
-        for batch in progress_bar(batches, desc=f"{SAMPLER_NAMES[sampler]}, {particles} particles", unit="batch",
-                                  enabled=progress):
+        for number, batch in enumerate(progress_bar(batches, desc=f"{SAMPLER_NAMES[sampler]}, {particles} particles",
+                                                    unit="batch", enabled=progress)):
             batch_statistics, batch_seconds = sample_documents(batch, model, proposal, particles, sampler, eos,
-                                                               progress)
+                                                               progress, None if hints is None else hints[number],
+                                                               resample)
             keys += document_keys(batch)
             statistics += batch_statistics
             seconds += batch_seconds
@@ -265,18 +289,20 @@ def khat_entry(khat: float) -> dict:
 
 
 def sample_documents(batch: DocumentBatch, model: EntityNLM, proposal: EntityProposal, particles: int,
-                     sampler: str, eos: int, progress: bool = False) -> tuple[list[dict], float]:
+                     sampler: str, eos: int, progress: bool = False, hints: CorefHints | None = None,
+                     resample: str = "sentence") -> tuple[list[dict], float]:
     """log p_hat(x) of each document of ``batch`` by one sampler with its diagnostics, and the seconds the
     sampling took (the diagnostics, which cost both samplers alike, are not counted); ``progress`` shows the
-    token steps of a long batch on a terminal."""
+    token steps of a long batch on a terminal; ``hints`` and ``resample`` as :func:`run_samplers`."""
     if sampler not in SAMPLERS:
         raise ValueError(f"sampler must be one of {SAMPLERS}, got {sampler!r}")
     started = time.perf_counter()
     if sampler == "is":  # estimate_marginal's draws and weights, by the lockstep loop (memory flat in T)
-        estimate = importance_sampling(model, proposal, batch, particles, eos, progress)
+        estimate = importance_sampling(model, proposal, batch, particles, eos, progress, hints)
         log_marginal = estimate.log_marginal.tolist()  # waits for the device, so the clock stops after the work
         return importance_statistics(estimate, log_marginal), time.perf_counter() - started
-    sampled = sample_structures(model, proposal, batch, particles, eos, "sentence", history=False, progress=progress)
+    sampled = sample_structures(model, proposal, batch, particles, eos, resample, history=False, progress=progress,
+                                hints=hints)
     log_marginal = sampled.log_marginal.tolist()
     return smc_statistics(sampled, log_marginal), time.perf_counter() - started
 

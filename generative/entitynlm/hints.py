@@ -1,0 +1,152 @@
+"""A proposal that knows coreference: EntityNLM's Q mixed with what the coreference pipeline believes (issue 27).
+
+The pipeline's reading of a document (:class:`coref.resolution.hints.CorefHint`: detected mentions, whether
+each is linked, each one's antecedent distribution from the ranker), placed on the token stream, becomes a
+distribution for every R, E and L site:
+
+- R_t: a mention starts here with probability 1 - epsilon where the pipeline has a linked mention starting at t,
+  epsilon elsewhere;
+- L_t, where the pipeline's mention starts: its length, smoothed by epsilon over the lengths;
+- E_t, where the pipeline's mention starts: the ranker's antecedent distribution carried onto the particle's
+  own entities. Each particle remembers which entity it gave each pipeline mention (``hint_entity``); the
+  probability of antecedent a goes to the entity the particle gave a, and that of "new", or of an antecedent
+  the particle did not make a mention, to the new-entity slot.
+
+Elsewhere (L and E away from a pipeline mention) the hint is Q itself. The proposal draws from the mixture
+
+    q = (1 - weight) * Q_tempered + weight * hint,
+
+so every structure Q could propose keeps positive probability (weight < 1) and importance weights stay exact
+and the estimate unbiased; ``weight = 0`` is the paper's proposal. The mixture is per site, so q's density is
+the mixture's, computed where the site is drawn: nothing outside the particle's own history is needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pyro.distributions as dist
+import torch
+
+from generative.entitynlm.model import EntityTracker
+from generative.entitynlm.state import Annotation
+from generative.layers.batch import DocumentBatch
+
+@dataclass(frozen=True)
+class StreamHint:
+    """One document's hint on its token stream: each pipeline mention's stream position ``start`` (M,) and
+    ``length`` (M,) in tokens, ``linked`` (M,), ``antecedents`` (M, K) (earlier mention indices, -1 none) with
+    ``probabilities`` (M, K + 1) (column 0: a new entity)."""
+
+    start: torch.Tensor
+    length: torch.Tensor
+    linked: torch.Tensor
+    antecedents: torch.Tensor
+    probabilities: torch.Tensor
+
+
+@dataclass(frozen=True)
+class CorefHints:
+    """The hints of a batch and how strongly the proposal follows them.
+
+    Mention m of document b is row m + 1 (row 0: no mention): ``row`` (B, T) the row of the mention starting at
+    each stream position (0: none); ``length`` (B, M + 1) L - 1; ``linked`` (B, M + 1); ``antecedents``
+    (B, M + 1, K) rows (0: none); ``probabilities`` (B, M + 1, K + 1). ``weight`` is the mixture's share of the
+    hint, ``epsilon`` the hint's smoothing.
+    """
+
+    row: torch.Tensor
+    length: torch.Tensor
+    linked: torch.Tensor
+    antecedents: torch.Tensor
+    probabilities: torch.Tensor
+    weight: float
+    epsilon: float = 0.02
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.weight < 1.0:
+            raise ValueError(f"the hint's weight must be in [0, 1), got {self.weight}: Q keeps a share so that every "
+                             "structure stays possible")
+        if not 0.0 < self.epsilon < 1.0:
+            raise ValueError(f"the hint's smoothing must be in (0, 1), got {self.epsilon}")
+
+    @classmethod
+    def of(cls, batch: DocumentBatch, hints: Sequence[StreamHint], weight: float, epsilon: float = 0.02
+           ) -> CorefHints:
+        """The hints of ``batch``'s documents (``hints`` in the batch's order), on the batch's device."""
+        size, steps = batch.words.shape
+        mentions = max((len(hint.start) for hint in hints), default=0) + 1
+        top = max((hint.antecedents.shape[1] for hint in hints), default=1)
+        row = torch.zeros((size, steps), dtype=torch.long)
+        length = torch.zeros((size, mentions), dtype=torch.long)
+        linked = torch.zeros((size, mentions), dtype=torch.bool)
+        antecedents = torch.zeros((size, mentions, top), dtype=torch.long)
+        probabilities = torch.zeros((size, mentions, top + 1))
+        probabilities[..., 0] = 1.0
+        for b, hint in enumerate(hints):
+            count, k = len(hint.start), hint.antecedents.shape[1]
+            row[b, hint.start] = torch.arange(1, count + 1)
+            length[b, 1:count + 1] = hint.length - 1
+            linked[b, 1:count + 1] = hint.linked
+            antecedents[b, 1:count + 1, :k] = hint.antecedents + 1
+            probabilities[b, 1:count + 1, :k + 1] = hint.probabilities.float()
+        device = batch.words.device
+        return cls(row.to(device), length.to(device), linked.to(device), antecedents.to(device),
+                   probabilities.to(device), weight, epsilon)
+
+
+class HintedTracker(EntityTracker):
+    """The proposal's entity tracker drawing R, E and L from the mixture with the pipeline's hints."""
+
+    def __init__(self, *args, hints: CorefHints, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.hints = hints
+        particles, documents = self.previous.R.shape
+        # the entity slot this particle gave each pipeline mention (-1: not a mention start of its own)
+        self.hint_entity = hints.row.new_full((particles, documents, hints.length.shape[1]), -1)
+
+    def choose(self, t: int, h_predict: torch.Tensor, gold: Annotation | None = None) -> torch.Tensor:
+        """The step (:meth:`EntityTracker.choose`); a particle whose mention starts where a pipeline mention does
+        remembers the entity it chose for that mention."""
+        starts = (self.previous.L == 1) & self.batch.mask[:, t]  # before the step: no mention ongoing
+        context = super().choose(t, h_predict, gold)
+        index = self.hints.row[:, t].expand_as(starts)[..., None]  # (P, B, 1); row 0 (no mention) stays -1
+        kept = self.hint_entity.gather(-1, index)[..., 0]
+        chosen = torch.where(starts & (self.chosen.R == 1) & (index[..., 0] > 0), self.chosen.E, kept)
+        self.hint_entity.scatter_(-1, index, chosen[..., None])
+        return context
+
+    def resample(self, ancestors: torch.Tensor) -> None:
+        super().resample(ancestors)
+        documents = torch.arange(ancestors.shape[1], device=ancestors.device)
+        self.hint_entity = self.hint_entity[ancestors, documents]
+
+    def _proposed(self, kind: str, t: int, categorical: dist.Categorical) -> dist.Categorical:
+        own = self._tempered(categorical).probs
+        hints, row = self.hints, self.hints.row[:, t]  # (B,)
+        at_mention = (row > 0)[:, None]  # (B, 1), against (P, B, classes)
+        if kind == "R":
+            p_start = torch.where(hints.linked.gather(1, row[:, None])[:, 0] & (row > 0), 1 - hints.epsilon,
+                                  hints.epsilon)
+            hint = torch.stack([1 - p_start, p_start], dim=-1).expand_as(own)
+        elif kind == "L":
+            length = hints.length.gather(1, row[:, None])[:, 0].clamp(max=own.shape[-1] - 1)
+            smoothed = torch.full_like(own[0], hints.epsilon / own.shape[-1])
+            smoothed.scatter_add_(-1, length[:, None], torch.full_like(smoothed[:, :1], 1 - hints.epsilon))
+            hint = torch.where(at_mention, smoothed, own)
+        else:
+            hint = torch.where(at_mention, self._entity_hint(row, own.shape[-1]), own)
+        return dist.Categorical(probs=(1 - hints.weight) * own + hints.weight * hint)
+
+    def _entity_hint(self, row: torch.Tensor, slots: int) -> torch.Tensor:
+        """(P, B, slots): the ranker's antecedent distribution of each document's mention ``row`` (B,), on the
+        particle's entities; a new entity, or an antecedent the particle gave no entity, on the new slot."""
+        hints, particles = self.hints, self.hint_entity.shape[0]
+        antecedent_rows = hints.antecedents[torch.arange(row.shape[0], device=row.device), row]  # (B, K)
+        probabilities = hints.probabilities[torch.arange(row.shape[0], device=row.device), row]  # (B, K + 1)
+        entity = self.hint_entity.gather(-1, antecedent_rows.expand(particles, -1, -1))  # (P, B, K); row 0: -1
+        new = self.entities.count[..., None]
+        target = torch.cat([new, torch.where(entity >= 0, entity, new)], dim=-1)
+        mass = probabilities.expand(particles, -1, -1)
+        return mass.new_zeros((*target.shape[:2], slots)).scatter_add_(-1, target.clamp(max=slots - 1), mass)

@@ -1,0 +1,165 @@
+"""EntityNLM's posterior as a coreference resolver on the pipeline's mentions, and how calibrated its links are.
+
+The coreference pipeline finds the mentions (its detector, outermost, linked ones only: the EntityNLM key's
+kind, which has no singletons) and resolves them (its ranker, greedy). On the same mentions, given to EntityNLM
+as observed R and L, the posterior p(E | x, R, L) is sampled (:func:`inference.algorithms.smc.sample_structures`
+with ``mentions``); its MAP structure (the particle of highest p(x, R, E, L)) is scored against the gold beside
+the pipeline's own clusters, by CoNLL F1 on the same documents and tokens.
+
+Calibration: for each mention and each of the ``window`` mentions before it, the posterior probability that the
+two are one entity (the weighted share of particles that put them together) against whether the gold says so
+(both spans gold mentions of one entity). Expected calibration error over ``bins`` equal-width bins:
+sum_b (n_b / n) |mean probability_b - observed rate_b|; the reliability diagram plots the two per bin. Pairs are
+bounded by the window, so they grow linearly with the mentions.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from coref.document import Document
+from coref.metrics.coreference import evaluate
+from inference.algorithms.hints import corpus_hints
+from inference.algorithms.posterior import (
+    Posterior,
+    PosteriorConfig,
+    coreference_marginals,
+    load_model,
+    posteriors,
+    without_singletons,
+)
+from inference.data import prepared_documents
+from inference.runtime import resolve_device, set_seed
+
+WINDOW = 30  # each mention is paired with this many mentions before it
+BINS = 10
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Predicted probabilities of coreference against the gold's answers, in equal-width bins."""
+
+    probabilities: np.ndarray
+    labels: np.ndarray
+    bins: int = BINS
+
+    def table(self) -> list[dict]:
+        """Per non-empty bin: its range, pairs, mean predicted probability and observed rate of coreference."""
+        index = np.minimum((self.probabilities * self.bins).astype(np.int64), self.bins - 1)
+        rows = []
+        for b in range(self.bins):
+            members = index == b
+            if members.any():
+                rows.append({"low": b / self.bins, "high": (b + 1) / self.bins, "pairs": int(members.sum()),
+                             "predicted": float(self.probabilities[members].mean()),
+                             "observed": float(self.labels[members].mean())})
+        return rows
+
+    @property
+    def ece(self) -> float:
+        """Expected calibration error: the pairs' share of each bin times its |predicted - observed|."""
+        total = len(self.probabilities)
+        return sum(row["pairs"] / total * abs(row["predicted"] - row["observed"]) for row in self.table())
+
+    def figure(self, title: str) -> Figure:
+        """The reliability diagram: observed rate against mean predicted probability per bin (the diagonal is
+        perfect calibration), with each bin's share of the pairs."""
+        figure = Figure(figsize=(4.5, 4.5))
+        axes = figure.subplots()
+        rows = self.table()
+        axes.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=1, label="calibrated")
+        axes.plot([row["predicted"] for row in rows], [row["observed"] for row in rows], marker="o",
+                  label=f"posterior (ECE {self.ece:.3f})")
+        axes.bar([(row["low"] + row["high"]) / 2 for row in rows], [row["pairs"] / len(self.labels) for row in rows],
+                 width=1 / self.bins, alpha=0.2, color="C0", label="share of pairs")
+        axes.set_xlabel("P(coreferent), posterior")
+        axes.set_ylabel("coreferent in the gold")
+        axes.set_xlim(0, 1)
+        axes.set_ylim(0, 1)
+        axes.set_title(title, fontsize=9)
+        axes.legend(fontsize=8, loc="upper left")
+        figure.tight_layout()
+        return figure
+
+
+def link_pairs(mentions: int, window: int = WINDOW) -> tuple[np.ndarray, np.ndarray]:
+    """(earlier, later) indices of every pair of mentions at most ``window`` mentions apart."""
+    later = np.repeat(np.arange(mentions), np.minimum(np.arange(mentions), window))
+    earlier = np.concatenate([np.arange(max(0, j - window), j) for j in range(mentions)] or [np.zeros(0, int)])
+    return earlier.astype(np.int64), later
+
+
+def link_calibration(posterior: Posterior, gold: Document, window: int = WINDOW) -> tuple[np.ndarray, np.ndarray]:
+    """P(coreferent) and the gold's answer for the given mentions' pairs within ``window`` of one document."""
+    marginals = coreference_marginals(posterior.structures, posterior.weights)
+    earlier, later = link_pairs(len(marginals.spans), window)
+    probabilities = marginals.same_entity(earlier, later)
+    entity = {mention.span: mention.entity for mention in gold.mentions}
+    gold_entity = np.array([entity.get(span, -1 - number) for number, span in enumerate(marginals.spans)])
+    return probabilities, gold_entity[earlier] == gold_entity[later]
+
+
+def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
+                                  reliability: str | Path | None = None) -> dict:
+    """The posterior's MAP structure and link marginals on the pipeline's mentions of the corpus split, beside
+    the pipeline's own clusters (module docstring); ``reliability``: write the reliability diagram there (PNG)."""
+    device = resolve_device(config.device)
+    checkpoint, model, proposal = load_model(config.checkpoint, config.proposal, device)
+    gold = prepared_documents(config.corpus, config.split, config.data_dir, checkpoint.preprocess,
+                              checkpoint.vocabulary, quiet=True)
+    settings = config.hints()
+    hints = corpus_hints(settings, config.corpus, config.split, config.data_dir, gold, checkpoint.preprocess)
+    given = [hints[document.key].response(document) for document in gold]
+    set_seed(config.seed)
+    started = time.perf_counter()
+    results = posteriors(model, proposal, given, checkpoint.vocabulary, config.particles, config.method,
+                         config.batch_tokens, device, ess_threshold=config.ess_threshold, resample=config.resample,
+                         hints=hints if settings.used else None, hint_settings=settings, given_mentions=True)
+    seconds = time.perf_counter() - started
+    pairs = [link_calibration(posterior, document, window) for posterior, document in zip(results, gold)]
+    calibration = Calibration(np.concatenate([p for p, _ in pairs]), np.concatenate([label for _, label in pairs]))
+    pipeline, posterior_map = evaluate(gold, [without_singletons(d) for d in given]), evaluate(
+        gold, [without_singletons(posterior.map_structure) for posterior in results])
+    result = {
+        "corpus": config.corpus, "split": config.split, "documents": len(gold), "particles": config.particles,
+        "method": config.method, "resample": config.resample, "proposal": proposal.context,
+        "hint_weight": settings.weight, "hint_temperature": settings.temperature, "device": str(device),
+        "mentions": sum(len(document.mentions) for document in given),
+        "gold_mentions": sum(len(document.mentions) for document in gold),
+        "pipeline": {"scores": pipeline.to_json(), "conll_f1": pipeline.conll_f1},
+        "posterior_map": {"scores": posterior_map.to_json(), "conll_f1": posterior_map.conll_f1},
+        "calibration": {"window": window, "pairs": len(calibration.labels), "ece": calibration.ece,
+                        "coreferent_share": float(calibration.labels.mean()) if len(calibration.labels) else 0.0,
+                        "bins": calibration.table()},
+        "ess": [posterior.ess for posterior in results], "seconds": seconds,
+    }
+    if reliability is not None:
+        title = (f"{config.corpus}/{config.split}: {len(calibration.labels)} mention pairs, "
+                 f"{config.particles} particles, {config.method}")
+        calibration.figure(title).savefig(reliability, dpi=120)
+        result["reliability"] = str(reliability)
+    return result
+
+
+def format_pipeline_mentions(result: dict) -> str:
+    """The two resolvers' scores on the same mentions and the posterior's calibration, as the command prints."""
+    lines = [f"{result['corpus']}/{result['split']}: {result['documents']} documents, the pipeline's "
+             f"{result['mentions']} mentions (gold {result['gold_mentions']}), {result['particles']} particles "
+             f"({result['method']}, resampling at each {result['resample']}), hint weight {result['hint_weight']}",
+             f"{'resolver':<16} {'MUC F1':>7} {'B3 F1':>7} {'CEAFe F1':>9} {'CoNLL F1':>9}"]
+    for name, key in (("pipeline", "pipeline"), ("posterior MAP", "posterior_map")):
+        scores = result[key]["scores"]
+        lines.append(f"{name:<16} {100 * scores['muc']['f1']:>7.2f} {100 * scores['bcub']['f1']:>7.2f} "
+                     f"{100 * scores['ceafe']['f1']:>9.2f} {100 * result[key]['conll_f1']:>9.2f}")
+    calibration = result["calibration"]
+    lines.append(f"links: {calibration['pairs']} pairs within {calibration['window']} mentions, "
+                 f"{100 * calibration['coreferent_share']:.1f}% coreferent; expected calibration error "
+                 f"{calibration['ece']:.4f}")
+    lines += [f"  P in [{row['low']:.1f}, {row['high']:.1f}): {row['pairs']:>6} pairs, predicted "
+              f"{row['predicted']:.3f}, observed {row['observed']:.3f}" for row in calibration["bins"]]
+    return "\n".join(lines)

@@ -1,0 +1,115 @@
+"""The proposal that follows the coreference pipeline (issue 27), SMC resampling after any token, and E sampled
+on given mentions: each keeps the estimator exact, checked against the enumerated marginal of a tiny model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyro
+import pytest
+import torch
+
+from coref.corpora.registry import load_corpus
+from coref.document import Document
+from coref.resolution.hints import pipeline_hints
+from coref.resolution.pipeline import bundled_pipeline
+from generative.entitynlm.hints import CorefHints, StreamHint
+from generative.entitynlm.state import Annotation
+from inference.algorithms.smc import sample_structures
+from inference.evaluation.posterior_resolver import Calibration, link_pairs
+from tests.test_entitynlm import EOS, WORDS, exact_log_marginal, tiny_batch, tiny_models
+
+# WORDS = [4, 0, 5, 4]: the pipeline "reads" a two-token mention at 0 and a one-token one at 3, linked
+HINT = StreamHint(start=torch.tensor([0, 3]), length=torch.tensor([2, 1]), linked=torch.tensor([True, True]),
+                  antecedents=torch.tensor([[-1], [0]]), probabilities=torch.tensor([[1.0, 0.0], [0.2, 0.8]]))
+
+
+def hinted(batch, weight: float, epsilon: float = 0.02) -> CorefHints:
+    return CorefHints.of(batch, [HINT] * batch.size, weight, epsilon)
+
+
+@pytest.mark.parametrize("resample", ["never", "token"])
+def test_the_hinted_proposal_keeps_the_estimate_exact(resample):
+    model, proposal = tiny_models()
+    exact, _, _ = exact_log_marginal(model, WORDS)
+    batch = tiny_batch([{"words": WORDS}])
+    pyro.set_rng_seed(3)
+    sampled = sample_structures(model, proposal, batch, 20_000, EOS, resample, ess_threshold=0.5, history=False,
+                                hints=hinted(batch, 0.7))
+    assert sampled.log_marginal.item() == pytest.approx(exact.item(), abs=0.03)
+
+
+def test_a_strong_hint_proposes_the_pipelines_structure():
+    model, proposal = tiny_models()
+    batch = tiny_batch([{"words": WORDS}])
+    pyro.set_rng_seed(0)
+    sampled = sample_structures(model, proposal, batch, 2_000, EOS, "never", hints=hinted(batch, 0.99, 0.001))
+    R, E, L = (value[:, 0] for value in (sampled.R, sampled.E, sampled.L))
+    followed = (R == torch.tensor([1, 1, 0, 1])).all(1) & (L[:, 0] == 2) & (E[:, 0] == 1)
+    assert followed.float().mean() > 0.9
+    # the second mention continues the first one's entity with the ranker's 0.8 (times the hint's share)
+    same = (E[followed, 3] == 1).float().mean()
+    assert 0.7 < same < 0.9
+    unhinted = sample_structures(model, proposal, batch, 2_000, EOS, "never")
+    assert ((unhinted.R[:, 0] == torch.tensor([1, 1, 0, 1])).all(1)).float().mean() < 0.5
+
+
+def test_a_hint_must_leave_the_proposal_a_share():
+    batch = tiny_batch([{"words": WORDS}])
+    with pytest.raises(ValueError, match="weight"):
+        hinted(batch, 1.0)
+
+
+def test_given_mentions_sample_only_entities_and_weigh_by_the_exact_conditional():
+    model, proposal = tiny_models()
+    given = {"R": [1, 1, 0, 1], "E": [1, 1, 0, 1], "L": [2, 1, 1, 1]}
+    batch = tiny_batch([{"words": WORDS, **given}])
+    _, every, joint = exact_log_marginal(model, WORDS)
+    consistent = [i for i, (R, _, L) in enumerate(every) if R == given["R"] and L == given["L"]]
+    exact = torch.logsumexp(joint[consistent], 0)  # log p(x, R, L): E summed out
+    pyro.set_rng_seed(2)
+    sampled = sample_structures(model, proposal, batch, 20_000, EOS, "token", mentions=Annotation(
+        batch.R, None, batch.L - 1), hints=hinted(batch, 0.5))
+    assert (sampled.R[:, 0] == torch.tensor(given["R"])).all()
+    assert (sampled.L[:, 0] == torch.tensor(given["L"])).all()
+    assert len(set(sampled.E[:, 0, 3].tolist())) == 2  # the last mention: the first's entity, or a new one
+    assert sampled.log_marginal.item() == pytest.approx(exact.item(), abs=0.03)
+
+
+def test_token_resampling_resamples_between_sentence_ends():
+    model, proposal = tiny_models()
+    batch = tiny_batch([{"words": WORDS}])
+    pyro.set_rng_seed(0)
+    sentence = sample_structures(model, proposal, batch, 200, EOS, "sentence", ess_threshold=1.0)
+    token = sample_structures(model, proposal, batch, 200, EOS, "token", ess_threshold=1.0)
+    assert sentence.resamplings.item() == 0  # no sentence end before the last token
+    assert token.resamplings.item() == len(WORDS) - 1
+
+
+def test_pipeline_hints_are_encodable_and_distributions():
+    document = load_corpus("sample", "test").documents[0]
+    (hint,) = pipeline_hints(bundled_pipeline(), [document])
+    assert len(hint) > 0
+    assert all(first[1] <= second[0] for first, second in zip(hint.spans, hint.spans[1:]))  # outermost, disjoint
+    assert all(end - start <= 25 for start, end in hint.spans)
+    assert np.allclose(hint.probabilities.sum(1), 1.0)
+    index = np.arange(len(hint))[:, None]
+    assert ((hint.antecedents < index) | (hint.antecedents == -1)).all()
+    assert (hint.clusters[hint.linked] > 0).all()
+    kept = list(range(1, len(hint)))
+    restricted = hint.restricted(kept, hint.spans[1:])
+    assert np.allclose(restricted.probabilities.sum(1), 1.0)
+    assert not (restricted.antecedents == -1).all() or len(hint) < 3
+    response = hint.response(Document("d", document.tokens, document.sentences))
+    assert len(response.mentions) == int(hint.linked.sum())
+
+
+def test_calibration_error_and_pairs():
+    assert link_pairs(4, 2)[0].tolist() == [0, 0, 1, 1, 2]
+    assert link_pairs(4, 2)[1].tolist() == [1, 2, 2, 3, 3]
+    rng = np.random.default_rng(0)
+    probabilities = rng.random(200_000)
+    calibrated = Calibration(probabilities, rng.random(200_000) < probabilities)
+    assert calibrated.ece < 0.01
+    overconfident = Calibration(np.ones(1000), np.arange(1000) < 600)
+    assert overconfident.ece == pytest.approx(0.4)
+    assert overconfident.table() == [{"low": 0.9, "high": 1.0, "pairs": 1000, "predicted": 1.0, "observed": 0.6}]

@@ -3,6 +3,9 @@ on given mentions: each keeps the estimator exact, checked against the enumerate
 
 from __future__ import annotations
 
+import json
+import math
+
 import numpy as np
 import pyro
 import pytest
@@ -113,3 +116,35 @@ def test_calibration_error_and_pairs():
     overconfident = Calibration(np.ones(1000), np.arange(1000) < 600)
     assert overconfident.ece == pytest.approx(0.4)
     assert overconfident.table() == [{"low": 0.9, "high": 1.0, "pairs": 1000, "predicted": 1.0, "observed": 0.6}]
+
+
+def test_the_main_job_samples_with_hints_and_token_resampling(tmp_path, capsys):
+    from inference.commands import marginal_ppl
+
+    out = tmp_path / "result.json"
+    argv = ["--particles", "8", "--baseline", "none", "--device", "cpu", "--resample", "token",
+            "--hint-weight", "0.5", "--hint-temperature", "2", "--json", str(out)]
+    assert marginal_ppl.main(argv) == 0
+    result = json.loads(out.read_text())
+    assert (result["resample"], result["hint_weight"], result["hint_temperature"]) == ("token", 0.5, 2.0)
+    assert all(row["resamplings"] > 0 for row in result["per_document"])
+    assert math.isfinite(result["perplexity"])
+    plain = tmp_path / "plain.json"
+    assert marginal_ppl.main(["--particles", "8", "--baseline", "none", "--device", "cpu", "--json", str(plain)]) == 0
+    assert json.loads(plain.read_text())["perplexity"] != result["perplexity"]
+
+
+def test_the_posterior_on_the_pipelines_mentions_is_scored_and_calibrated(tmp_path, capsys):
+    from inference.commands import posterior
+
+    out, figure = tmp_path / "result.json", tmp_path / "reliability.png"
+    argv = ["--evaluate", "--given-mentions", "pipeline", "--particles", "6", "--method", "smc", "--device", "cpu",
+            "--hint-weight", "0.3", "--reliability", str(figure), "--json", str(out)]
+    assert posterior.main(argv) == 0
+    printed = capsys.readouterr().out
+    result = json.loads(out.read_text())
+    assert result["mentions"] > 0 and result["calibration"]["pairs"] > 0
+    assert 0 <= result["calibration"]["ece"] <= 1
+    assert sum(row["pairs"] for row in result["calibration"]["bins"]) == result["calibration"]["pairs"]
+    assert "posterior MAP" in printed and "expected calibration error" in printed
+    assert figure.read_bytes()[:4] == b"\x89PNG"

@@ -45,6 +45,10 @@ class HintSettings:
     def used(self) -> bool:
         return self.weight > 0
 
+    def pipeline(self) -> CorefPipeline:
+        """The pipeline these settings name, loaded (a bad file fails here, before any data is read)."""
+        return CorefPipeline.load(self.detector, self.resolver)
+
 
 @dataclass(frozen=True)
 class HintOptions:
@@ -88,23 +92,22 @@ def stream_hint(hint: CorefHint, document: Document) -> StreamHint:
                       probabilities=torch.from_numpy(hint.probabilities.copy()))
 
 
-def document_hints(settings: HintSettings, originals: Sequence[Document], preprocessed: Sequence[Document],
-                   config: PreprocessConfig) -> list[CorefHint]:
-    """The pipeline's hints of each document, on its preprocessed tokens (``originals[i]`` is what
-    ``preprocessed[i]`` was made from by ``config``)."""
-    pipeline = CorefPipeline.load(settings.detector, settings.resolver)
+def document_hints(settings: HintSettings, pipeline: CorefPipeline, originals: Sequence[Document],
+                   preprocessed: Sequence[Document], config: PreprocessConfig) -> list[CorefHint]:
+    """``pipeline``'s hints of each document, on its preprocessed tokens (``originals[i]`` is what
+    ``preprocessed[i]`` was made from by ``config``), at the settings' temperature."""
     hints = pipeline_hints(pipeline, originals, settings.temperature)
     return [preprocessed_hint(hint, original, document, config)
             for hint, original, document in zip(hints, originals, preprocessed)]
 
 
-def corpus_hints(settings: HintSettings, corpus: str, split: str, data_dir: str | None,
+def corpus_hints(settings: HintSettings, pipeline: CorefPipeline, corpus: str, split: str, data_dir: str | None,
                  preprocessed: Sequence[Document], config: PreprocessConfig) -> dict[tuple[str, int], CorefHint]:
     """:func:`document_hints` of a corpus split's ``preprocessed`` documents (read again as written), by
     document key."""
     originals = {(document.id, document.part): document for document in load_corpus(corpus, split, data_dir).documents}
     keyed = [originals[document.id, document.part] for document in preprocessed]
-    hints = document_hints(settings, keyed, preprocessed, config)
+    hints = document_hints(settings, pipeline, keyed, preprocessed, config)
     return {(document.id, document.part): hint for document, hint in zip(preprocessed, hints)}
 
 

@@ -559,7 +559,7 @@ def original_posteriors(model: EntityNLM, proposal: EntityProposal, originals: S
     prepared = [preprocess_document(document, config, checkpoint.vocabulary)[0] for document in originals]
     hints = None
     if hint_settings.used:
-        read = document_hints(hint_settings, originals, prepared, config)
+        read = document_hints(hint_settings, hint_settings.pipeline(), originals, prepared, config)
         hints = {document.key: hint for document, hint in zip(prepared, read)}
     results = posteriors(model, proposal, prepared, checkpoint.vocabulary, particles, method, batch_tokens, device,
                          progress, ess_threshold, resample, hints, hint_settings)
@@ -615,13 +615,14 @@ def evaluate_map(config: PosteriorConfig) -> dict:
     """The MAP structure as a resolver on the corpus split (CoNLL F1 against the gold) and the samplers' ESS, by
     ``config.method`` or, with ``both``, each sampler from the same seed."""
     device = resolve_device(config.device)
+    settings = config.hints()
+    pipeline = settings.pipeline() if settings.used else None
     checkpoint, model, proposal = load_model(config.checkpoint, config.proposal, device)
     gold = prepared_documents(config.corpus, config.split, config.data_dir, checkpoint.preprocess,
                               checkpoint.vocabulary, quiet=True)
     tokens = sum(len(document.tokens) + len(document.sentences) for document in gold)
-    settings = config.hints()
-    hints = (corpus_hints(settings, config.corpus, config.split, config.data_dir, gold, checkpoint.preprocess)
-             if settings.used else None)
+    hints = (corpus_hints(settings, pipeline, config.corpus, config.split, config.data_dir, gold,
+                          checkpoint.preprocess) if pipeline else None)
     result = {"corpus": config.corpus, "split": config.split, "documents": len(gold), "tokens": tokens,
               "particles": config.particles, "proposal": proposal.context, "device": str(device), "methods": {}}
     for method in METHODS if config.method == "both" else [config.method]:

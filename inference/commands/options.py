@@ -159,12 +159,12 @@ def add_hint_options(parser: argparse.ArgumentParser) -> None:
     (:class:`inference.algorithms.hints.HintOptions`)."""
     parser.add_argument("--resample", default="sentence", choices=["sentence", "token"],
                         help="where SMC may resample its particles (when their ESS falls below the threshold): at "
-                             "sentence ends, or after any token (default: sentence)")
+                             "sentence ends, or after any token")
     parser.add_argument("--hint-weight", type=real(0, 1), default=0.0,
                         help="mix the proposal with the coreference pipeline's reading of the text: its share of "
-                             "the mixture, in [0, 1) (default: 0, the proposal alone)")
+                             "the mixture, in [0, 1); 0 is the proposal alone")
     parser.add_argument("--hint-temperature", type=real(0, include_low=False), default=1.0,
-                        help="divide the pipeline ranker's antecedent scores by this before the softmax (default: 1)")
+                        help="divide the pipeline ranker's antecedent scores by this before the softmax")
     parser.add_argument("--hint-detector", metavar="MODEL",
                         help="the pipeline's mention detector for the hints (default: the bundled one)")
     parser.add_argument("--hint-resolver", metavar="MODEL",

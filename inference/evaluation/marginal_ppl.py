@@ -38,6 +38,7 @@ import torch
 from coref.corpora.preprocess import EOS, Vocabulary
 from coref.document import Document
 from coref.io.progress import progress as progress_bar
+from coref.resolution.pipeline import CorefPipeline
 from generative.entitynlm.hints import CorefHints
 from generative.entitynlm.model import EntityNLM, EntityProposal
 from generative.layers.batch import DocumentBatch, batches_by_length, token_stream
@@ -176,13 +177,14 @@ def load_modules_and_batches(config: MarginalConfig, checkpoint: Checkpoint, dev
                                                         config.batch_tokens, device)
 
 
-def proposal_hints(config: MarginalConfig, checkpoint: Checkpoint, documents: Sequence[Document],
-                   batches: Sequence[DocumentBatch]) -> list[CorefHints | None] | None:
-    """The pipeline's hints for each batch, when the config's proposal follows them (None otherwise)."""
-    settings = config.hints()
-    if not settings.used:
+def proposal_hints(config: MarginalConfig, pipeline: CorefPipeline | None, checkpoint: Checkpoint,
+                   documents: Sequence[Document], batches: Sequence[DocumentBatch]) -> list[CorefHints | None] | None:
+    """``pipeline``'s hints for each batch (None without a pipeline: the proposal alone)."""
+    if pipeline is None:
         return None
-    hints = corpus_hints(settings, config.corpus, config.split, config.data_dir, documents, checkpoint.preprocess)
+    settings = config.hints()
+    hints = corpus_hints(settings, pipeline, config.corpus, config.split, config.data_dir, documents,
+                         checkpoint.preprocess)
     by_key = {(document.id, document.part): document for document in documents}
     return [batch_hints(settings, batch, hints, by_key) for batch in batches]
 
@@ -205,9 +207,10 @@ def marginal_perplexity(config: MarginalConfig) -> dict:
     baselines = [(p, Checkpoint.load(p)) for p in baseline_paths(config)]
     for baseline_path, baseline in baselines:
         checkpoint.require_vocabulary(baseline.vocabulary, f"baseline {baseline_path}")
+    pipeline = config.hints().pipeline() if config.hints().used else None
     model, proposal, documents, batches = load_modules_and_batches(config, checkpoint, device)
     samplers = samplers_of(config.sampler)
-    hints = proposal_hints(config, checkpoint, documents, batches)
+    hints = proposal_hints(config, pipeline, checkpoint, documents, batches)
     runs = run_samplers(batches, model, proposal, config.particles, samplers, checkpoint.vocabulary.index(EOS),
                         hints=hints, resample=config.resample)
     first = runs[samplers[0]]

@@ -109,11 +109,13 @@ def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
     """The posterior's MAP structure and link marginals on the pipeline's mentions of the corpus split, beside
     the pipeline's own clusters (module docstring); ``reliability``: write the reliability diagram there (PNG)."""
     device = resolve_device(config.device)
+    settings = config.hints()
+    pipeline = settings.pipeline()  # the mentions are its, whatever the proposal's weight on its hints
     checkpoint, model, proposal = load_model(config.checkpoint, config.proposal, device)
     gold = prepared_documents(config.corpus, config.split, config.data_dir, checkpoint.preprocess,
                               checkpoint.vocabulary, quiet=True)
-    settings = config.hints()
-    hints = corpus_hints(settings, config.corpus, config.split, config.data_dir, gold, checkpoint.preprocess)
+    hints = corpus_hints(settings, pipeline, config.corpus, config.split, config.data_dir, gold,
+                         checkpoint.preprocess)
     given = [hints[document.key].response(document) for document in gold]
     set_seed(config.seed)
     started = time.perf_counter()

@@ -33,6 +33,7 @@ from generative.entitynlm.model import EntityTracker
 from generative.entitynlm.state import Annotation
 from generative.layers.batch import DocumentBatch
 
+
 @dataclass(frozen=True)
 class StreamHint:
     """One document's hint on its token stream: each pipeline mention's stream position ``start`` (M,) and

@@ -20,6 +20,13 @@ multiplies the w_t up. Two ways to use the weights:
   reset, so particles whose early annotation explained the text badly are replaced before they ruin the whole
   document's weight. The last sentence end is not a resampling point: the final weights are kept, and samples
   are drawn from them as in SIR. The product over stages of the mean weight is again an unbiased estimate of p(x).
+- ``resample="token"``: the same adaptive SMC, but a document may be resampled after any of its tokens, so a
+  mention's choices are judged by the words that follow it before the next mention starts (issue 27: at equal
+  particles the estimate is higher and settles sooner than with sentence ends; one host sync per token).
+
+Two options reshape what is sampled: ``hints`` make the proposal a mixture with the coreference pipeline's
+reading (:mod:`generative.entitynlm.hints`), and ``mentions`` give R and L, so that only E is sampled (the
+posterior over entities on given mentions, :mod:`inference.evaluation.posterior_resolver`).
 
 Either way the state that resampling copies is only the per-particle entity state (the entity table, the
 ongoing mention, e_current): the LSTMs read words only and are shared by all particles. The annotations are

@@ -1,6 +1,6 @@
-"""Refine a trained proposal toward the model's posterior on text alone: reweighted wake-sleep's wake-phi update
-(:func:`refine_proposal` of a :class:`RefineConfig`; its command is :mod:`inference.commands.refine`, ``python -m
-inference.refine``).
+"""Refine a trained proposal toward the model's posterior on text alone, and the model toward the marginal
+likelihood it is scored by: reweighted wake-sleep's wake-phi and wake-theta updates (:func:`refine_proposal` of a
+:class:`RefineConfig`; its command is :mod:`inference.commands.refine`, ``python -m inference.refine``).
 
 A proposal fitted to gold annotations is sharper than the model's posterior p(R, E, L | X), and on long
 documents its importance weights collapse onto one particle. The wake-phi update of reweighted wake-sleep
@@ -8,7 +8,13 @@ documents its importance weights collapse onto one particle. The wake-phi update
 z_i ~ q: a stochastic estimate of KL(p(z | x) || q), which widens q where the posterior is wider. Its gradient
 is only informative where the weights are not degenerate, so it runs on pieces of whole sentences of about
 ``--chunk`` tokens (the proposal's conditionals are local, so what it learns there holds on whole documents).
-The model's parameters stay fixed.
+With ``--wake phi`` (the default) the model's parameters stay fixed.
+
+``--wake theta`` fine-tunes the model instead (issue 27: it is trained on p(x, z_gold) but scored on p(x)):
+wake-theta maximises sum_i w_i log p(x, z_i), whose gradient is the self-normalised estimate of the gradient of
+log p(x) (Le et al. 2019), plus ``--supervised-weight`` times the supervised log p(x, z_gold) of the same piece,
+so that R, E and L keep the meaning the annotation gives them. The proposal stays fixed; ``--wake both`` updates
+both, each by its own objective.
 
 Every ``--eval-every`` steps (and before the first) it measures on dev pieces the mean ESS fraction and the
 mean log p_hat(x) per token with ``--particles`` particles (higher is better: both sides are unbiased
@@ -26,11 +32,15 @@ from pathlib import Path
 
 import torch
 
+from coref.corpora.preprocess import EOS
 from coref.document import sentence_chunks
 from coref.io.atomic import atomic_path
 from coref.io.progress import progress
+from generative.entitynlm.model import EntityNLM, EntityProposal
+from generative.entitynlm.state import Annotation
 from generative.layers.batch import DocumentBatch, batches_by_length
 from inference.algorithms.importance import ImportanceEstimate, importance_log_densities, log_importance_weights
+from inference.algorithms.smc import sample_structures
 from inference.data import prepared_documents
 from inference.runtime import changed_options, resolve_device, set_seed
 from inference.training.checkpoint import (
@@ -44,6 +54,7 @@ from inference.training.checkpoint import (
 
 # What a resumed refinement may change: how long it goes on, how often it evaluates, and where it runs.
 RESUMABLE_CHANGES = frozenset({"steps", "eval_every", "device", "data_dir", "json"})
+WAKES = ("phi", "theta", "both")
 
 
 @dataclass(frozen=True)
@@ -51,8 +62,10 @@ class RefineConfig:
     """A refinement: the EntityNLM ``checkpoint`` whose ``proposal`` (None: the checkpoint's) is refined on
     ``corpus``, written to ``out`` (and ``out.state`` to resume); ``steps`` wake-phi steps of ``particles``
     particles on pieces of about ``chunk`` tokens, ``batch_tokens`` padded tokens (x particles) per step, Adam at
-    ``lr``; every ``eval_every`` steps an evaluation on ``eval_pieces`` dev pieces. The options of ``python -m
-    inference.refine``; a resumed run must keep all but :data:`RESUMABLE_CHANGES`."""
+    ``lr``; every ``eval_every`` steps an evaluation on ``eval_pieces`` dev pieces. ``wake``: what is updated
+    (:data:`WAKES`: the proposal, the model, both), the model with ``supervised_weight`` times the supervised
+    objective beside wake-theta's. The options of ``python -m inference.refine``; a resumed run must keep all but
+    :data:`RESUMABLE_CHANGES`."""
 
     checkpoint: str
     out: str
@@ -68,6 +81,14 @@ class RefineConfig:
     eval_pieces: int = 200
     device: str = "auto"
     seed: int = 0
+    wake: str = "phi"
+    supervised_weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.wake not in WAKES:
+            raise ValueError(f"wake must be one of {WAKES}, got {self.wake!r}")
+        if self.supervised_weight < 0:
+            raise ValueError(f"the supervised weight must be at least 0, got {self.supervised_weight}")
 
 
 def wake_phi_loss(model, proposal, batch: DocumentBatch, particles: int) -> torch.Tensor:
@@ -77,10 +98,26 @@ def wake_phi_loss(model, proposal, batch: DocumentBatch, particles: int) -> torc
     return -(weights * log_q).sum() / batch.num_tokens
 
 
+def wake_theta_loss(model: EntityNLM, proposal: EntityProposal, batch: DocumentBatch, particles: int, eos: int,
+                    supervised_weight: float) -> torch.Tensor:
+    """-(sum_i w_i log p(x, z_i) + supervised_weight * log p(x, z_gold)) per token: z_i drawn from the proposal
+    by the lockstep sampler (no gradient), w_i their self-normalised importance weights, log p(x, z_i) scored
+    with gradient by the known-annotation path (all particles in one run)."""
+    with torch.no_grad():
+        sampled = sample_structures(model, proposal, batch, particles, eos, "never")
+    weights = torch.softmax(sampled.log_weights, dim=0)
+    annotation = Annotation(sampled.R, (sampled.E - 1).clamp(min=0), sampled.L - 1)
+    objective = (weights * model.log_joint(batch, annotation)).sum()
+    if supervised_weight:
+        objective = objective + supervised_weight * model.log_likelihood(batch).sum()
+    return -objective / batch.num_tokens
+
+
 @torch.no_grad()
 def proposal_quality(model, proposal, batches: list[DocumentBatch], particles: int) -> dict[str, float]:
     """Mean ESS fraction and log p_hat(x) per token on ``batches``: what refinement should raise."""
     proposal.eval()
+    model.eval()
     ess, log_marginal, tokens = [], 0.0, 0
     with torch.random.fork_rng():
         torch.manual_seed(0)  # every evaluation draws alike
@@ -102,8 +139,11 @@ def refine_proposal(config: RefineConfig) -> dict:
     path, checkpoint = entitynlm_checkpoint(config.checkpoint)
     model, proposal = entitynlm_modules(checkpoint, device, config.proposal)
     context = proposal.context
-    for parameter in model.parameters():
-        parameter.requires_grad_(False)
+    eos = checkpoint.vocabulary.index(EOS)
+    updated = {"phi": [proposal], "theta": [model], "both": [proposal, model]}[config.wake]
+    for module in (model, proposal):
+        for parameter in module.parameters():
+            parameter.requires_grad_(module in updated)
 
     def pieces(split: str) -> list:
         documents = prepared_documents(config.corpus, split, config.data_dir, checkpoint.preprocess,
@@ -116,10 +156,11 @@ def refine_proposal(config: RefineConfig) -> dict:
     dev_pieces = [dev_pieces[i] for i in torch.randperm(len(dev_pieces), generator=torch.Generator().manual_seed(0))
                   [:config.eval_pieces].tolist()]
     dev = [b.to(device) for b in batches_by_length(dev_pieces, checkpoint.vocabulary, 20 * per_step)]
-    optimizer = torch.optim.Adam(proposal.parameters(), lr=config.lr)
+    optimizer = torch.optim.Adam([p for module in updated for p in module.parameters()], lr=config.lr)
     state_path = Path(f"{config.out}.state")
     state = {"step": 0, "history": [], "best": None, "args": options}
     best_weights = module_weights(proposal)
+    best_model = module_weights(model)
     if state_path.exists():
         saved = read_torch_file(state_path, "refinement state")
         changed = changed_options(saved["state"].get("args", {}), options, RESUMABLE_CHANGES)
@@ -127,6 +168,8 @@ def refine_proposal(config: RefineConfig) -> dict:
             raise ValueError(f"{state_path}: a refinement with other options: {', '.join(changed)}; resume it with "
                              "the same options, or choose another --out")
         proposal.load_state_dict(saved["proposal"])
+        model.load_state_dict(saved.get("model", best_model))
+        best_model = saved.get("best_model", best_model)
         optimizer.load_state_dict(saved["optimizer"])
         state, best_weights = {**saved["state"], "args": options}, saved["best_weights"]
         torch.set_rng_state(saved["rng"])
@@ -139,14 +182,23 @@ def refine_proposal(config: RefineConfig) -> dict:
         if state["best"] is None or quality["log_likelihood_per_token"] > state["best"]["log_likelihood_per_token"]:
             state["best"] = quality
             best_weights.update(module_weights(proposal))
+            best_model.update(module_weights(model))
 
     if not state["history"]:
         evaluate()
     order = torch.randperm(len(train), generator=torch.Generator().manual_seed(config.seed)).tolist()
-    bar = progress(range(state["step"], config.steps), desc=f"wake-phi ({context} proposal)", unit="step")
+    bar = progress(range(state["step"], config.steps), desc=f"wake-{config.wake} ({context} proposal)", unit="step")
     for step in bar:
-        proposal.train()
-        loss = wake_phi_loss(model, proposal, train[order[step % len(order)]], config.particles)
+        batch = train[order[step % len(order)]]
+        loss = torch.zeros((), device=device)
+        if proposal in updated:
+            proposal.train()
+            model.eval()
+            loss = loss + wake_phi_loss(model, proposal, batch, config.particles)
+        if model in updated:
+            proposal.eval()
+            model.train()
+            loss = loss + wake_theta_loss(model, proposal, batch, config.particles, eos, config.supervised_weight)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -155,16 +207,18 @@ def refine_proposal(config: RefineConfig) -> dict:
         if state["step"] % config.eval_every == 0 or state["step"] == config.steps:
             evaluate()
             refined = Checkpoint(checkpoint.kind, checkpoint.config, checkpoint.vocabulary, checkpoint.preprocess,
-                                 {**checkpoint.weights, PROPOSAL_WEIGHTS[context]: best_weights},
+                                 {**checkpoint.weights, "model": best_model, PROPOSAL_WEIGHTS[context]: best_weights},
                                  {**checkpoint.training, "refinement": state})
             refined.save(config.out)
             with atomic_path(state_path) as temporary:
-                torch.save({"proposal": module_weights(proposal), "optimizer": optimizer.state_dict(), "state": state,
-                            "best_weights": best_weights, "rng": torch.get_rng_state()}, temporary)
-    return {"checkpoint": str(path), "proposal": context, "out": config.out, "steps": state["step"],
+                torch.save({"proposal": module_weights(proposal), "model": module_weights(model),
+                            "optimizer": optimizer.state_dict(), "state": state, "best_weights": best_weights,
+                            "best_model": best_model, "rng": torch.get_rng_state()}, temporary)
+    return {"checkpoint": str(path), "proposal": context, "wake": config.wake, "out": config.out,
+            "steps": state["step"],
             "before": state["history"][0], "best": state["best"], "history": state["history"]}
 
 
 def format_result(result: dict) -> str:
     """The figures before and at best, as the command prints them."""
-    return json.dumps({k: result[k] for k in ("proposal", "steps", "before", "best")}, indent=2)
+    return json.dumps({k: result[k] for k in ("proposal", "wake", "steps", "before", "best")}, indent=2)

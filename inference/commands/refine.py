@@ -3,6 +3,8 @@
 
     python -m inference.refine --checkpoint runs/entitynlm/model.pt --proposal bidirectional \\
         --corpus litbank+ontogum --data-dir DATA --out runs/entitynlm/refined.pt
+    python -m inference.refine --checkpoint runs/entitynlm/model.pt --wake theta --supervised-weight 1 \\
+        --corpus litbank --data-dir DATA --out runs/entitynlm/marginal.pt      # the model, on log p(x)
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from collections.abc import Sequence
 
 from generative.entitynlm.model import PROPOSAL_CONTEXTS
 from inference.algorithms import refine
-from inference.algorithms.refine import RefineConfig, format_result, refine_proposal
+from inference.algorithms.refine import WAKES, RefineConfig, format_result, refine_proposal
 from inference.checks import integer, output_file, real
 from inference.commands.cli import Parser, config_of, help_text, run_command
 from inference.commands.options import add_corpus_split, add_data_dir, add_device_seed_json
@@ -21,20 +23,26 @@ from inference.commands.options import add_corpus_split, add_data_dir, add_devic
 def build_parser() -> Parser:
     """The checkpoint and its proposal, the corpus, the output, the steps and their evaluation."""
     parser = Parser(prog="python -m inference.refine", description=help_text(__doc__, refine))
-    parser.add_argument("--checkpoint", required=True, help="EntityNLM checkpoint whose proposal is refined")
+    parser.add_argument("--checkpoint", required=True, help="EntityNLM checkpoint whose proposal (or model, --wake theta) is refined")
     parser.add_argument("--proposal", choices=PROPOSAL_CONTEXTS, help="which proposal (default: the checkpoint's)")
     add_corpus_split(parser, split=None)
     add_data_dir(parser)
     parser.add_argument("--out", required=True, type=output_file,
                         help="the refined checkpoint; OUT.state resumes an interrupted refinement with the same "
                              "options (other options are refused)")
-    parser.add_argument("--steps", type=integer(1), default=300, help="wake-phi steps in all (a resumed run's too)")
+    parser.add_argument("--steps", type=integer(1), default=300, help="refinement steps in all (a resumed run's too)")
     parser.add_argument("--particles", type=integer(2), default=20,
-                        help="K particles per wake-phi step and evaluation")
+                        help="K particles per step and evaluation")
     parser.add_argument("--chunk", type=integer(1), default=100, help="tokens per piece of whole sentences")
     parser.add_argument("--batch-tokens", type=integer(1), default=2_000, help="padded tokens per step (x particles)")
     parser.add_argument("--lr", type=real(0, include_low=False), default=3e-4, help="Adam learning rate")
     parser.add_argument("--eval-every", type=integer(1), default=50, help="evaluate on dev every this many steps")
+    parser.add_argument("--wake", choices=WAKES, default="phi",
+                        help="what is updated: phi, the proposal (wake-phi); theta, the model on the marginal "
+                             "likelihood (wake-theta, with the supervised term); both")
+    parser.add_argument("--supervised-weight", type=real(0), default=1.0,
+                        help="--wake theta or both: the weight of the supervised log p(x, z_gold) beside wake-theta's "
+                             "objective (0: wake-theta alone)")
     parser.add_argument("--eval-pieces", type=integer(1), default=200, help="dev pieces the evaluation uses")
     add_device_seed_json(parser, "also write the before/after figures as JSON")
     return parser

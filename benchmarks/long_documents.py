@@ -47,6 +47,7 @@ from benchmarks.runs import command_record
 from coref.io.atomic import write_text_atomic
 from generative.entitynlm.model import EntityNLM
 from generative.layers.softmax import ClassFactoredSoftmax
+from inference.algorithms.hints import HintSettings
 from inference.checks import integer, output_file, output_folder, real
 from inference.commands.cli import Parser, run_main
 
@@ -77,7 +78,8 @@ def long_text(tokens: int, file: str | None, corpus: str, split: str, data_dir: 
 # ---- one measurement, in its own process ------------------------------------------------------------------------
 
 
-def measure(operation: str, text: str, particles: int, seed: int) -> dict:
+def measure(operation: str, text: str, particles: int, seed: int, resample: str = "sentence",
+            hint_weight: float = 0.0, hint_temperature: float = 1.0) -> dict:
     """Run ``operation`` once on ``text`` in this process: its seconds and what it found."""
     started = time.perf_counter()
     if operation == "resolve":
@@ -91,7 +93,8 @@ def measure(operation: str, text: str, particles: int, seed: int) -> dict:
         model = elm.load("entitynlm")
         started = time.perf_counter()  # the checkpoint's loading is not the operation
         if operation == "log_likelihood":
-            result = model.log_likelihood(text, particles=particles, seed=seed)
+            result = model.log_likelihood(text, particles=particles, seed=seed, resample=resample,
+                                          hints=HintSettings(hint_weight, hint_temperature))
             found = {"steps": result.tokens, "log_likelihood": result.log_p, "perplexity": result.perplexity,
                      "ess": result.ess}
         else:
@@ -134,14 +137,17 @@ def worker(args: argparse.Namespace) -> int:
 
     torch.set_num_threads(args.threads)
     text = long_text(args.lengths[0], args.file, args.corpus, args.split, args.data_dir)
-    print(json.dumps(measure(args.worker, text, args.particles, args.seed)))
+    print(json.dumps(measure(args.worker, text, args.particles, args.seed, args.resample, args.hint_weight,
+                             args.hint_temperature)))
     return 0
 
 
 def worker_command(args: argparse.Namespace, operation: str, tokens: int) -> list[str]:
     """The command line of one measurement (it is also what the results file records for the row)."""
     command = [sys.executable, __file__, "--worker", operation, "--lengths", str(tokens),
-               "--particles", str(args.particles), "--threads", str(args.threads), "--seed", str(args.seed)]
+               "--particles", str(args.particles), "--threads", str(args.threads), "--seed", str(args.seed),
+               "--resample", args.resample, "--hint-weight", str(args.hint_weight),
+               "--hint-temperature", str(args.hint_temperature)]
     if args.file:
         command += ["--file", args.file]
     else:
@@ -229,6 +235,12 @@ def build_parser() -> Parser:
     parser.add_argument("--max-tokens", nargs="*", default=[], metavar="OPERATION=TOKENS",
                         help="skip an operation's lengths above TOKENS (e.g. posterior=32000)")
     parser.add_argument("--particles", type=integer(1), default=100, help="particles of log_likelihood")
+    parser.add_argument("--resample", choices=["sentence", "token"], default="sentence",
+                        help="log_likelihood: where SMC may resample (as marginal_ppl's --resample)")
+    parser.add_argument("--hint-weight", type=real(0, 1), default=0.0,
+                        help="log_likelihood: the proposal's mixture weight on the bundled pipeline's hints")
+    parser.add_argument("--hint-temperature", type=real(0, include_low=False), default=1.0,
+                        help="log_likelihood: the pipeline ranker's softmax temperature")
     parser.add_argument("--threads", type=integer(1), default=2, help="torch threads of each measurement")
     parser.add_argument("--gflops", type=real(0, include_low=False), default=40.0,
                         help="the arithmetic rate (GFLOP/s) the step bound assumes: one core's float32 rate")

@@ -1,9 +1,11 @@
-"""Which estimator of log p(x) has the lower variance at equal compute: importance sampling or SMC?
+"""Which estimator of log p(x) has the lower variance at equal compute: importance sampling or SMC, and which SMC?
 
-Each document of a corpus split is estimated by importance sampling (the paper's eq. 11) and by SMC (resampling
-at sentence ends when the ESS falls below half; :mod:`inference.algorithms.smc`) with the same proposal and the same N
+Each document of a corpus split is estimated by each of ``--variants`` with the same proposal and the same N
 particles, R times each (seeds ``--seed`` to ``--seed + R - 1``), through ``inference.evaluation.marginal_ppl``'s own
-code. Per sampler it reports:
+code. The variants (:data:`VARIANTS`): ``is``, importance sampling (the paper's eq. 11); ``smc``, resampling at
+sentence ends when the ESS falls below half (:mod:`inference.algorithms.smc`); ``smc-token``, after any token;
+``smc-token-hints``, that with the proposal mixed with the coreference pipeline's reading (``--hint-weight``,
+``--hint-temperature``; :mod:`generative.entitynlm.hints`). Per variant it reports:
 
 - the across-seed standard deviation of each document's log p_hat(x), averaged over documents (the headline);
 - the mean log p_hat(x) per document: both samplers estimate p(x) without bias, so log p_hat(x) is biased low
@@ -16,11 +18,11 @@ code. Per sampler it reports:
   (for SMC, of the final stage's weights).
 
     python benchmarks/samplers.py --corpus litbank --split dev --data-dir DATA [--checkpoint CKPT] \\
-        [--particles 100] [--seeds 5] [--max-documents 10] [--out benchmarks/results]
+        [--particles 100] [--seeds 5] [--max-documents 10] [--variants is smc smc-token] [--out benchmarks/results]
 
-Prints a markdown table and writes ``samplers.json`` and ``samplers.md`` to ``--out``. The samplers alternate
-which goes first from seed to seed, so first-call costs fall on both; timings on shared machines vary by 20-40%
-between runs, which is why both samplers are timed in the same run.
+Prints a markdown table and writes ``samplers.json`` and ``samplers.md`` to ``--out``. The variants alternate
+their order from seed to seed, so first-call costs fall on all; timings on shared machines vary by 20-40%
+between runs, which is why all variants are timed in the same run.
 """
 
 from __future__ import annotations
@@ -47,7 +49,11 @@ from inference.evaluation import marginal_ppl
 from inference.runtime import resolve_device, set_seed
 from inference.training.checkpoint import entitynlm_checkpoint
 
-SAMPLERS = marginal_ppl.SAMPLERS
+VARIANTS = {  # name -> (sampler, resampling points, with the pipeline's hints)
+    "is": ("is", "sentence", False), "smc": ("smc", "sentence", False), "smc-token": ("smc", "token", False),
+    "smc-token-hints": ("smc", "token", True),
+}
+NAMES = {"is": "IS", "smc": "SMC", "smc-token": "SMC token", "smc-token-hints": "SMC token + hints"}
 
 
 def build_parser() -> Parser:
@@ -65,6 +71,12 @@ def build_parser() -> Parser:
     parser.add_argument("--proposal-temperature", type=real(0, include_low=False), default=1.0,
                         help="divide the proposal's R/E/L logits by this")
     parser.add_argument("--batch-tokens", type=integer(1), default=20_000, help="particles x padded tokens per batch")
+    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=["is", "smc"],
+                        help="the estimators to compare (at least two)")
+    parser.add_argument("--hint-weight", type=real(0, 1), default=0.5,
+                        help="smc-token-hints: the proposal's mixture weight on the pipeline's hints")
+    parser.add_argument("--hint-temperature", type=real(0, include_low=False), default=1.0,
+                        help="smc-token-hints: the pipeline ranker's softmax temperature")
     parser.add_argument("--device", default="cpu", help="auto, cpu or cuda")
     parser.add_argument("--out", type=output_folder, default="benchmarks/results",
                         help="folder of samplers.json and samplers.md")
@@ -72,31 +84,44 @@ def build_parser() -> Parser:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    return build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args.variants = list(dict.fromkeys(args.variants))
+    if len(args.variants) < 2:
+        parser.error("--variants: name at least two estimators to compare")
+    return args
 
 
 def run_seeds(args: argparse.Namespace) -> tuple[dict, dict[str, list[marginal_ppl.SamplerRun]]]:
-    """Both samplers on every document, once per seed: the setting, and each sampler's runs (one per seed)."""
+    """Every variant on every document, once per seed: the setting, and each variant's runs (one per seed)."""
     device = resolve_device(args.device)
     path, checkpoint = entitynlm_checkpoint(args.checkpoint)
     config = config_of(marginal_ppl.MarginalConfig, args)
+    hinted = any(VARIANTS[name][2] for name in args.variants)
+    pipeline = config.hints().pipeline() if hinted else None
     model, proposal, documents, batches = marginal_ppl.load_modules_and_batches(config, checkpoint, device,
                                                                                 args.max_documents)
+    hints = marginal_ppl.proposal_hints(config, pipeline, checkpoint, documents, batches)
     eos = checkpoint.vocabulary.index(EOS)
-    runs: dict[str, list[marginal_ppl.SamplerRun]] = {sampler: [] for sampler in SAMPLERS}
+    runs: dict[str, list[marginal_ppl.SamplerRun]] = {name: [] for name in args.variants}
     for seed in range(args.seed, args.seed + args.seeds):
-        set_seed(seed)
-        order = SAMPLERS if seed % 2 == 0 else SAMPLERS[::-1]  # each sampler's state is the seed's, either way
-        for sampler, sampler_run in marginal_ppl.run_samplers(batches, model, proposal, args.particles, order,
-                                                              eos).items():
-            runs[sampler].append(sampler_run)
-        print(f"seed {seed}: " + ", ".join(f"{s} {runs[s][-1].seconds:.1f} s" for s in SAMPLERS), file=sys.stderr)
-    keys = runs[SAMPLERS[0]][0].keys
+        order = args.variants if seed % 2 == 0 else args.variants[::-1]
+        for name in order:  # each variant's state is the seed's, whatever ran before it
+            set_seed(seed)
+            sampler, resample, with_hints = VARIANTS[name]
+            run = marginal_ppl.run_samplers(batches, model, proposal, args.particles, (sampler,), eos,
+                                            hints=hints if with_hints else None, resample=resample)
+            runs[name].append(run[sampler])
+        print(f"seed {seed}: " + ", ".join(f"{name} {runs[name][-1].seconds:.1f} s" for name in args.variants),
+              file=sys.stderr)
+    keys = runs[args.variants[0]][0].keys
     setting = {"checkpoint": str(path), "corpus": args.corpus, "split": args.split, "device": str(device),
                "machine": platform.platform(), "torch_threads": torch.get_num_threads(),
                "particles": args.particles, "seeds": list(range(args.seed, args.seed + args.seeds)),
                "proposal_temperature": args.proposal_temperature, "documents": len(keys),
-               "tokens": sum(key["tokens"] for key in keys)}
+               "tokens": sum(key["tokens"] for key in keys), "variants": args.variants}
+    if hinted:
+        setting.update(hint_weight=args.hint_weight, hint_temperature=args.hint_temperature)
     return setting, runs
 
 
@@ -133,15 +158,18 @@ def sampler_summary(runs: list[marginal_ppl.SamplerRun], tokens: int) -> dict:
 
 
 def verdict(summaries: dict[str, dict]) -> dict:
-    """Which sampler has the lower variance at equal particles, and at equal seconds (variance x seconds)."""
+    """Which variant has the lower variance at equal particles, and at equal seconds (variance x seconds), and
+    the higher mean log p_hat(x); with IS and SMC both run, their sd and seconds ratios."""
     def lower(measure: str) -> str:
-        return min(summaries, key=lambda sampler: summaries[sampler][measure])
+        return min(summaries, key=lambda variant: summaries[variant][measure])
 
-    return {"lower_variance_at_equal_particles": lower("mean_sd_log_p"),
-            "lower_variance_x_seconds": lower("variance_x_seconds_per_run"),
-            "higher_mean_log_p": max(summaries, key=lambda sampler: summaries[sampler]["mean_log_p"]),
-            "sd_ratio_is_over_smc": summaries["is"]["mean_sd_log_p"] / summaries["smc"]["mean_sd_log_p"],
-            "seconds_ratio_smc_over_is": summaries["smc"]["seconds"] / summaries["is"]["seconds"]}
+    decision = {"lower_variance_at_equal_particles": lower("mean_sd_log_p"),
+                "lower_variance_x_seconds": lower("variance_x_seconds_per_run"),
+                "higher_mean_log_p": max(summaries, key=lambda variant: summaries[variant]["mean_log_p"])}
+    if {"is", "smc"} <= set(summaries):
+        decision.update(sd_ratio_is_over_smc=summaries["is"]["mean_sd_log_p"] / summaries["smc"]["mean_sd_log_p"],
+                        seconds_ratio_smc_over_is=summaries["smc"]["seconds"] / summaries["is"]["seconds"])
+    return decision
 
 
 def number(value: float | None, spec: str) -> str:
@@ -161,30 +189,31 @@ def markdown(setting: dict, summaries: dict[str, dict], decision: dict) -> str:
         ("ESS at sentence ends, mean (SMC)", "mean_stage_ess", ".1f"),
         ("resamplings per document (SMC)", "mean_resamplings", ".1f"),
     ]
-    lines = ["| measure | IS | SMC |", "|---|---:|---:|"]
-    lines += [f"| {name} | {number(summaries['is'].get(key), spec)} | {number(summaries['smc'].get(key), spec)} |"
+    variants = list(summaries)
+    lines = ["| measure | " + " | ".join(NAMES[v] for v in variants) + " |", "|---|" + "---:|" * len(variants)]
+    lines += [f"| {name} | " + " | ".join(number(summaries[v].get(key), spec) for v in variants) + " |"
               for name, key, spec in rows]
-    khats = {s: summaries[s]["psis_khat"] for s in SAMPLERS}
+    khats = {v: summaries[v]["psis_khat"] for v in variants}
     lines.append("| PSIS k-hat median / share > 0.7 / not fitted (SMC: final stage) | "
                  + " | ".join(f"{number(k['median'], '.2f')} / {number(k['share_above_0.7'], '.0%')} / "
                               f"{k['not_fitted']}" for k in khats.values()) + " |")
     header = (f"{setting['corpus']}/{setting['split']}: {setting['documents']} documents, {setting['tokens']:,} "
               f"tokens, N = {setting['particles']} particles, R = {len(setting['seeds'])} seeds, "
               f"{setting['device']} (torch threads: {setting['torch_threads']}), checkpoint {setting['checkpoint']}")
-    name = {"is": "IS", "smc": "SMC"}
-    equal_particles = decision["lower_variance_at_equal_particles"]
-    equal_seconds = decision["lower_variance_x_seconds"]
+    if "hint_weight" in setting:
+        header += f"; hints: weight {setting['hint_weight']}, temperature {setting['hint_temperature']}"
+    sds = ", ".join(f"{NAMES[v]} {summaries[v]['mean_sd_log_p']:.3f}" for v in variants)
+    costs = ", ".join(f"{NAMES[v]} {summaries[v]['variance_x_seconds_per_run']:.3g}" for v in variants)
     footer = [
-        f"Lower variance at equal particles: **{name[equal_particles]}** (sd of log p_hat(x): IS "
-        f"{summaries['is']['mean_sd_log_p']:.3f}, SMC {summaries['smc']['mean_sd_log_p']:.3f} nats; "
-        f"IS / SMC = {decision['sd_ratio_is_over_smc']:.2f}).",
-        f"Lower variance at equal seconds (variance x seconds): **{name[equal_seconds]}** "
-        f"(SMC took {decision['seconds_ratio_smc_over_is']:.2f}x IS's seconds).",
-        f"Higher mean log p_hat(x): **{name[decision['higher_mean_log_p']]}**.",
+        f"Lower variance at equal particles: **{NAMES[decision['lower_variance_at_equal_particles']]}** (sd of "
+        f"log p_hat(x): {sds} nats).",
+        f"Lower variance at equal seconds (variance x seconds): **{NAMES[decision['lower_variance_x_seconds']]}** "
+        f"({costs}).",
+        f"Higher mean log p_hat(x): **{NAMES[decision['higher_mean_log_p']]}**.",
     ]
-    if decision["higher_mean_log_p"] != equal_particles:
-        footer.append("The spread and the mean disagree: a sampler whose log p_hat(x) is both steadier and lower is "
-                      "steadily missing the rare large weights (ESS near 1), so its spread understates its error.")
+    if decision["higher_mean_log_p"] != decision["lower_variance_at_equal_particles"]:
+        footer.append("The spread and the mean disagree: an estimator whose log p_hat(x) is both steadier and lower "
+                      "is steadily missing the rare large weights (ESS near 1), so its spread understates its error.")
     return "\n".join([header, "", *lines, "", *footer])
 
 
@@ -194,12 +223,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Both samplers over every seed; the table, samplers.json and samplers.md."""
+    """Every variant over every seed; the table, samplers.json and samplers.md."""
     setting, runs = run_seeds(args)
-    summaries = {sampler: sampler_summary(runs[sampler], setting["tokens"]) for sampler in SAMPLERS}
+    summaries = {variant: sampler_summary(runs[variant], setting["tokens"]) for variant in args.variants}
     decision = verdict(summaries)
     result = {**command_record(build_parser(), args), **setting,
-              "document_keys": runs[SAMPLERS[0]][0].keys, "samplers": summaries, "verdict": decision}
+              "document_keys": runs[args.variants[0]][0].keys, "samplers": summaries, "verdict": decision}
     text = markdown(setting, summaries, decision)
     print(text)
     out = Path(args.out)

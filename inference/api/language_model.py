@@ -29,6 +29,7 @@ from inference.algorithms.posterior import (
 from inference.api.arguments import Texts, as_documents, check_sampling, seeded
 from inference.api.reranking import Reranking, Resolver, check_rerank_options, resolver_of
 from inference.api.tables import formatted, html_table
+from inference.algorithms.hints import HintSettings, batch_hints, document_hints
 from inference.evaluation.marginal_ppl import particle_batches, run_samplers
 from inference.evaluation.rerank import gold_mention_documents, noise_free, rerank_document
 from inference.training.checkpoint import Checkpoint, entitynlm_modules, language_model
@@ -288,14 +289,17 @@ class LanguageModel:
         return originals, [preprocess_document(d, self.checkpoint.preprocess, vocabulary)[0] for d in originals]
 
     def log_likelihood(self, text: Texts, particles: int = 100, sampler: str = "smc", seed: int = 0,
-                       batch_tokens: int = 20_000) -> Likelihood | Likelihoods:
+                       batch_tokens: int = 20_000, resample: str = "sentence",
+                       hints: HintSettings = HintSettings()) -> Likelihood | Likelihoods:
         """log p(x) of a text (a :class:`Likelihood`) or of a list of texts (:class:`Likelihoods`, with the corpus
         perplexity). EntityNLM estimates it from ``particles`` annotations drawn from its proposal, by ``sampler``
         "smc" (sequential Monte Carlo resampling at sentence ends: less variance, the command's default) or
         "is" (importance sampling, the paper's eq. 11); the RNNLM computes it exactly. A Document is read the
         way the corpora are (``inference.evaluation.marginal_ppl``: its mentions, if any, decide which punctuation is
         kept, and are otherwise not used); documents are batched as that command does (``batch_tokens`` particles x
-        tokens), so a corpus's documents get the command's numbers for the same random state."""
+        tokens), so a corpus's documents get the command's numbers for the same random state. ``resample`` and
+        ``hints`` as the command's ``--resample`` and ``--hint-*`` options: SMC's resampling points, and the
+        proposal's mixture with the coreference pipeline's reading of the texts."""
         check_sampling(particles, sampler)
         originals, prepared = self.read(text)
         vocabulary = self.checkpoint.vocabulary
@@ -303,9 +307,16 @@ class LanguageModel:
         batches = particle_batches(prepared, vocabulary, per_particle, batch_tokens, self.device)
         results: dict[tuple[str, int], Likelihood] = {}
         if self.kind == "entitynlm":
+            batch_hint = None
+            if hints.used:
+                read = document_hints(hints, hints.pipeline(), originals, prepared, self.checkpoint.preprocess)
+                by_key = {document.key: hint for document, hint in zip(prepared, read)}
+                documents = {document.key: document for document in prepared}
+                batch_hint = [batch_hints(hints, batch, by_key, documents) for batch in batches]
             with seeded(seed):
                 run = run_samplers(batches, *self.modules(self.proposal), particles, (sampler,),
-                                   vocabulary.index(EOS), progress=False)[sampler]
+                                   vocabulary.index(EOS), progress=False, hints=batch_hint,
+                                   resample=resample)[sampler]
             for key, row in zip(run.keys, run.statistics):
                 results[key["document"], key["part"]] = Likelihood(
                     key["document"], row["log_likelihood"], key["tokens"], sampler, particles, row["ess"],

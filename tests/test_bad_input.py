@@ -403,6 +403,7 @@ ROWS = [
     row("benchmarks/quality.py", "--data-dir D --entitynlm E --rnnlm R --ngram N --corpora litbank "
         "--out {quality_out}", "{quality_out}/quality_litbank.json: a result with other settings"),
     row("benchmarks/samplers.py", "--seeds 1 --out {out}", "argument --seeds: must be at least 2"),
+    row("benchmarks/samplers.py", "--variants smc smc --out {out}", "--variants: name at least two"),
     row("benchmarks/samplers.py", "--checkpoint {truncated} --corpus sample --out {out}",
         "{truncated}: not an entitylm checkpoint"),
     row("benchmarks/speed.py", "--data-dir {data_unfinished} --out {out}",

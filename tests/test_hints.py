@@ -148,3 +148,28 @@ def test_the_posterior_on_the_pipelines_mentions_is_scored_and_calibrated(tmp_pa
     assert sum(row["pairs"] for row in result["calibration"]["bins"]) == result["calibration"]["pairs"]
     assert "posterior MAP" in printed and "expected calibration error" in printed
     assert figure.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_local_link_probabilities_are_the_models_conditionals():
+    from coref.document import Mention
+    from generative.layers.batch import make_batch
+    from inference.evaluation.posterior_resolver import local_link_probabilities
+    from inference.evaluation.rerank import noise_free
+    from inference.training.checkpoint import Checkpoint, entitynlm_modules, pretrained
+
+    checkpoint = noise_free(Checkpoint.load(pretrained("entitynlm.pt")))
+    model = entitynlm_modules(checkpoint, "cpu")[0]
+    words = "anna met tom . she gave him the book and he thanked her".split()
+    labels = [1, 2, 1, 2, 2, 1]
+    spans = [(0, 1), (2, 3), (4, 5), (6, 7), (10, 11), (12, 13)]
+    document = Document("d", words, [(0, 4), (4, 13)], [Mention(s, e, c) for (s, e), c in zip(spans, labels)])
+    probabilities = local_link_probabilities(model, checkpoint, document, "cpu", window=30)
+    earlier, later = link_pairs(len(spans), 30)
+    j = 4  # "he": join anna's cluster, tom's, or a new one; scored independently by the model's log-likelihood
+    moved = [[*labels[:j], cluster, *labels[j + 1:]] for cluster in (1, 2, 3)]
+    candidates = [document.replace(mentions=[Mention(s, e, c) for (s, e), c in zip(spans, row)]) for row in moved]
+    with torch.no_grad():
+        exact = torch.softmax(model.log_likelihood(make_batch(candidates, checkpoint.vocabulary)).double(), 0)
+    for i in range(j):
+        (pair,) = np.flatnonzero((earlier == i) & (later == j))
+        assert probabilities[pair] == pytest.approx(float(exact[labels[i] - 1]), rel=1e-4)

@@ -6,11 +6,20 @@ as observed R and L, the posterior p(E | x, R, L) is sampled (:func:`inference.a
 with ``mentions``); its MAP structure (the particle of highest p(x, R, E, L)) is scored against the gold beside
 the pipeline's own clusters, by CoNLL F1 on the same documents and tokens.
 
-Calibration: for each mention and each of the ``window`` mentions before it, the posterior probability that the
-two are one entity (the weighted share of particles that put them together) against whether the gold says so
-(both spans gold mentions of one entity). Expected calibration error over ``bins`` equal-width bins:
-sum_b (n_b / n) |mean probability_b - observed rate_b|; the reliability diagram plots the two per bin. Pairs are
-bounded by the window, so they grow linearly with the mentions.
+Calibration: for each mention and each of the ``window`` mentions before it, the probability that the two are one
+entity against whether the gold says so (both spans gold mentions of one entity), two ways:
+
+- ``particles``: the posterior marginal, the weighted share of particles that put them together. Over a whole
+  document the weights of 100 particles collapse onto a few (ESS near 1), so these are mostly 0 or 1;
+- ``local``: the model's conditional around the MAP structure, P(mention j joins cluster c | the MAP's other
+  clusters, x), for each cluster c among the window's and a new one, each candidate structure scored exactly by
+  log p(x, R, E, L) (the known-annotation path, new-entity embeddings at their mean as reranking scores them);
+  P(i ~ j) is then the probability that j joins i's cluster. A Gibbs conditional, not a marginal: it keeps the
+  rest of the MAP fixed.
+
+Expected calibration error over ``bins`` equal-width bins: sum_b (n_b / n) |mean probability_b - observed rate_b|;
+the reliability diagram plots the two per bin. Pairs and candidate structures are bounded by the window, so they
+grow linearly with the mentions (the candidates' scoring, O(mentions x window x tokens), is the cost).
 """
 
 from __future__ import annotations
@@ -20,10 +29,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import torch
 from matplotlib.figure import Figure
 
 from coref.document import Document
+from coref.io.progress import progress as progress_bar
 from coref.metrics.coreference import evaluate
+from generative.entitynlm.model import EntityNLM
 from inference.algorithms.hints import corpus_hints
 from inference.algorithms.posterior import (
     Posterior,
@@ -34,7 +46,9 @@ from inference.algorithms.posterior import (
     without_singletons,
 )
 from inference.data import prepared_documents
+from inference.evaluation.rerank import candidate_log_joint, noise_free
 from inference.runtime import resolve_device, set_seed
+from inference.training.checkpoint import Checkpoint, entitynlm_modules
 
 WINDOW = 30  # each mention is paired with this many mentions before it
 BINS = 10
@@ -66,25 +80,26 @@ class Calibration:
         total = len(self.probabilities)
         return sum(row["pairs"] / total * abs(row["predicted"] - row["observed"]) for row in self.table())
 
-    def figure(self, title: str) -> Figure:
-        """The reliability diagram: observed rate against mean predicted probability per bin (the diagonal is
-        perfect calibration), with each bin's share of the pairs."""
-        figure = Figure(figsize=(4.5, 4.5))
-        axes = figure.subplots()
-        rows = self.table()
-        axes.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=1, label="calibrated")
+
+
+def reliability_figure(calibrations: dict[str, Calibration], title: str) -> Figure:
+    """The reliability diagram of each named calibration: observed rate against mean predicted probability per
+    bin (the diagonal is perfect calibration), with its ECE in the legend."""
+    figure = Figure(figsize=(4.5, 4.5))
+    axes = figure.subplots()
+    axes.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=1, label="calibrated")
+    for name, calibration in calibrations.items():
+        rows = calibration.table()
         axes.plot([row["predicted"] for row in rows], [row["observed"] for row in rows], marker="o",
-                  label=f"posterior (ECE {self.ece:.3f})")
-        axes.bar([(row["low"] + row["high"]) / 2 for row in rows], [row["pairs"] / len(self.labels) for row in rows],
-                 width=1 / self.bins, alpha=0.2, color="C0", label="share of pairs")
-        axes.set_xlabel("P(coreferent), posterior")
-        axes.set_ylabel("coreferent in the gold")
-        axes.set_xlim(0, 1)
-        axes.set_ylim(0, 1)
-        axes.set_title(title, fontsize=9)
-        axes.legend(fontsize=8, loc="upper left")
-        figure.tight_layout()
-        return figure
+                  label=f"{name} (ECE {calibration.ece:.3f})")
+    axes.set_xlabel("P(coreferent)")
+    axes.set_ylabel("coreferent in the gold")
+    axes.set_xlim(0, 1)
+    axes.set_ylim(0, 1)
+    axes.set_title(title, fontsize=9)
+    axes.legend(fontsize=8, loc="upper left")
+    figure.tight_layout()
+    return figure
 
 
 def link_pairs(mentions: int, window: int = WINDOW) -> tuple[np.ndarray, np.ndarray]:
@@ -102,6 +117,36 @@ def link_calibration(posterior: Posterior, gold: Document, window: int = WINDOW)
     entity = {mention.span: mention.entity for mention in gold.mentions}
     gold_entity = np.array([entity.get(span, -1 - number) for number, span in enumerate(marginals.spans)])
     return probabilities, gold_entity[earlier] == gold_entity[later]
+
+
+def local_link_probabilities(model: EntityNLM, checkpoint: Checkpoint, document: Document, device: torch.device,
+                             window: int = WINDOW, chunk: int = 64) -> np.ndarray:
+    """P(mention j joins mention i's cluster | the other mentions' clusters, x) for the pairs of
+    :func:`link_pairs` of ``document``'s mentions (its clusters: a MAP structure), by exact rescoring."""
+    mentions = sorted(document.mentions)
+    labels = np.array([mention.entity for mention in mentions])
+    earlier, later = link_pairs(len(mentions), window)
+    probabilities = np.zeros(len(earlier))
+    fresh = int(labels.max(initial=0)) + 1
+    moves: list[tuple[int, list[int]]] = []  # (mention j, the clusters it may join, a fresh one last)
+    partitions = []
+    for j in range(len(mentions)):
+        clusters = list(dict.fromkeys([*labels[max(0, j - window):j].tolist(), int(labels[j])])) + [fresh]
+        moves.append((j, clusters))
+        for cluster in clusters:
+            moved = labels.copy()
+            moved[j] = cluster
+            partitions.append(frozenset(frozenset(np.flatnonzero(moved == label) + 1) for label in set(moved)))
+    scores = np.array([score for first in range(0, len(partitions), chunk) for score in candidate_log_joint(
+        model, checkpoint, document.replace(mentions=mentions), partitions[first:first + chunk], device)])
+    offset = 0
+    for j, clusters in moves:
+        conditional = torch.softmax(torch.from_numpy(scores[offset:offset + len(clusters)]), 0).numpy()
+        joins = dict(zip(clusters, conditional))
+        pairs = np.flatnonzero(later == j)
+        probabilities[pairs] = [joins.get(int(labels[i]), 0.0) for i in earlier[pairs]]
+        offset += len(clusters)
+    return probabilities
 
 
 def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
@@ -124,7 +169,12 @@ def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
                          hints=hints if settings.used else None, hint_settings=settings, given_mentions=True)
     seconds = time.perf_counter() - started
     pairs = [link_calibration(posterior, document, window) for posterior, document in zip(results, gold)]
-    calibration = Calibration(np.concatenate([p for p, _ in pairs]), np.concatenate([label for _, label in pairs]))
+    labels = np.concatenate([label for _, label in pairs])
+    calibration = Calibration(np.concatenate([p for p, _ in pairs]), labels)
+    scorer = entitynlm_modules(noise_free(checkpoint), device)[0]
+    local = Calibration(np.concatenate([
+        local_link_probabilities(scorer, checkpoint, posterior.map_structure, device, window)
+        for posterior in progress_bar(results, desc="local link probabilities", unit="document")]), labels)
     pipeline, posterior_map = evaluate(gold, [without_singletons(d) for d in given]), evaluate(
         gold, [without_singletons(posterior.map_structure) for posterior in results])
     result = {
@@ -137,13 +187,12 @@ def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
         "posterior_map": {"scores": posterior_map.to_json(), "conll_f1": posterior_map.conll_f1},
         "calibration": {"window": window, "pairs": len(calibration.labels), "ece": calibration.ece,
                         "coreferent_share": float(calibration.labels.mean()) if len(calibration.labels) else 0.0,
-                        "bins": calibration.table()},
+                        "bins": calibration.table(), "local_ece": local.ece, "local_bins": local.table()},
         "ess": [posterior.ess for posterior in results], "seconds": seconds,
     }
     if reliability is not None:
-        title = (f"{config.corpus}/{config.split}: {len(calibration.labels)} mention pairs, "
-                 f"{config.particles} particles, {config.method}")
-        calibration.figure(title).savefig(reliability, dpi=120)
+        title = f"{config.corpus}/{config.split}: {len(labels)} mention pairs, {config.particles} particles"
+        reliability_figure({"particles": calibration, "local": local}, title).savefig(reliability, dpi=120)
         result["reliability"] = str(reliability)
     return result
 
@@ -161,7 +210,10 @@ def format_pipeline_mentions(result: dict) -> str:
     calibration = result["calibration"]
     lines.append(f"links: {calibration['pairs']} pairs within {calibration['window']} mentions, "
                  f"{100 * calibration['coreferent_share']:.1f}% coreferent; expected calibration error "
-                 f"{calibration['ece']:.4f}")
-    lines += [f"  P in [{row['low']:.1f}, {row['high']:.1f}): {row['pairs']:>6} pairs, predicted "
-              f"{row['predicted']:.3f}, observed {row['observed']:.3f}" for row in calibration["bins"]]
+                 f"{calibration['ece']:.4f} (particle marginals), {calibration['local_ece']:.4f} (local conditionals "
+                 "around the MAP)")
+    for name, key in (("particle marginals", "bins"), ("local conditionals", "local_bins")):
+        lines.append(f"  {name}:")
+        lines += [f"    P in [{row['low']:.1f}, {row['high']:.1f}): {row['pairs']:>6} pairs, predicted "
+                  f"{row['predicted']:.3f}, observed {row['observed']:.3f}" for row in calibration[key]]
     return "\n".join(lines)

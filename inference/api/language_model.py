@@ -16,6 +16,7 @@ from coref.document import Document, EntityAnnotation, bracketed, decode_entitie
 from coref.io.conll import format_conll
 from coref.io.html import document_html
 from generative.entitynlm.model import EntityNLM, EntityNLMConfig, EntityProposal
+from inference.algorithms.hints import HintSettings, batch_hints, document_hints
 from inference.algorithms.posterior import (
     AntecedentRanking,
     CoreferenceMarginals,
@@ -29,7 +30,6 @@ from inference.algorithms.posterior import (
 from inference.api.arguments import Texts, as_documents, check_sampling, seeded
 from inference.api.reranking import Reranking, Resolver, check_rerank_options, resolver_of
 from inference.api.tables import formatted, html_table
-from inference.algorithms.hints import HintSettings, batch_hints, document_hints
 from inference.evaluation.marginal_ppl import particle_batches, run_samplers
 from inference.evaluation.rerank import gold_mention_documents, noise_free, rerank_document
 from inference.training.checkpoint import Checkpoint, entitynlm_modules, language_model

@@ -23,7 +23,8 @@ from inference.commands.options import add_corpus_split, add_data_dir, add_devic
 def build_parser() -> Parser:
     """The checkpoint and its proposal, the corpus, the output, the steps and their evaluation."""
     parser = Parser(prog="python -m inference.refine", description=help_text(__doc__, refine))
-    parser.add_argument("--checkpoint", required=True, help="EntityNLM checkpoint whose proposal (or model, --wake theta) is refined")
+    parser.add_argument("--checkpoint", required=True,
+                        help="EntityNLM checkpoint whose proposal (or model, --wake theta) is refined")
     parser.add_argument("--proposal", choices=PROPOSAL_CONTEXTS, help="which proposal (default: the checkpoint's)")
     add_corpus_split(parser, split=None)
     add_data_dir(parser)

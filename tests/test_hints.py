@@ -173,3 +173,15 @@ def test_local_link_probabilities_are_the_models_conditionals():
     for i in range(j):
         (pair,) = np.flatnonzero((earlier == i) & (later == j))
         assert probabilities[pair] == pytest.approx(float(exact[labels[i] - 1]), rel=1e-4)
+
+
+def test_the_api_estimates_with_token_resampling_and_hints():
+    import inference.api as elm
+    from inference.algorithms.hints import HintSettings
+
+    model = elm.load("entitynlm")
+    text = "Anna met her brother in Paris. She thanked him, and he smiled at her."
+    plain = model.log_likelihood(text, particles=10, seed=1)
+    hinted = model.log_likelihood(text, particles=10, seed=1, resample="token", hints=HintSettings(0.5, 4.0))
+    assert math.isfinite(hinted.log_p) and hinted.log_p != plain.log_p
+    assert model.log_likelihood(text, particles=10, seed=1, resample="token", hints=HintSettings(0.5, 4.0)) == hinted

@@ -379,6 +379,8 @@ ROWS = [
         "--given-mentions is for --evaluate"),
     row("inference.posterior", "--evaluate --given-mentions pipeline --method both", "scores one method"),
     row("inference.posterior", "--evaluate --reliability {out}/r.png", "--reliability needs --given-mentions"),
+    row("inference.posterior", "--evaluate --link-temperature 2", "--link-temperature needs --given-mentions"),
+    row("inference.posterior", "--evaluate --given-mentions pipeline --link-temperature 0", "--link-temperature"),
     row("inference.posterior", "--evaluate --given-mentions pipeline --hint-resolver {binary}", "{binary}"),
     row("entitylm-posterior", "--conll {empty} --out {out}", "{empty}:1:"),
     # ---- reranking and entity prediction --------------------------------------------------------------------

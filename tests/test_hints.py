@@ -153,7 +153,7 @@ def test_the_posterior_on_the_pipelines_mentions_is_scored_and_calibrated(tmp_pa
 def test_local_link_probabilities_are_the_models_conditionals():
     from coref.document import Mention
     from generative.layers.batch import make_batch
-    from inference.evaluation.posterior_resolver import local_link_probabilities
+    from inference.evaluation.posterior_resolver import local_links
     from inference.evaluation.rerank import noise_free
     from inference.training.checkpoint import Checkpoint, entitynlm_modules, pretrained
 
@@ -163,7 +163,8 @@ def test_local_link_probabilities_are_the_models_conditionals():
     labels = [1, 2, 1, 2, 2, 1]
     spans = [(0, 1), (2, 3), (4, 5), (6, 7), (10, 11), (12, 13)]
     document = Document("d", words, [(0, 4), (4, 13)], [Mention(s, e, c) for (s, e), c in zip(spans, labels)])
-    probabilities = local_link_probabilities(model, checkpoint, document, "cpu", window=30)
+    links = local_links(model, checkpoint, document, "cpu", window=30)
+    probabilities = links.probabilities()
     earlier, later = link_pairs(len(spans), 30)
     j = 4  # "he": join anna's cluster, tom's, or a new one; scored independently by the model's log-likelihood
     moved = [[*labels[:j], cluster, *labels[j + 1:]] for cluster in (1, 2, 3)]
@@ -173,6 +174,8 @@ def test_local_link_probabilities_are_the_models_conditionals():
     for i in range(j):
         (pair,) = np.flatnonzero((earlier == i) & (later == j))
         assert probabilities[pair] == pytest.approx(float(exact[labels[i] - 1]), rel=1e-4)
+    flat = links.probabilities(temperature=1e6)  # tempered without bound: each of j's 3 candidates alike
+    assert flat[(earlier == 0) & (later == j)] == pytest.approx(1 / 3, rel=1e-4)
 
 
 def test_the_api_estimates_with_token_resampling_and_hints():

@@ -43,7 +43,7 @@ from inference.algorithms.posterior import (
     format_analysis,
     format_evaluation,
 )
-from inference.checks import integer
+from inference.checks import integer, real
 from inference.commands.cli import Parser, config_of, run_command
 from inference.commands.options import add_corpus_split, add_data_dir, add_device, add_hint_options, add_json, add_seed
 from inference.evaluation.posterior_resolver import evaluate_on_pipeline_mentions, format_pipeline_mentions
@@ -80,6 +80,9 @@ def build_parser() -> Parser:
                              "and the calibration of its link probabilities")
     parser.add_argument("--reliability", metavar="PNG",
                         help="--given-mentions: also draw the links' reliability diagram into this file")
+    parser.add_argument("--link-temperature", type=real(0, include_low=False), default=1.0,
+                        help="--given-mentions: divide the local link conditionals' scores by this (choose it on "
+                             "dev: the report gives the calibration error at several)")
     parser.add_argument("--samples", type=integer(1), default=20,
                         help="structures drawn per document into samples.conll")
     parser.add_argument("--ess-threshold", type=float, default=0.5,
@@ -120,6 +123,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         (args.given_mentions is not None and args.method == "both",
          "--given-mentions scores one method: choose --method sir or smc"),
         (args.reliability is not None and args.given_mentions is None, "--reliability needs --given-mentions"),
+        (args.link_temperature != 1.0 and args.given_mentions is None, "--link-temperature needs --given-mentions"),
     ]
     for problem, message in problems:
         if problem:
@@ -132,7 +136,8 @@ def run(args: argparse.Namespace) -> dict:
     pipeline's mentions with ``--given-mentions``)."""
     config = config_of(PosteriorConfig, args)
     if args.given_mentions:
-        return evaluate_on_pipeline_mentions(config, reliability=args.reliability)
+        return evaluate_on_pipeline_mentions(config, reliability=args.reliability,
+                                             link_temperature=args.link_temperature)
     return evaluate_map(config) if args.evaluate else analyse(config)
 
 

@@ -15,7 +15,8 @@ entity against whether the gold says so (both spans gold mentions of one entity)
   clusters, x), for each cluster c among the window's and a new one, each candidate structure scored exactly by
   log p(x, R, E, L) (the known-annotation path, new-entity embeddings at their mean as reranking scores them);
   P(i ~ j) is then the probability that j joins i's cluster. A Gibbs conditional, not a marginal: it keeps the
-  rest of the MAP fixed.
+  rest of the MAP fixed. ``--link-temperature T`` divides the scores by T before the softmax (a tempered
+  conditional, chosen on dev: the report gives the calibration error at several T).
 
 Expected calibration error over ``bins`` equal-width bins: sum_b (n_b / n) |mean probability_b - observed rate_b|;
 the reliability diagram plots the two per bin. Pairs and candidate structures are bounded by the window, so they
@@ -52,6 +53,7 @@ from inference.training.checkpoint import Checkpoint, entitynlm_modules
 
 WINDOW = 30  # each mention is paired with this many mentions before it
 BINS = 10
+TEMPERATURES = (0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)  # the local conditionals' temperatures reported
 
 
 @dataclass(frozen=True)
@@ -119,40 +121,59 @@ def link_calibration(posterior: Posterior, gold: Document, window: int = WINDOW)
     return probabilities, gold_entity[earlier] == gold_entity[later]
 
 
-def local_link_probabilities(model: EntityNLM, checkpoint: Checkpoint, document: Document, device: torch.device,
-                             window: int = WINDOW, chunk: int = 64) -> np.ndarray:
-    """P(mention j joins mention i's cluster | the other mentions' clusters, x) for the pairs of
-    :func:`link_pairs` of ``document``'s mentions (its clusters: a MAP structure), by exact rescoring."""
+@dataclass(frozen=True)
+class LocalLinks:
+    """The scored moves of one MAP structure's mentions: mention ``mention[k]`` moved to cluster ``cluster[k]``
+    scores ``score[k]`` = log p(x, R, E, L); the pairs of :func:`link_pairs` and each one's earlier mention's cluster.
+    """
+
+    mention: np.ndarray
+    cluster: np.ndarray
+    score: np.ndarray
+    later: np.ndarray
+    earlier_cluster: np.ndarray
+
+    def probabilities(self, temperature: float = 1.0) -> np.ndarray:
+        """P(later joins earlier's cluster | the rest) for each pair, the scores divided by ``temperature`` (1:
+        the model's own conditional; above 1 a flatter, tempered one)."""
+        scaled = self.score / temperature
+        peak = np.full(self.mention.max(initial=-1) + 1, -np.inf)
+        np.maximum.at(peak, self.mention, scaled)
+        weight = np.exp(scaled - peak[self.mention])
+        total = np.bincount(self.mention, weights=weight, minlength=len(peak))
+        joins = dict(zip(zip(self.mention.tolist(), self.cluster.tolist()), (weight / total[self.mention]).tolist()))
+        return np.array([joins.get(pair, 0.0) for pair in zip(self.later.tolist(), self.earlier_cluster.tolist())])
+
+
+def local_links(model: EntityNLM, checkpoint: Checkpoint, document: Document, device: torch.device,
+                window: int = WINDOW, chunk: int = 64) -> LocalLinks:
+    """Every mention of ``document`` (its clusters: a MAP structure) moved to each cluster of the ``window``
+    mentions before it, or its own, or a new one alone, each candidate scored exactly (``chunk`` per run)."""
     mentions = sorted(document.mentions)
     labels = np.array([mention.entity for mention in mentions])
     earlier, later = link_pairs(len(mentions), window)
-    probabilities = np.zeros(len(earlier))
     fresh = int(labels.max(initial=0)) + 1
-    moves: list[tuple[int, list[int]]] = []  # (mention j, the clusters it may join, a fresh one last)
+    moves: list[tuple[int, int]] = []
     partitions = []
     for j in range(len(mentions)):
-        clusters = list(dict.fromkeys([*labels[max(0, j - window):j].tolist(), int(labels[j])])) + [fresh]
-        moves.append((j, clusters))
-        for cluster in clusters:
+        for cluster in [*dict.fromkeys([*labels[max(0, j - window):j].tolist(), int(labels[j])]), fresh]:
             moved = labels.copy()
             moved[j] = cluster
+            moves.append((j, cluster))
             partitions.append(frozenset(frozenset(np.flatnonzero(moved == label) + 1) for label in set(moved)))
-    scores = np.array([score for first in range(0, len(partitions), chunk) for score in candidate_log_joint(
-        model, checkpoint, document.replace(mentions=mentions), partitions[first:first + chunk], device)])
-    offset = 0
-    for j, clusters in moves:
-        conditional = torch.softmax(torch.from_numpy(scores[offset:offset + len(clusters)]), 0).numpy()
-        joins = dict(zip(clusters, conditional))
-        pairs = np.flatnonzero(later == j)
-        probabilities[pairs] = [joins.get(int(labels[i]), 0.0) for i in earlier[pairs]]
-        offset += len(clusters)
-    return probabilities
+    scores = [score for first in range(0, len(partitions), chunk) for score in candidate_log_joint(
+        model, checkpoint, document.replace(mentions=mentions), partitions[first:first + chunk], device)]
+    mention, cluster = (np.array(values, dtype=np.int64).reshape(-1) for values in zip(*moves)) if moves else (
+        np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+    return LocalLinks(mention, cluster, np.array(scores), later, labels[earlier])
 
 
 def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
-                                  reliability: str | Path | None = None) -> dict:
+                                  reliability: str | Path | None = None, link_temperature: float = 1.0) -> dict:
     """The posterior's MAP structure and link marginals on the pipeline's mentions of the corpus split, beside
-    the pipeline's own clusters (module docstring); ``reliability``: write the reliability diagram there (PNG)."""
+    the pipeline's own clusters (module docstring); ``reliability``: write the reliability diagram there (PNG);
+    ``link_temperature``: the local conditionals' temperature (their calibration error is also reported at each of
+    :data:`TEMPERATURES`, to choose it on dev)."""
     device = resolve_device(config.device)
     settings = config.hints()
     pipeline = settings.pipeline()  # the mentions are its, whatever the proposal's weight on its hints
@@ -172,9 +193,13 @@ def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
     labels = np.concatenate([label for _, label in pairs])
     calibration = Calibration(np.concatenate([p for p, _ in pairs]), labels)
     scorer = entitynlm_modules(noise_free(checkpoint), device)[0]
-    local = Calibration(np.concatenate([
-        local_link_probabilities(scorer, checkpoint, posterior.map_structure, device, window)
-        for posterior in progress_bar(results, desc="local link probabilities", unit="document")]), labels)
+    links = [local_links(scorer, checkpoint, posterior.map_structure, device, window)
+             for posterior in progress_bar(results, desc="local link probabilities", unit="document")]
+
+    def local_calibration(temperature: float) -> Calibration:
+        return Calibration(np.concatenate([link.probabilities(temperature) for link in links]), labels)
+
+    local = local_calibration(link_temperature)
     pipeline, posterior_map = evaluate(gold, [without_singletons(d) for d in given]), evaluate(
         gold, [without_singletons(posterior.map_structure) for posterior in results])
     result = {
@@ -187,7 +212,9 @@ def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
         "posterior_map": {"scores": posterior_map.to_json(), "conll_f1": posterior_map.conll_f1},
         "calibration": {"window": window, "pairs": len(calibration.labels), "ece": calibration.ece,
                         "coreferent_share": float(calibration.labels.mean()) if len(calibration.labels) else 0.0,
-                        "bins": calibration.table(), "local_ece": local.ece, "local_bins": local.table()},
+                        "bins": calibration.table(), "link_temperature": link_temperature, "local_ece": local.ece,
+                        "local_bins": local.table(),
+                        "local_ece_by_temperature": {str(t): local_calibration(t).ece for t in TEMPERATURES}},
         "ess": [posterior.ess for posterior in results], "seconds": seconds,
     }
     if reliability is not None:
@@ -211,7 +238,9 @@ def format_pipeline_mentions(result: dict) -> str:
     lines.append(f"links: {calibration['pairs']} pairs within {calibration['window']} mentions, "
                  f"{100 * calibration['coreferent_share']:.1f}% coreferent; expected calibration error "
                  f"{calibration['ece']:.4f} (particle marginals), {calibration['local_ece']:.4f} (local conditionals "
-                 "around the MAP)")
+                 f"around the MAP, temperature {calibration['link_temperature']:g})")
+    lines.append("  local conditionals' error by temperature: " + ", ".join(
+        f"{t}: {ece:.4f}" for t, ece in calibration["local_ece_by_temperature"].items()))
     for name, key in (("particle marginals", "bins"), ("local conditionals", "local_bins")):
         lines.append(f"  {name}:")
         lines += [f"    P in [{row['low']:.1f}, {row['high']:.1f}): {row['pairs']:>6} pairs, predicted "

@@ -124,6 +124,7 @@ class HintedTracker(EntityTracker):
         self.hint_entity = self.hint_entity[ancestors, documents]
 
     def _proposed(self, kind: str, t: int, categorical: dist.Categorical) -> dist.Categorical:
+        """The mixture (1 - weight) Q + weight hint for site ``kind`` of step t (module docstring)."""
         own = self._tempered(categorical).probs
         hints, row = self.hints, self.hints.row[:, t]  # (B,)
         at_mention = (row > 0)[:, None]  # (B, 1), against (P, B, classes)

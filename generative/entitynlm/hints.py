@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import pyro.distributions as dist
 import torch
 
-from generative.entitynlm.model import EntityTracker
+from generative.entitynlm.model import EntityProposal, EntityTracker, Site
 from generative.entitynlm.state import Annotation
 from generative.layers.batch import DocumentBatch
 
@@ -152,3 +152,13 @@ class HintedTracker(EntityTracker):
         target = torch.cat([new, torch.where(entity >= 0, entity, new)], dim=-1)
         mass = probabilities.expand(particles, -1, -1)
         return mass.new_zeros((*target.shape[:2], slots)).scatter_add_(-1, target.clamp(max=slots - 1), mass)
+
+
+def hinted_tracker(proposal: EntityProposal, batch: DocumentBatch, particles: int, states: torch.Tensor,
+                     site: Site, hints: CorefHints | None = None) -> EntityTracker:
+    """The proposal's entity tracker (:meth:`EntityProposal.tracker`), drawing from the mixture with the
+    pipeline's ``hints`` where there are any."""
+    if hints is None:
+        return proposal.tracker(batch, particles, states, site=site)
+    return HintedTracker(proposal.heads, proposal.config, batch, particles, states, proposal.temperature, site,
+                         hints=hints)

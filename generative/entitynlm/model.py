@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import pyro
 import pyro.distributions as dist
@@ -50,9 +49,6 @@ from generative.layers.batch import DocumentBatch
 from generative.layers.density import LogDensity
 from generative.layers.encoder import BidirectionalWordEncoder, WordEncoder
 from generative.layers.softmax import make_softmax
-
-if TYPE_CHECKING:
-    from generative.entitynlm.hints import CorefHints
 
 NEW_ENTITY_SITE = "new_entity"  # the eq. 7 noise sites: a density, not part of the structure's probability
 
@@ -333,15 +329,11 @@ class EntityProposal(PyroModule):
                 self.step(t, states, tracker, gold)
 
     def tracker(self, batch: DocumentBatch, particles: int, states: torch.Tensor,
-                tempered: bool = True, site: Site = pyro_site, hints: CorefHints | None = None) -> EntityTracker:
-        """A fresh entity state for ``particles`` proposals over ``batch``, at the proposal's temperature; with
-        ``hints``, drawing from the mixture with the coreference pipeline's (:mod:`generative.entitynlm.hints`)."""
+                tempered: bool = True, site: Site = pyro_site) -> EntityTracker:
+        """A fresh entity state for ``particles`` proposals over ``batch``, at the proposal's temperature (the
+        mixture with the coreference pipeline's hints: :func:`generative.entitynlm.hints.hinted_tracker`)."""
         temperature = self.temperature if tempered else 1.0
-        if hints is None:
-            return EntityTracker(self.heads, self.config, batch, particles, states, temperature, site)
-        from generative.entitynlm.hints import HintedTracker  # that module extends this one's tracker
-
-        return HintedTracker(self.heads, self.config, batch, particles, states, temperature, site, hints=hints)
+        return EntityTracker(self.heads, self.config, batch, particles, states, temperature, site)
 
     def step(self, t: int, states: torch.Tensor, tracker: EntityTracker, gold: Annotation | None = None) -> None:
         """Token t: R, E, L proposed from h_t, the state after reading x_t, and the entity update."""

@@ -50,7 +50,7 @@ import torch
 
 from coref.document import Document, EntityAnnotation, Mention
 from coref.io.progress import progress as progress_bar
-from generative.entitynlm.hints import CorefHints
+from generative.entitynlm.hints import CorefHints, hinted_tracker
 from generative.entitynlm.model import NEW_ENTITY_SITE, EntityNLM, EntityProposal, MentionState
 from generative.entitynlm.state import Annotation
 from generative.layers.batch import DocumentBatch, stream_positions
@@ -242,7 +242,7 @@ def sample_structures(
     proposed = ProposalSites()
     scored = ModelSites(proposed)
     model_tracker = model.tracker(batch, particles, model_states, site=scored)
-    proposal_tracker = proposal.tracker(batch, particles, proposal_states, site=proposed, hints=hints)
+    proposal_tracker = hinted_tracker(proposal, batch, particles, proposal_states, proposed, hints)
     for tracker in (model_tracker, proposal_tracker):
         tracker.score_drawn_entities_only = True
     with pyro.validation_enabled(False):  # argument and support checks cost several small ops per site

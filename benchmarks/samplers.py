@@ -46,7 +46,7 @@ from generative.entitynlm.model import PROPOSAL_CONTEXTS
 from inference.checks import integer, output_folder, real
 from inference.commands.cli import USER_ERRORS, Parser, config_of, run_main
 from inference.evaluation import marginal_ppl
-from inference.runtime import resolve_device, set_seed
+from inference.runtime import resolve_device
 from inference.training.checkpoint import entitynlm_checkpoint
 
 VARIANTS = {  # name -> (sampler, resampling points, with the pipeline's hints)
@@ -106,10 +106,9 @@ def run_seeds(args: argparse.Namespace) -> tuple[dict, dict[str, list[marginal_p
     runs: dict[str, list[marginal_ppl.SamplerRun]] = {name: [] for name in args.variants}
     for seed in range(args.seed, args.seed + args.seeds):
         order = args.variants if seed % 2 == 0 else args.variants[::-1]
-        for name in order:  # each variant's state is the seed's, whatever ran before it
-            set_seed(seed)
+        for name in order:  # each variant draws from the seed's (per batch), whatever ran before it
             sampler, resample, with_hints = VARIANTS[name]
-            run = marginal_ppl.run_samplers(batches, model, proposal, args.particles, (sampler,), eos,
+            run = marginal_ppl.run_samplers(batches, model, proposal, args.particles, (sampler,), eos, seed,
                                             hints=hints if with_hints else None, resample=resample)
             runs[name].append(run[sampler])
         print(f"seed {seed}: " + ", ".join(f"{name} {runs[name][-1].seconds:.1f} s" for name in args.variants),

@@ -10,6 +10,8 @@ import numpy as np
 import pyro
 import torch
 
+from inference.distributed import local_device
+
 
 def set_seed(seed: int) -> None:
     """Seed python, numpy, torch and pyro, so a run is reproducible."""
@@ -18,10 +20,18 @@ def set_seed(seed: int) -> None:
     pyro.set_rng_seed(seed)  # torch too
 
 
+def batch_seed(seed: int, number: int) -> int:
+    """The seed batch ``number`` of a run seeded ``seed`` draws from: each batch has its own, so its figures do
+    not depend on the batches before it, nor on which rank ran it under torchrun."""
+    return int(np.random.SeedSequence([seed, number]).generate_state(1)[0])
+
+
 def resolve_device(name: str) -> torch.device:
-    """``auto`` picks CUDA when there is a GPU; ``cuda`` without one is an error, not a silent CPU run."""
+    """``auto`` picks CUDA when there is a GPU; ``cuda`` without one is an error, not a silent CPU run. Under
+    ``torchrun``, ``cuda`` is the process's own GPU (``cuda:LOCAL_RANK``)."""
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
+    name = local_device(name)
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError("--device cuda: no CUDA device is available (this torch build or machine has none)")
     if name == "cpu":

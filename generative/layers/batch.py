@@ -89,6 +89,17 @@ class DocumentBatch:
         """Target tokens in the batch (host sync: call it outside per-step code)."""
         return int(self.mask.sum())
 
+    def rows(self, indices: Sequence[int]) -> DocumentBatch:
+        """The batch of documents ``indices`` alone (padded to the longest of them): a rank's share of a batch."""
+        index = torch.as_tensor(list(indices), dtype=torch.long, device=self.words.device)
+        steps = int(self.lengths[index].max())
+        picked = {f.name: getattr(self, f.name) for f in fields(self)}
+        for name, value in picked.items():
+            if isinstance(value, torch.Tensor):
+                picked[name] = value[index, :steps]
+        picked["keys"] = tuple(self.keys[i] for i in indices)
+        return DocumentBatch(**picked)
+
     def to(self, device: torch.device | str) -> DocumentBatch:
         moved = {f.name: getattr(self, f.name) for f in fields(self)}
         for name, value in moved.items():

@@ -41,7 +41,8 @@ from generative.layers.batch import batches_by_length
 from inference.algorithms.hints import HintOptions, HintSettings, batch_hints, corpus_hints, document_hints
 from inference.algorithms.smc import ParticleStructures, sample_structures, stream_to_document
 from inference.data import prepared_documents
-from inference.runtime import resolve_device, set_seed
+from inference.distributed import ranks
+from inference.runtime import batch_seed, resolve_device, set_seed
 from inference.training.checkpoint import PROPOSAL_WEIGHTS, Checkpoint, entitynlm_checkpoint, entitynlm_modules
 
 METHODS = {"sir": "never", "smc": "sentence"}
@@ -114,28 +115,36 @@ def posteriors(
     hints: dict[tuple[str, int], CorefHint] | None = None,
     hint_settings: HintSettings = HintSettings(),
     given_mentions: bool = False,
+    seed: int = 0,
 ) -> list[Posterior]:
     """SIR or SMC posteriors of preprocessed ``documents`` (same order), structures on the same tokens; SMC
     resamples a document at a sentence end (or, with ``resample="token"``, after any token) when its ESS is
     below ``ess_threshold`` x ``particles``. ``hints`` (by document key) and ``hint_settings``: the proposal
     follows the coreference pipeline (:mod:`generative.entitynlm.hints`). ``given_mentions``: the documents'
-    own mentions are given (R and L observed) and only their entities are sampled, p(E | x, R, L)."""
-    by_key = {}
+    own mentions are given (R and L observed) and only their entities are sampled, p(E | x, R, L). Batch ``n``
+    draws from seed :func:`inference.runtime.batch_seed` ``(seed, n)``; under torchrun each rank samples every
+    ``world``-th batch and all get every posterior (the same as one process's)."""
+    run = ranks()
     by_document = {document.key: document for document in documents}
     batches = batches_by_length(documents, vocabulary, max(1, batch_tokens // particles))
-    with progress_bar(total=len(documents), desc=f"{method.upper()} posteriors, {particles} particles each",
-                      unit="document", enabled=progress) as bar:
-        for batch in batches:
-            batch = batch.to(device)
+    mine = run.shard(range(len(batches)))
+    done = []
+    with progress_bar(total=sum(batches[number].size for number in mine), unit="document",
+                      desc=f"{method.upper()} posteriors, {particles} particles each",
+                      enabled=progress and run.leader) as bar:
+        for number in mine:
+            set_seed(batch_seed(seed, number))
+            batch = batches[number].to(device)
             batch_hint = None if hints is None else batch_hints(hint_settings, batch, hints, by_document)
             mentions = Annotation(batch.R, None, batch.L - 1) if given_mentions else None
             sampled = sample_structures(model, proposal, batch, particles, vocabulary.index(EOS),
-                                        "never" if method == "sir" else resample, ess_threshold, progress=progress,
-                                        hints=batch_hint, mentions=mentions)
-            for index, key in enumerate(batch.keys):
-                by_key[key] = (sampled, index, int(batch.lengths[index]))
+                                        "never" if method == "sir" else resample, ess_threshold,
+                                        progress=progress and run.leader, hints=batch_hint, mentions=mentions)
+            done.append([_posterior(by_document[key], sampled, index, int(batch.lengths[index]))
+                         for index, key in enumerate(batch.keys)])
             bar.update(batch.size)
-    return [_posterior(document, *by_key[document.key]) for document in documents]
+    by_key = {posterior.document.key: posterior for batch in run.gather(done) for posterior in batch}
+    return [by_key[document.key] for document in documents]
 
 
 def _posterior(document: Document, sampled: ParticleStructures, index: int, length: int) -> Posterior:
@@ -548,12 +557,12 @@ def original_posteriors(model: EntityNLM, proposal: EntityProposal, originals: S
                         checkpoint: Checkpoint, particles: int, method: str, batch_tokens: int = 20_000,
                         device: torch.device | str = "cpu", progress: bool = True,
                         ess_threshold: float = 0.5, resample: str = "sentence",
-                        hint_settings: HintSettings = HintSettings()) -> list[Posterior]:
+                        hint_settings: HintSettings = HintSettings(), seed: int = 0) -> list[Posterior]:
     """:func:`posteriors` of documents as they were read (their mentions, if any, are not used): each is read the
     way the model reads text (the checkpoint's preprocessing and vocabulary), and every sampled structure is
     moved back onto its original tokens, so ``Posterior.document`` is the original and its ``structures`` and
     ``map_structure`` annotate the original tokens. ``hint_settings``: the proposal follows the coreference
-    pipeline's reading of the originals."""
+    pipeline's reading of the originals; ``seed`` as :func:`posteriors`'."""
     originals = [document.replace(mentions=()) for document in originals]
     config = checkpoint.preprocess
     prepared = [preprocess_document(document, config, checkpoint.vocabulary)[0] for document in originals]
@@ -562,7 +571,7 @@ def original_posteriors(model: EntityNLM, proposal: EntityProposal, originals: S
         read = document_hints(hint_settings, hint_settings.pipeline(), originals, prepared, config)
         hints = {document.key: hint for document, hint in zip(prepared, read)}
     results = posteriors(model, proposal, prepared, checkpoint.vocabulary, particles, method, batch_tokens, device,
-                         progress, ess_threshold, resample, hints, hint_settings)
+                         progress, ess_threshold, resample, hints, hint_settings, seed=seed)
     moved = []
     for original, posterior in zip(originals, results):
         kept = kept_tokens(original, config)
@@ -579,10 +588,13 @@ def analyse(config: PosteriorConfig) -> dict:
     originals = input_documents(config.text, config.file, config.conll)
     checkpoint, model, proposal = load_model(config.checkpoint, config.proposal, device)
     names = [document_name(document) for document in originals]
+    results = original_posteriors(model, proposal, originals, checkpoint, config.particles, config.method,
+                                  config.batch_tokens, device, ess_threshold=config.ess_threshold,
+                                  resample=config.resample, hint_settings=config.hints(), seed=config.seed)
+    if not ranks().leader:  # under torchrun every rank has every posterior; rank 0 writes them
+        return {"maps": [], "summary": [], "out": config.out}
+    set_seed(config.seed)  # the samples' draws, whatever the posteriors' batches drew
     with replacing_folder(config.out) as folder:
-        results = original_posteriors(model, proposal, originals, checkpoint, config.particles, config.method,
-                                      config.batch_tokens, device, ess_threshold=config.ess_threshold,
-                                      resample=config.resample, hint_settings=config.hints())
         samples, maps, marginals, antecedents, texts, summary = [], [], {}, {}, [], []
         documents = zip(originals, names, heatmap_file_names(names), results)
         for original, name, heatmap, posterior in progress_bar(documents, total=len(originals), unit="document",
@@ -630,7 +642,7 @@ def evaluate_map(config: PosteriorConfig) -> dict:
         started = time.perf_counter()
         results = posteriors(model, proposal, gold, checkpoint.vocabulary, config.particles, method,
                              config.batch_tokens, device, ess_threshold=config.ess_threshold,
-                             resample=config.resample, hints=hints, hint_settings=settings)
+                             resample=config.resample, hints=hints, hint_settings=settings, seed=config.seed)
         seconds = time.perf_counter() - started
         response = [without_singletons(posterior.map_structure) for posterior in results]
         scores = evaluate(gold, response)

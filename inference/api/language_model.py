@@ -27,7 +27,7 @@ from inference.algorithms.posterior import (
     original_posteriors,
     posterior_proposal,
 )
-from inference.api.arguments import Texts, as_documents, check_sampling, seeded
+from inference.api.arguments import Texts, as_documents, check_sampling, kept_random_state, seeded
 from inference.api.reranking import Reranking, Resolver, check_rerank_options, resolver_of
 from inference.api.tables import formatted, html_table
 from inference.evaluation.marginal_ppl import particle_batches, run_samplers
@@ -313,9 +313,9 @@ class LanguageModel:
                 by_key = {document.key: hint for document, hint in zip(prepared, read)}
                 documents = {document.key: document for document in prepared}
                 batch_hint = [batch_hints(hints, batch, by_key, documents) for batch in batches]
-            with seeded(seed):
+            with kept_random_state():
                 run = run_samplers(batches, *self.modules(self.proposal), particles, (sampler,),
-                                   vocabulary.index(EOS), progress=False, hints=batch_hint,
+                                   vocabulary.index(EOS), seed, progress=False, hints=batch_hint,
                                    resample=resample)[sampler]
             for key, row in zip(run.keys, run.statistics):
                 results[key["document"], key["part"]] = Likelihood(
@@ -346,9 +346,10 @@ class LanguageModel:
         if not isinstance(text, (str, Document)):
             raise ValueError(f"posterior takes one text (a str or a Document), not a {type(text).__name__}")
         model, guide = self.modules(posterior_proposal(self.checkpoint, proposal))
-        with seeded(seed):
+        with kept_random_state():
             (result,) = original_posteriors(model, guide, as_documents(text), self.checkpoint, particles,
-                                            POSTERIOR_METHODS[sampler], device=self.device, progress=False)
+                                            POSTERIOR_METHODS[sampler], device=self.device, progress=False,
+                                            seed=seed)
         return PosteriorCoreference.of(result, sampler, guide.context)
 
     def generate(self, tokens: int = 50, seed: int = 0) -> Generated:

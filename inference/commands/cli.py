@@ -25,6 +25,7 @@ from types import ModuleType
 from typing import NoReturn, TypeVar
 
 from coref.io.atomic import remove_partial_files, write_text_atomic
+from inference.distributed import process_group, ranks
 
 BAD_INPUT = 2  # argparse's status for a usage error; every command uses it for any bad input
 INTERRUPTED = 130  # the shell's status for a command stopped by SIGINT (128 + 2)
@@ -94,7 +95,8 @@ def run_main(body: Callable[[], int], errors: tuple[type[Exception], ...] = USER
     line and returns 2, Ctrl-C prints ``interrupted`` and returns 130. Files are written atomically
     (:mod:`coref.io.atomic`), so either way none is left half-written."""
     try:
-        return body()
+        with process_group():  # under torchrun: this process's place among the ranks
+            return body()
     except errors as error:
         print(f"error: {describe(error)}", file=sys.stderr)
         return BAD_INPUT
@@ -118,6 +120,8 @@ def run_command(run: Callable[[argparse.Namespace], dict], format_result: Callab
 
     def body() -> int:
         result = run(args)
+        if not ranks().leader:  # under torchrun every rank computes; rank 0 prints and writes
+            return 0
         print(format_result(result))
         if getattr(args, "json", None):
             write_text_atomic(args.json, json.dumps(result, indent=2) + "\n")

@@ -9,7 +9,8 @@ below in ``--help``, says how).
     python -m coref.resolve --conll IN.conll --mentions IN.conll --out OUT.conll   # ... or clustered as given
 
 Input: ``--text``; ``--file`` with one or more UTF-8 text files or folders (a folder: its ``*.txt`` files, sorted
-by name), each a document named after its file, all resolved in one batch; or ``--conll``, a CoNLL file's
+by name), each a document named after its file, all resolved in one batch (under ``torchrun``, each process
+resolves every K-th file, and the first writes them all, in order); or ``--conll``, a CoNLL file's
 documents. ``--mentions FILE``: the spans to cluster instead of the detector's. For text, JSON character spans:
 ``[[0, 4], [9, 20]]`` (or ``{"mentions": [[0, 4], [9, 20]]}``) for one input, and for several an object keyed by
 each file's name, ``{"a.txt": [[0, 4]], "b.txt": []}``; a span must cover whole tokens. For ``--conll``, a CoNLL
@@ -37,6 +38,7 @@ from coref.resolution.pipeline import CorefPipeline, clusters_json, format_clust
 from inference.checks import output_file
 from inference.commands.cli import Parser, help_text, run_main
 from inference.commands.options import add_json
+from inference.distributed import ranks
 
 
 def build_parser() -> Parser:
@@ -67,8 +69,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     def resolve() -> int:
         inputs = read_inputs(args.text, args.file, args.conll)
         mentions = None if args.mentions is None else read_mentions(args.mentions, inputs)
-        documents = CorefPipeline.load(args.detector, args.resolver).resolve_documents(
-            [found.document for found in inputs], mentions, args.singletons)
+        run = ranks()  # under torchrun, each rank resolves its share of the inputs and rank 0 writes them all
+        mine = run.shard(range(len(inputs)))
+        resolved = CorefPipeline.load(args.detector, args.resolver).resolve_documents(
+            [inputs[i].document for i in mine], None if mentions is None else [mentions[i] for i in mine],
+            args.singletons) if mine else []
+        documents = run.gather(resolved)
+        if not run.leader:
+            return 0
         tokenizations = [found.tokenized for found in inputs]
         if args.out == "-":
             print(format_conll(documents), end="")

@@ -46,7 +46,8 @@ from inference.algorithms.hints import HintOptions, batch_hints, corpus_hints
 from inference.algorithms.importance import ImportanceEstimate, psis_khat
 from inference.algorithms.smc import ParticleStructures, importance_sampling, sample_structures
 from inference.data import prepared_documents
-from inference.runtime import resolve_device, set_seed
+from inference.distributed import ranks
+from inference.runtime import batch_seed, resolve_device, set_seed
 from inference.training.checkpoint import (
     Checkpoint,
     CheckpointError,
@@ -131,10 +132,11 @@ def baseline_log_likelihood(checkpoint: Checkpoint, documents: list[Document], b
     if checkpoint.kind == "ngram":
         ngram = ngram_model(checkpoint)
         return float(sum(ngram.log_prob(token_stream(d, checkpoint.vocabulary).words).sum() for d in documents))
-    if checkpoint.kind == "rnnlm":
-        model = language_model(checkpoint, device)
+    if checkpoint.kind == "rnnlm":  # under torchrun, each rank its share of the batches
+        model, run = language_model(checkpoint, device), ranks()
         with torch.no_grad():
-            return float(sum(model.log_likelihood(batch).sum() for batch in batches))
+            mine = [model.log_likelihood(batch).sum() for batch in run.shard(batches)]
+            return float(run.total(torch.stack(mine).sum() if mine else torch.zeros((), device=device)))
     raise CheckpointError(f"a baseline must be an rnnlm or ngram checkpoint, not {checkpoint.kind}")
 
 
@@ -212,7 +214,7 @@ def marginal_perplexity(config: MarginalConfig) -> dict:
     samplers = samplers_of(config.sampler)
     hints = proposal_hints(config, pipeline, checkpoint, documents, batches)
     runs = run_samplers(batches, model, proposal, config.particles, samplers, checkpoint.vocabulary.index(EOS),
-                        hints=hints, resample=config.resample)
+                        config.seed, hints=hints, resample=config.resample)
     first = runs[samplers[0]]
     tokens = sum(key["tokens"] for key in first.keys)
     result = {
@@ -242,7 +244,8 @@ def marginal_perplexity(config: MarginalConfig) -> dict:
 
 
 def random_state() -> dict:
-    """Python's, numpy's and torch's random states (CUDA's too where there is CUDA)."""
+    """Python's, numpy's and torch's random states (CUDA's too where there is CUDA): what the API keeps for its
+    caller around a seeded call."""
     state = pyro.util.get_rng_state()
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
@@ -256,26 +259,28 @@ def restore_random_state(state: dict) -> None:
 
 
 def run_samplers(batches: list[DocumentBatch], model: EntityNLM, proposal: EntityProposal, particles: int,
-                 samplers: Sequence[str], eos: int, progress: bool = True,
+                 samplers: Sequence[str], eos: int, seed: int, progress: bool = True,
                  hints: Sequence[CorefHints | None] | None = None, resample: str = "sentence"
                  ) -> dict[str, SamplerRun]:
-    """Each sampler over every batch, each from the random state of the call: a sampler's figures do not depend
-    on which other samplers ran before it. ``hints``: each batch's pipeline hints for the proposal;
-    ``resample``: SMC's resampling points (``sentence`` or ``token``)."""
-    state = random_state()
+    """Each sampler over every batch, batch ``n`` from seed :func:`batch_seed` ``(seed, n)``: a sampler's figures
+    do not depend on which other samplers ran before it, and under torchrun each rank samples every
+    ``world``-th batch and all get every batch's figures in order (the same as one process's). ``hints``: each
+    batch's pipeline hints for the proposal; ``resample``: SMC's resampling points (``sentence`` or ``token``)."""
+    run = ranks()
     runs = {}
     for sampler in samplers:
-        restore_random_state(state)
-        keys, statistics, seconds = [], [], 0.0
-        for number, batch in enumerate(progress_bar(batches, desc=f"{SAMPLER_NAMES[sampler]}, {particles} particles",
-                                                    unit="batch", enabled=progress)):
-            batch_statistics, batch_seconds = sample_documents(batch, model, proposal, particles, sampler, eos,
-                                                               progress, None if hints is None else hints[number],
-                                                               resample)
-            keys += document_keys(batch)
-            statistics += batch_statistics
-            seconds += batch_seconds
-        runs[sampler] = SamplerRun(sampler, keys, statistics, seconds)
+        done = []
+        for number in progress_bar(run.shard(range(len(batches))), desc=f"{SAMPLER_NAMES[sampler]}, {particles} "
+                                   "particles", unit="batch", enabled=progress and run.leader):
+            set_seed(batch_seed(seed, number))
+            batch = batches[number]
+            statistics, seconds = sample_documents(batch, model, proposal, particles, sampler, eos,
+                                                   progress and run.leader, None if hints is None else hints[number],
+                                                   resample)
+            done.append((document_keys(batch), statistics, seconds))
+        done = run.gather(done)
+        runs[sampler] = SamplerRun(sampler, [key for keys, _, _ in done for key in keys],
+                                   [row for _, rows, _ in done for row in rows], sum(seconds for *_, seconds in done))
     return runs
 
 

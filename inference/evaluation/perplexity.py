@@ -35,6 +35,7 @@ from coref.io.progress import progress as progress_bar
 from generative.layers.batch import TokenStream, batches_by_length, token_stream
 from generative.registry import LANGUAGE_MODELS, model_kind
 from inference.data import language_model_documents
+from inference.distributed import ranks
 from inference.runtime import resolve_device, set_seed
 from inference.training.checkpoint import Checkpoint, CheckpointError, language_model, ngram_model
 
@@ -157,12 +158,13 @@ def document_log_probs(checkpoint: Checkpoint, documents: Sequence[Document], de
         return [ngram.log_prob(token_stream(document, vocabulary).words) for document in documents]
     require_exact(checkpoint)
     model = language_model(checkpoint, device) if model is None else model
-    by_key: dict[tuple[str, int], np.ndarray] = {}
     first_target = {document.key: start for document, start in zip(documents, scored_from or [])}
-    batches = batches_by_length(documents, vocabulary, batch_tokens)
+    run = ranks()  # under torchrun, each rank scores its share of the batches and all gather them
+    scored = []
     with torch.no_grad():
-        for batch in progress_bar(batches, desc=f"{checkpoint.kind}: log-probabilities", unit="batch",
-                                  enabled=progress):
+        for batch in progress_bar(run.shard(batches_by_length(documents, vocabulary, batch_tokens)),
+                                  desc=f"{checkpoint.kind}: log-probabilities", unit="batch",
+                                  enabled=progress and run.leader):
             batch = batch.to(device)
             if scored_from is None:
                 values = model.token_log_probs(batch)
@@ -170,8 +172,9 @@ def document_log_probs(checkpoint: Checkpoint, documents: Sequence[Document], de
                 starts = torch.tensor([first_target[key] for key in batch.keys], device=device)
                 values = model.token_log_probs(batch, torch.arange(batch.steps, device=device) >= starts[:, None])
             values = values.cpu().numpy()
-            for row, (key, length) in enumerate(zip(batch.keys, batch.lengths.tolist())):
-                by_key[key] = values[row, :length]
+            scored.append([(key, values[row, :length])
+                           for row, (key, length) in enumerate(zip(batch.keys, batch.lengths.tolist()))])
+    by_key = dict(pair for batch in run.gather(scored) for pair in batch)
     return [by_key[document.key] for document in documents]
 
 

@@ -187,7 +187,8 @@ def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
     started = time.perf_counter()
     results = posteriors(model, proposal, given, checkpoint.vocabulary, config.particles, config.method,
                          config.batch_tokens, device, ess_threshold=config.ess_threshold, resample=config.resample,
-                         hints=hints if settings.used else None, hint_settings=settings, given_mentions=True)
+                         hints=hints if settings.used else None, hint_settings=settings, given_mentions=True,
+                         seed=config.seed)
     seconds = time.perf_counter() - started
     pairs = [link_calibration(posterior, document, window) for posterior, document in zip(results, gold)]
     labels = np.concatenate([label for _, label in pairs])

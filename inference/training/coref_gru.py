@@ -32,6 +32,7 @@ from generative.coref_gru import (
 )
 from generative.registry import TRAINABLE, models_of
 from inference.checks import integer, output_folder, real
+from inference.distributed import Ranks, Share, sum_gradients
 from inference.training.loop import Report, Run, Trainer
 from inference.training.options import check_run
 
@@ -388,9 +389,9 @@ class ReaderFamily:
     initial: dict[str, float] = {}
 
     def __init__(self, options: ReaderTraining, model: GatedAttentionReader, data: ReadingData,
-                 config: ReaderConfig, device: torch.device) -> None:
+                 config: ReaderConfig, device: torch.device, ranks: Ranks = Ranks()) -> None:
         self.name, self.options, self.data, self.config = f"{options.model} {data.task}", options, data, config
-        self.device = device
+        self.device, self.ranks = device, ranks
         self.modules = {"model": model}
         self.optimizer = torch.optim.Adam(model.parameters(), lr=options.lr)
         self.train = data.splits["train"]
@@ -399,19 +400,32 @@ class ReaderFamily:
         self.schedule = torch.optim.lr_scheduler.StepLR(self.optimizer, halve_every, gamma=0.5)
         self.dev = batches(data.splits["dev"], EVAL_BATCH, data.max_chains, device)
 
-    def epoch_batches(self, source: np.random.Generator) -> list:
+    def epoch_batches(self, source: np.random.Generator) -> list[Share]:
+        """The epoch's batches in the bucketed order; under torchrun, each rank's share of every batch."""
         order = bucketed_order(self.train, self.options.batch_size, source)
-        return batches(self.train, self.options.batch_size, self.data.max_chains, self.device, order)
+        chunks = [order[start:start + self.options.batch_size] for start in range(0, len(order), self.options.batch_size)]
+        shares = [(self.ranks.shard(chunk), len(chunk)) for chunk in chunks]
+        return [Share(make_reading_batch([self.train[i] for i in mine], self.data.max_chains).to(self.device)
+                      if mine else None, size) for mine, size in shares]
 
-    def step(self, batch) -> tuple[dict[str, float], float]:
-        loss = -self.modules["model"].log_likelihood(batch).mean()
+    def step(self, batch: Share) -> tuple[dict[str, float], float]:
+        """One update on the whole batch: the answers' summed NLL over the batch's questions, the ranks' gradients
+        added (:func:`inference.distributed.sum_gradients`)."""
+        model = self.modules["model"]
+        nll = -model.log_likelihood(batch.part).sum() if batch.part is not None else torch.zeros((), device=self.device)
         self.optimizer.zero_grad()
-        loss.backward()
+        if batch.part is not None:
+            (nll / batch.size).backward()
+        sum_gradients(list(model.parameters()), self.ranks)
         self.optimizer.step()
-        return {"nll": float(loss.detach()) * batch.size}, float(loss.detach())
+        total = float(self.ranks.total(nll))
+        return {"nll": total}, total / batch.size
 
     def evaluate(self) -> dict[str, float]:
-        return {"model": accuracy(self.modules["model"], self.dev)}
+        """Dev accuracy, each rank answering its share of the dev batches."""
+        right = correct(self.modules["model"], self.ranks.shard(self.dev))
+        counts = self.ranks.total(torch.tensor([sum(right), len(right)], device=self.device))
+        return {"model": float(counts[0] / counts[1])}
 
     def record(self, epoch: int, seconds: float, totals: dict[str, float], scores: dict[str, float]
                ) -> dict[str, Any]:
@@ -439,7 +453,7 @@ def train_reader(options: ReaderTraining, report: Report | None = None) -> tuple
         data = ReadingData.of(task, options.data_dir, chains=options.chains)
     config = ReaderConfig.from_dict(resumed.config) if resumed else reader_config(options, data)
     model = READERS[options.model][0](config).to(trainer.device)
-    family = ReaderFamily(options, model, data, config, trainer.device)
+    family = ReaderFamily(options, model, data, config, trainer.device, trainer.ranks)
     state = trainer.fit(family)
     model.load_state_dict(trainer.best["model"])
     report = test_report(model, data, trainer.device)
@@ -448,8 +462,9 @@ def train_reader(options: ReaderTraining, report: Report | None = None) -> tuple
                **{key: value for key, value in report.items() if "accuracy" in key},
                "parameters": sum(p.numel() for p in model.parameters()),
                "answer": config.answer, "hidden_size": config.hidden_size}
-    family.checkpoint(trainer.best, {"args": asdict(options), "state": state, **summary}).save(out / "model.pt")
-    write_text_atomic(out / "test.json", json.dumps({**summary, **report}) + "\n")
+    if trainer.ranks.leader:
+        family.checkpoint(trainer.best, {"args": asdict(options), "state": state, **summary}).save(out / "model.pt")
+        write_text_atomic(out / "test.json", json.dumps({**summary, **report}) + "\n")
     return summary, report
 
 

@@ -47,6 +47,7 @@ from torch import nn
 
 from coref.io.checkpoint import module_weights
 from coref.io.progress import progress
+from inference.distributed import Ranks, ranks
 from inference.runtime import changed_options, resolve_device, set_seed
 
 ORDERS: dict[str, Callable[[int, int], Any]] = {  # strategy -> (seed, epoch) -> the epoch's random source
@@ -127,10 +128,12 @@ class Trainer:
     resumed: Any = None  # the last.pt checkpoint of the run being resumed (read by ``check_out_folder``)
     device: torch.device = field(init=False)
     best: dict[str, Any] = field(init=False, default_factory=dict)  # component -> its best weights so far
+    ranks: Ranks = field(init=False)  # this process's place under torchrun (one process: rank 0 of 1)
 
     def __post_init__(self) -> None:
-        set_seed(self.run.seed)
+        set_seed(self.run.seed)  # the same on every rank: the same initial weights and batch order
         self.device = resolve_device(self.run.device)
+        self.ranks = ranks()
         self._streams: dict[str, Any] = {}
 
     def stream(self, order: str) -> Any:
@@ -170,10 +173,14 @@ class Trainer:
                 family.optimizer.load_state_dict(resume["optimizer"])
             if family.schedule is not None:
                 family.schedule.load_state_dict(resume["schedule"])
-            if "rng" in resume:
+            by_rank = resume.get("rng_by_rank", [])
+            if len(by_rank) == self.ranks.world:  # each rank goes on from its own random state
+                torch.set_rng_state(by_rank[self.ranks.rank])
+            elif "rng" in resume:
                 torch.set_rng_state(resume["rng"])
             self.best, state = resume["best"], self.resumed.training["state"]
-            print(f"resumed from {run.out / 'last.pt'} after epoch {state['epoch']}", file=sys.stderr)
+            if self.ranks.leader:
+                print(f"resumed from {run.out / 'last.pt'} after epoch {state['epoch']}", file=sys.stderr)
         selecting = next(iter(family.modules), None)
         while self._goes_on(state, selecting):
             for module in family.modules.values():
@@ -184,7 +191,7 @@ class Trainer:
             else:
                 source = ORDERS[family.order](run.seed, state["epoch"])
             bar = progress(family.epoch_batches(source), desc=f"{family.name}: epoch {state['epoch'] + 1}/"
-                           f"{run.epochs}", unit="batch", enabled=run.progress, leave=False)
+                           f"{run.epochs}", unit="batch", enabled=run.progress and self.ranks.leader, leave=False)
             for batch in bar:
                 amounts, shown = family.step(batch)
                 if family.schedule is not None:
@@ -205,7 +212,8 @@ class Trainer:
             state["epoch"] += 1
             record = family.record(state["epoch"], seconds, totals, scores)
             state["history"].append(record)
-            (run.report or print_record)(record)
+            if self.ranks.leader:
+                (run.report or print_record)(record)
             if run.out is not None:
                 self.save(family, state)
         return state
@@ -213,18 +221,26 @@ class Trainer:
     def save(self, family: Family, state: dict[str, Any]) -> None:
         """Write ``model.pt`` (the best weights) and ``last.pt`` (or, with ``single_file``, the best weights to
         ``out``), their training record the run's options and state."""
+        rng_by_rank = self.ranks.gather([torch.get_rng_state()])  # every rank takes part; rank 0 writes
+        if not self.ranks.leader:
+            self.ranks.barrier()  # returns once rank 0 has written
+            return
         training = {"args": self.run.options, "state": state}
         if self.run.single_file:
             family.checkpoint(self.best, training).save(self.run.out)
+            self.ranks.barrier()
             return
         family.checkpoint(self.best, training).save(self.run.out / "model.pt")
-        resume = {"best": self.best, "rng": torch.get_rng_state()}
+        resume = {"best": self.best, "rng": rng_by_rank[0]}
+        if self.ranks.world > 1:
+            resume["rng_by_rank"] = rng_by_rank
         if family.optimizer is not None:
             resume["optimizer"] = family.optimizer.state_dict()
         if family.schedule is not None:
             resume["schedule"] = family.schedule.state_dict()
         family.checkpoint({name: module_weights(module) for name, module in family.modules.items()},
                           {**training, "resume": resume}).save(self.run.out / "last.pt")
+        self.ranks.barrier()
 
     def _better(self, value: float, best: float | None) -> bool:
         if best is None:

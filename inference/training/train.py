@@ -27,6 +27,7 @@ from generative.layers.batch import DocumentBatch, batches_by_length, token_stre
 from generative.registry import LANGUAGE_MODELS, model_kind
 from inference.checks import integer, output_folder, real
 from inference.data import language_model_documents, language_model_preprocess, language_model_vocabulary
+from inference.distributed import Ranks, Share, sum_gradients
 from inference.training.checkpoint import PROPOSAL_WEIGHTS, Checkpoint
 from inference.training.context_encoder import load_context_encoder
 from inference.training.loop import Report, Run, Trainer
@@ -113,6 +114,14 @@ def model_config(options: LanguageModelTraining, vocabulary: Vocabulary) -> Any:
                       first_entity_id=first_entity_id(vocabulary))
 
 
+def batch_share(batch: DocumentBatch, ranks: Ranks) -> Share:
+    """This rank's documents of a training batch, with the batch's tokens."""
+    if ranks.world == 1:
+        return Share(batch, batch.num_tokens)
+    mine = ranks.shard(range(batch.size))
+    return Share(batch.rows(mine) if mine else None, batch.num_tokens)
+
+
 class LanguageModelFamily:
     """The language models as a family of :mod:`inference.training.loop`: the model (EntityNLM also its proposals,
     each a component with its own dev score), one optimiser for all (their parameters are disjoint), the summed
@@ -123,8 +132,9 @@ class LanguageModelFamily:
     initial: dict[str, float] = {}
 
     def __init__(self, options: LanguageModelTraining, vocabulary: Vocabulary, preprocess: PreprocessConfig,
-                 train_batches: list[DocumentBatch], dev_batches: list[DocumentBatch], device: torch.device) -> None:
-        self.name, self.kind, self.clip_norm = options.model, options.model, options.clip_norm
+                 train_batches: list[DocumentBatch], dev_batches: list[DocumentBatch], device: torch.device,
+                 ranks: Ranks = Ranks()) -> None:
+        self.name, self.kind, self.clip_norm, self.device = options.model, options.model, options.clip_norm, device
         self.vocabulary, self.preprocess = vocabulary, preprocess
         self.config = model_config(options, vocabulary)
         self.modules = {"model": model_kind(options.model).build(self.config, list(vocabulary.counts))}
@@ -136,38 +146,46 @@ class LanguageModelFamily:
         self.parameters = [p for module in self.modules.values() for p in module.parameters()]
         optimizer_class = {"adam": torch.optim.Adam, "adagrad": torch.optim.Adagrad}[options.optimizer]
         self.optimizer = optimizer_class(self.parameters, lr=options.lr or PAPER_LEARNING_RATES[options.optimizer])
-        self.train_batches, self.dev_batches = train_batches, dev_batches
+        self.ranks = ranks
+        self.train_batches = [batch_share(batch, ranks) for batch in train_batches]
+        self.dev_batches = ranks.shard(list(enumerate(dev_batches)))  # whole batches, each with its own seed
         self.train_tokens = sum(batch.num_tokens for batch in train_batches)
+        self.dev_tokens = sum(batch.num_tokens for batch in dev_batches)
 
     def log_likelihoods(self, batch: DocumentBatch) -> dict[str, torch.Tensor]:
         """Summed log-likelihood of the batch for each component (model: joint on gold; proposal: log Q)."""
         return {name: module.log_likelihood(batch).sum() for name, module in self.modules.items()}
 
-    def epoch_batches(self, source: torch.Generator) -> list[DocumentBatch]:
+    def epoch_batches(self, source: torch.Generator) -> list[Share]:
         return [self.train_batches[i] for i in torch.randperm(len(self.train_batches), generator=source).tolist()]
 
-    def step(self, batch: DocumentBatch) -> tuple[dict[str, float], float]:
-        parts = self.log_likelihoods(batch)
-        loss = -sum(parts.values()) / batch.num_tokens
+    def step(self, batch: Share) -> tuple[dict[str, float], float]:
+        """One update on the whole batch: this rank's documents' loss over the batch's tokens, the ranks'
+        gradients added (:func:`inference.distributed.sum_gradients`) before clipping and the step."""
+        parts = self.log_likelihoods(batch.part) if batch.part is not None else {}
         self.optimizer.zero_grad()
-        loss.backward()
+        if parts:
+            (-sum(parts.values()) / batch.size).backward()
+        sum_gradients(self.parameters, self.ranks)
         if self.clip_norm:
             torch.nn.utils.clip_grad_norm_(self.parameters, self.clip_norm)
         self.optimizer.step()
-        return {name: -float(value.detach()) for name, value in parts.items()}, float(loss.detach())
+        zero = torch.zeros((), device=self.device)
+        totals = self.ranks.total(torch.stack([parts.get(name, zero) for name in self.modules])).tolist()
+        return {name: -value for name, value in zip(self.modules, totals)}, -sum(totals) / batch.size
 
     def evaluate(self) -> dict[str, float]:
-        """Per-token NLL of each component on the dev batches (dev selection; the paper's objective on dev)."""
+        """Per-token NLL of each component on the dev batches (dev selection; the paper's objective on dev), each
+        batch's new-entity noise drawn from the batch's own seed, so every epoch's score sees the same draws
+        whatever the number of ranks."""
         for module in self.modules.values():
             module.train(False)
-        totals: dict[str, float] = {}
-        tokens = sum(batch.num_tokens for batch in self.dev_batches)
+        totals = torch.zeros(len(self.modules), device=self.device)
         with torch.no_grad(), torch.random.fork_rng():
-            torch.manual_seed(0)  # the new-entity noise: every epoch's dev score sees the same draws
-            for batch in self.dev_batches:
-                for name, value in self.log_likelihoods(batch).items():
-                    totals[name] = totals.get(name, 0.0) - float(value)
-        return {name: total / tokens for name, total in totals.items()}
+            for number, batch in self.dev_batches:
+                torch.manual_seed(number)
+                totals -= torch.stack(list(self.log_likelihoods(batch).values()))
+        return {name: total / self.dev_tokens for name, total in zip(self.modules, self.ranks.total(totals).tolist())}
 
     def record(self, epoch: int, seconds: float, totals: dict[str, float], scores: dict[str, float]
                ) -> dict[str, Any]:
@@ -222,7 +240,7 @@ def train_language_model(options: LanguageModelTraining, report: Report | None =
     device = trainer.device
     train_batches = [b.to(device) for b in batches_by_length(train_docs, vocabulary, options.batch_tokens)]
     dev_batches = [b.to(device) for b in batches_by_length(dev_docs, vocabulary, options.eval_batch_tokens)]
-    family = LanguageModelFamily(options, vocabulary, preprocess, train_batches, dev_batches, device)
+    family = LanguageModelFamily(options, vocabulary, preprocess, train_batches, dev_batches, device, trainer.ranks)
     if options.context_encoder:
         print(load_context_encoder(family.modules["model"], options.context_encoder, vocabulary), file=sys.stderr)
     state = trainer.fit(family)

@@ -1,37 +1,52 @@
 """Every command fails on bad input in one clear line (docs: "Reliability"; the contract is
 :mod:`inference.commands.cli`'s).
 
-``ROWS`` is a table of (command, arguments, what the error must say). Each row runs the way a user runs it, as a
-subprocess: ``python -m MODULE``, a console script of pyproject.toml from the environment's ``bin/``, or a
-benchmark script. It must exit with status 2, write exactly ONE line to stderr (a progress bar, a warning or
-argparse's usage line would be a second), no traceback, and that line must say what the row says: the file at
-fault (``FILE:LINE:`` where there is a line) or the option. The command writes only under its own empty folder,
-where no file may be left. A new command joins the table by adding rows.
+``ROWS`` is a table of (command, arguments, what the error must say): ``python -m MODULE``, a console script of
+pyproject.toml from the environment's ``bin/``, or a benchmark script. Each row must exit with status 2, write
+exactly ONE line to stderr (a progress bar, a warning or argparse's usage line would be a second), no traceback, and
+that line must say what the row says: the file at fault (``FILE:LINE:`` where there is a line) or the option. The
+command writes only under its own empty folder, where no file may be left. A new command joins the table by adding
+rows.
 
-Each subprocess spends about 2 s importing torch, so the selected rows run a few at a time before the first
-assertion (``outcomes``). Ctrl-C (SIGINT to a command in a long step) and ``--help`` are checked below the table.
+The first row of each command runs the way a user runs it, as a subprocess (:data:`SUBPROCESS`): that keeps the
+entry point itself honest, and shows what only a fresh process shows (a warning on import). The other rows, which
+would each spend about 2 s importing torch, run in this process through the ``main(argv)`` their entry point calls
+(:func:`entry_point`; the dispatcher's for a console script, which reads ``sys.argv`` as the script does), as a
+fresh process would see it (:func:`as_a_fresh_process`): the same environment, working directory and
+``sys.argv``, a fresh interpreter's warning filters with each warning printed to stderr, stderr captured at the
+file-descriptor level, and the exit status of ``sys.exit(main(argv))`` (a traceback and status 1 for an uncaught
+error). Ctrl-C (SIGINT to a command in a long step) and ``--help`` are checked below the table.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import functools
 import hashlib
 import importlib
+import importlib.util
+import inspect
 import json
+import logging
 import os
+import pickle
 import random
 import shlex
 import signal
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+import traceback
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from coref.corpora.preprocess import PreprocessConfig
 from coref.resolution.pipeline import BUNDLED
@@ -41,7 +56,6 @@ from inference.training.checkpoint import Checkpoint, pretrained
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent  # the environment's console scripts
-WORKERS = max(2, min(4, os.cpu_count() or 2))
 TIMEOUT = 120  # seconds for one row; each fails within seconds
 
 
@@ -58,6 +72,9 @@ class Row:
     def id(self) -> str:
         return f"{self.command} {self.args}"
 
+    def arguments(self, inputs: dict[str, str]) -> list[str]:
+        return [argument.format(**inputs) for argument in shlex.split(self.args)]
+
     def argv(self, inputs: dict[str, str]) -> list[str]:
         if self.command.startswith("entitylm-"):
             program = [str(BIN / self.command)]
@@ -65,7 +82,7 @@ class Row:
             program = [sys.executable, str(ROOT / self.command)]
         else:
             program = [sys.executable, "-m", self.command]
-        return program + [argument.format(**inputs) for argument in shlex.split(self.args)]
+        return program + self.arguments(inputs)
 
 
 def row(command: str, args: str, says: str):
@@ -498,6 +515,33 @@ def inputs(tmp_path_factory) -> dict[str, str]:
 # ---- running the rows ---------------------------------------------------------------------------------------
 
 
+def entry_point(row: Row) -> tuple[Callable[[list[str]], object], str] | None:
+    """What runs ``row`` in this process: the function its entry point calls, with the ``sys.argv[0]`` the entry
+    point sees (a console script's name is how the dispatcher knows its command); None where there is no ``main``
+    to call (the row then runs as a subprocess)."""
+    if row.command.startswith("entitylm-"):  # a console script: the dispatcher, reading sys.argv as the script does
+        from entitylm.__main__ import main as dispatch
+
+        return (lambda arguments: dispatch()), str(BIN / row.command)  # dispatch() reads sys.argv
+    if row.command.endswith(".py"):  # a benchmark script: its module's main
+        module = importlib.import_module(row.command.removesuffix(".py").replace("/", "."))
+        origin = str(ROOT / row.command)
+    else:  # `python -m MODULE`: the main of the command that MODULE runs (read from its source), or its own
+        from entitylm.__main__ import command_module
+
+        spec = importlib.util.find_spec(row.command)
+        entry = f"{row.command}.__main__" if spec.submodule_search_locations else row.command
+        origin = importlib.util.find_spec(entry).origin
+        try:
+            module = importlib.import_module(command_module(row.command))
+        except ValueError:  # `python -m entitylm`: the dispatcher's main is in the entry point itself
+            module = importlib.import_module(entry)
+    main = getattr(module, "main", None)
+    if main is None or "argv" not in inspect.signature(main).parameters:
+        return None
+    return main, origin
+
+
 @dataclass(frozen=True)
 class Outcome:
     out: str  # what ``{out}`` stood for
@@ -512,33 +556,116 @@ def environment() -> dict[str, str]:
     return env | {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 
 
-def run_row(row: Row, inputs: dict[str, str], folder: Path) -> Outcome:
-    """Run one row in its own empty folder (``{out}`` is a path in it that does not exist yet)."""
+@functools.cache
+def fresh_warning_filters() -> list:
+    """The warning filters of a fresh interpreter in :func:`environment` (pytest's own are not a user's)."""
+    code = "import pickle, sys, warnings; sys.stdout.buffer.write(pickle.dumps(warnings.filters))"
+    return pickle.loads(subprocess.run([sys.executable, "-c", code], env=environment(), capture_output=True,
+                                       check=True).stdout)
+
+
+def files_left(folder: Path) -> list[str]:
+    return sorted(str(path.relative_to(folder)) for path in folder.rglob("*") if path.is_file())
+
+
+def run_subprocess(argv: list[str], folder: Path) -> tuple[int, str]:
+    """``argv`` as a user runs it: the exit status and stderr."""
+    completed = subprocess.run(argv, cwd=folder, env=environment(), capture_output=True, text=True,
+                               errors="replace", timeout=TIMEOUT)
+    return completed.returncode, completed.stderr
+
+
+def exit_status(main: Callable[[list[str]], object], arguments: list[str]) -> int:
+    """The status ``sys.exit(main(arguments))`` gives a fresh interpreter; what it would print (a traceback, a
+    ``sys.exit`` message) goes to ``sys.stderr`` as the interpreter prints it."""
+    try:
+        code = main(arguments)
+    except SystemExit as leaving:
+        code = leaving.code
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # noqa: BLE001 - an uncaught error: the interpreter's traceback and status 1
+        traceback.print_exc()
+        return 1
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+@contextlib.contextmanager
+def as_a_fresh_process(folder: Path, argv0: str, arguments: list[str]):
+    """The process-wide state a command sees as it would in its own process, and put back afterwards: the
+    environment (:func:`environment`), the working directory, ``sys.argv``, no log handlers of pytest's, and a
+    fresh interpreter's warning filters. Warnings are recorded (pytest would otherwise swallow them) and the
+    caller prints them where the interpreter would, on stderr. Random states and torch's threads are restored."""
+    saved_env, saved_cwd, saved_argv, saved_path = dict(os.environ), os.getcwd(), sys.argv, list(sys.path)
+    saved_random, saved_numpy, saved_torch = random.getstate(), np.random.get_state(), torch.get_rng_state()
+    saved_threads, root = torch.get_num_threads(), logging.getLogger()
+    saved_handlers, saved_level = root.handlers[:], root.level
+    os.environ.clear()
+    os.environ.update(environment())
+    os.chdir(folder)
+    sys.argv = [argv0, *arguments]
+    root.handlers, root.level = [], logging.WARNING
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.resetwarnings()  # and the registries of warnings already shown once no longer hold
+            warnings.filters.extend(fresh_warning_filters())
+            yield caught
+    finally:
+        root.handlers, root.level = saved_handlers, saved_level
+        sys.argv, sys.path[:] = saved_argv, saved_path
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        random.setstate(saved_random)
+        np.random.set_state(saved_numpy)
+        torch.set_rng_state(saved_torch)
+        torch.set_num_threads(saved_threads)
+
+
+def run_in_process(main: Callable[[list[str]], object], argv0: str, arguments: list[str], folder: Path,
+                   capfd: pytest.CaptureFixture) -> tuple[int, str]:
+    """``main(arguments)`` in this process, as its entry point would run it in a process of its own: the exit
+    status and what reached stderr, at the file-descriptor level (a library writing to fd 2 counts too), with
+    any warning printed as the interpreter prints it."""
+    capfd.readouterr()
+    with as_a_fresh_process(folder, argv0, arguments) as caught:
+        status = exit_status(main, arguments)
+    for warning in caught:
+        sys.stderr.write(warnings.formatwarning(warning.message, warning.category, warning.filename,
+                                                warning.lineno, warning.line))
+    return status, capfd.readouterr().err
+
+
+def run_row(row: Row, inputs: dict[str, str], folder: Path, capfd: pytest.CaptureFixture) -> Outcome:
+    """Run one row in its own empty folder (``{out}`` is a path in it that does not exist yet): in this process
+    through its entry point's ``main``, or as a subprocess for the row :data:`SUBPROCESS` names."""
     folder.mkdir(parents=True)
     out = str(folder / "out")
     argv = row.argv(inputs | {"out": out})
     if not Path(argv[0]).exists():
         return Outcome(out, -1, f"{argv[0]} is not installed: `pip install -e .` installs the console scripts", [])
-    completed = subprocess.run(argv, cwd=folder, env=environment(), capture_output=True, text=True,
-                               errors="replace", timeout=TIMEOUT)
-    left = sorted(str(path.relative_to(folder)) for path in folder.rglob("*") if path.is_file())
-    return Outcome(out, completed.returncode, completed.stderr, left)
+    runner = None if row.id in SUBPROCESS else entry_point(row)
+    if runner is None:
+        returncode, stderr = run_subprocess(argv, folder)
+    else:
+        returncode, stderr = run_in_process(*runner, row.arguments(inputs | {"out": out}), folder, capfd)
+    return Outcome(out, returncode, stderr, files_left(folder))
 
 
-@pytest.fixture(scope="module")
-def outcomes(request, inputs, tmp_path_factory) -> dict[str, Outcome]:
-    """The outcome of every row this session selected, run ``WORKERS`` at a time."""
-    selected = [item.callspec.params["row"] for item in request.session.items
-                if hasattr(item, "callspec") and isinstance(item.callspec.params.get("row"), Row)]
-    work = tmp_path_factory.mktemp("rows")
-    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
-        futures = {row.id: pool.submit(run_row, row, inputs, work / str(n)) for n, row in enumerate(selected)}
-        return {key: future.result() for key, future in futures.items()}
+# The first row of each command runs as a user runs it, in a process of its own: the entry point itself (the
+# `python -m` module, the console script, the script) and what only a fresh process shows (an import's warning).
+SUBPROCESS = frozenset({next(param.values[0].id for param in ROWS if param.values[0].command == command)
+                        for command in dict.fromkeys(param.values[0].command for param in ROWS)})
 
 
 @pytest.mark.parametrize("row", ROWS)
-def test_bad_input_fails_in_one_line_naming_the_file(row: Row, outcomes, inputs):
-    outcome = outcomes[row.id]
+def test_bad_input_fails_in_one_line_naming_the_file(row: Row, inputs, tmp_path, capfd):
+    outcome = run_row(row, inputs, tmp_path / "row", capfd)
     assert "Traceback" not in outcome.stderr, outcome.stderr
     assert outcome.returncode == 2, outcome.stderr
     lines = outcome.stderr.splitlines()

@@ -17,11 +17,18 @@ settings.load_profile("entitylm")
 
 @pytest.fixture(autouse=True, scope="session")
 def one_thread():
-    """Tiny models gain nothing from threads; on a busy machine the thread pool's waiting made them 40x slower."""
-    threads = torch.get_num_threads()
+    """Tiny models gain nothing from threads; on a busy machine the thread pool's waiting made them 40x slower.
+    The processes the tests start (notebook kernels, commands, doc examples) get one thread too: beside the other
+    xdist worker, a kernel's two threads on the one core left made a notebook 6x slower."""
+    threads, omp = torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS")
     torch.set_num_threads(1)
+    os.environ["OMP_NUM_THREADS"] = "1"
     yield
     torch.set_num_threads(threads)
+    if omp is None:
+        os.environ.pop("OMP_NUM_THREADS", None)
+    else:
+        os.environ["OMP_NUM_THREADS"] = omp
 
 
 DATA_HINT = "set ENTITYLM_DATA to the folder holding litbank/ and ontogum/ (`make test` uses ../shared/data)"
@@ -54,3 +61,4 @@ def litbank_dir(data_dir: Path) -> Path:
 @pytest.fixture(scope="session")
 def ontogum_dir(data_dir: Path) -> Path:
     return _corpus_dir(data_dir, "ontogum")
+

@@ -225,6 +225,7 @@ ROWS = [
     # ---- training -------------------------------------------------------------------------------------------
     row("inference.train", "--model rnnlm --corpus litbank --data-dir {data_cut} --out {out}", CUT),
     row("inference.train", "--model rnnlm --out {out} --dropout 1.5", "argument --dropout: must be in [0, 1)"),
+    row("inference.train", "--model rnnlm --out {out} --precision fp16", "argument --precision: invalid choice"),
     row("inference.train", "--model rnnlm --out {unwritable}", "{unwritable}"),
     row("inference.train", "--model rnnlm --out {run_random} --resume",
         "{run_random}/last.pt: not an entitylm checkpoint"),
@@ -422,6 +423,8 @@ ROWS = [
     row("benchmarks/quality.py", "--data-dir D --entitynlm E --rnnlm R --ngram N --corpora litbank "
         "--out {quality_out}", "{quality_out}/quality_litbank.json: a result with other settings"),
     row("benchmarks/samplers.py", "--seeds 1 --out {out}", "argument --seeds: must be at least 2"),
+    row("benchmarks/gpu_check.py", "--devices cuda --out {out}", "--device cuda: no CUDA device is available"),
+    row("benchmarks/gpu_check.py", "--epochs 1 --out {out}", "argument --epochs: must be at least 2"),
     row("benchmarks/samplers.py", "--variants smc smc --out {out}", "--variants: name at least two"),
     row("benchmarks/samplers.py", "--checkpoint {truncated} --corpus sample --out {out}",
         "{truncated}: not an entitylm checkpoint"),

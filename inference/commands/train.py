@@ -86,6 +86,8 @@ def build_parser() -> Parser:
         help="train on pieces of whole sentences of about this many tokens (0: whole documents, "
              "the paper); dev selection always uses whole documents")
     add("order", help="n-gram order")
+    add("precision", help="bf16: the training forward pass under torch.autocast in bfloat16 (for a GPU; the "
+                          "weights, the optimiser and dev scoring stay float32)")
     parser.add_argument("--discount-fallback", action="store_true",
                         help="n-gram: use KenLM's fallback discounts (0.5, 1, 1.5) where count-of-counts give none")
     add_run_options(parser, "random seed (shuffling, initialisation, noise)")

@@ -429,8 +429,8 @@ class ReaderFamily:
 
     def record(self, epoch: int, seconds: float, totals: dict[str, float], scores: dict[str, float]
                ) -> dict[str, Any]:
-        return {"epoch": epoch, "seconds": seconds, "train_nll": totals.get("nll", 0.0) / len(self.train),
-                "dev_accuracy": scores["model"]}
+        return {"epoch": epoch, "seconds": seconds, "train_questions_per_second": len(self.train) / seconds,
+                "train_nll": totals.get("nll", 0.0) / len(self.train), "dev_accuracy": scores["model"]}
 
     def checkpoint(self, weights: dict[str, Any], training: dict[str, Any]) -> stored.Checkpoint:
         return stored.Checkpoint(self.options.model, self.config.to_dict(),

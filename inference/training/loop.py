@@ -23,6 +23,10 @@ The loop owns:
 - the progress bar (:func:`coref.io.progress.progress`) and the history: one record per epoch, printed as one
   JSON line on stderr unless the run reports it otherwise (:attr:`Run.report`: the coreference models' one-line
   logs).
+- its place under ``torchrun`` (:attr:`Trainer.ranks`, :mod:`inference.distributed`): the same seed on every
+  rank (the same initial weights and batch order), progress, records and checkpoints from rank 0 only, and each
+  rank's random state in ``last.pt``, so a resumed run goes on as it would have. A family trains data-parallel by
+  taking its rank's share of each batch and summing the ranks' gradients before its update.
 
 A run with ``single_file`` writes only the best weights, to the file ``out`` (no ``last.pt``: it cannot be
 resumed); a run without ``out`` writes no checkpoint (a library function that returns its model, such as

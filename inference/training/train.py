@@ -34,6 +34,7 @@ from inference.training.loop import Report, Run, Trainer
 from inference.training.options import check_run
 
 PAPER_LEARNING_RATES = {"adam": 1e-3, "adagrad": 0.1}
+PRECISIONS = ("fp32", "bf16")  # bf16: the forward pass under torch.autocast (weights and optimiser in float32)
 MODELS = (*LANGUAGE_MODELS, "ngram")
 
 
@@ -72,6 +73,7 @@ class LanguageModelTraining:
     train_chunk: int = 0
     order: int = 5
     discount_fallback: bool = False
+    precision: str = "fp32"
     device: str = "auto"
     seed: int = 0
     resume: bool = False
@@ -89,7 +91,7 @@ CHECKS = {
     "placement": PLACEMENTS, "merge": MERGES, "context_size": integer(1), "optimizer": ("adam", "adagrad"),
     "lr": real(0, include_low=False), "clip_norm": real(0, include_low=False), "epochs": integer(1),
     "patience": integer(1), "batch_tokens": integer(1), "eval_batch_tokens": integer(1), "train_chunk": integer(0),
-    "order": integer(1),
+    "order": integer(1), "precision": PRECISIONS,
 }
 
 # What a resumed run may change: how long it goes on, and where and how fast it runs; every other option
@@ -135,6 +137,7 @@ class LanguageModelFamily:
                  train_batches: list[DocumentBatch], dev_batches: list[DocumentBatch], device: torch.device,
                  ranks: Ranks = Ranks()) -> None:
         self.name, self.kind, self.clip_norm, self.device = options.model, options.model, options.clip_norm, device
+        self.bf16 = options.precision == "bf16"
         self.vocabulary, self.preprocess = vocabulary, preprocess
         self.config = model_config(options, vocabulary)
         self.modules = {"model": model_kind(options.model).build(self.config, list(vocabulary.counts))}
@@ -162,7 +165,8 @@ class LanguageModelFamily:
     def step(self, batch: Share) -> tuple[dict[str, float], float]:
         """One update on the whole batch: this rank's documents' loss over the batch's tokens, the ranks'
         gradients added (:func:`inference.distributed.sum_gradients`) before clipping and the step."""
-        parts = self.log_likelihoods(batch.part) if batch.part is not None else {}
+        with torch.autocast(self.device.type, torch.bfloat16, enabled=self.bf16):
+            parts = self.log_likelihoods(batch.part) if batch.part is not None else {}
         self.optimizer.zero_grad()
         if parts:
             (-sum(parts.values()) / batch.size).backward()

@@ -75,7 +75,8 @@ class Outcome:
 def launch(item: Launch, root: Path, texts: Path) -> Outcome:
     out = root / item.name
     out.mkdir(parents=True, exist_ok=True)
-    argv = (TORCHRUN if item.ranks > 1 else [sys.executable]) + ["-m", *item.command.format(out=out, texts=texts).split()]
+    module_and_arguments = item.command.format(out=out, texts=texts).split()
+    argv = (TORCHRUN if item.ranks > 1 else [sys.executable]) + ["-m", *module_and_arguments]
     environment = os.environ | {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     completed = subprocess.run(argv, cwd=Path(__file__).resolve().parents[1], env=environment, capture_output=True,
                                text=True, timeout=600)

@@ -402,8 +402,8 @@ class ReaderFamily:
 
     def epoch_batches(self, source: np.random.Generator) -> list[Share]:
         """The epoch's batches in the bucketed order; under torchrun, each rank's share of every batch."""
-        order = bucketed_order(self.train, self.options.batch_size, source)
-        chunks = [order[start:start + self.options.batch_size] for start in range(0, len(order), self.options.batch_size)]
+        order, size = bucketed_order(self.train, self.options.batch_size, source), self.options.batch_size
+        chunks = [order[start:start + size] for start in range(0, len(order), size)]
         shares = [(self.ranks.shard(chunk), len(chunk)) for chunk in chunks]
         return [Share(make_reading_batch([self.train[i] for i in mine], self.data.max_chains).to(self.device)
                       if mine else None, size) for mine, size in shares]

@@ -3,8 +3,8 @@ two gloo processes against one process running the same command.
 
 - training: after a few updates on the same global batches the weights equal the one-process run's to 1e-5, for
   EntityNLM (with its two proposals; its first epoch on two ranks, the second on two ranks again after
-  ``--resume``, so a resumed run continues the same run) and for a Coref-GRU reader (dropout and the new-entity noise off: their draws depend on how a batch is split, see
-  docs/distributed.md);
+  ``--resume``, so a resumed run continues the same run) and for a Coref-GRU reader (dropout and the new-entity
+  noise off: their draws depend on how a batch is split, see docs/distributed.md);
 - evaluation: ``marginal_ppl``, ``perplexity``, ``resolve`` over a folder and ``posterior --evaluate`` give the
   same figures, to the last digit, on one and on two ranks.
 

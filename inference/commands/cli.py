@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import fields
 from types import ModuleType
 from typing import NoReturn, TypeVar
 
 from coref.io.atomic import remove_partial_files, write_text_atomic
-from inference.distributed import process_group, ranks
 
 BAD_INPUT = 2  # argparse's status for a usage error; every command uses it for any bad input
 INTERRUPTED = 130  # the shell's status for a command stopped by SIGINT (128 + 2)
@@ -90,12 +91,26 @@ def describe(error: BaseException) -> str:
     return one_line(str(error)) or type(error).__name__
 
 
+@contextmanager
+def launched_process_group() -> Iterator[None]:
+    """Under ``torchrun`` (``WORLD_SIZE`` > 1), the process group for the command's length
+    (:func:`inference.distributed.process_group`); a command not launched by it loads neither that nor torch, so
+    ``entitylm --help`` and the commands without a model start quickly."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        yield
+        return
+    from inference.distributed import process_group
+
+    with process_group():
+        yield
+
+
 def run_main(body: Callable[[], int], errors: tuple[type[Exception], ...] = USER_ERRORS) -> int:
     """Run a command's body and return its exit status: bad input (``errors``) prints ``error: MESSAGE`` on one
     line and returns 2, Ctrl-C prints ``interrupted`` and returns 130. Files are written atomically
     (:mod:`coref.io.atomic`), so either way none is left half-written."""
     try:
-        with process_group():  # under torchrun: this process's place among the ranks
+        with launched_process_group():
             return body()
     except errors as error:
         print(f"error: {describe(error)}", file=sys.stderr)
@@ -120,7 +135,7 @@ def run_command(run: Callable[[argparse.Namespace], dict], format_result: Callab
 
     def body() -> int:
         result = run(args)
-        if not ranks().leader:  # under torchrun every rank computes; rank 0 prints and writes
+        if int(os.environ.get("RANK", "0")) != 0:  # under torchrun every rank computes; rank 0 prints and writes
             return 0
         print(format_result(result))
         if getattr(args, "json", None):

@@ -666,8 +666,7 @@ SUBPROCESS = frozenset({next(param.values[0].id for param in ROWS if param.value
                         for command in dict.fromkeys(param.values[0].command for param in ROWS)})
 
 
-@pytest.mark.parametrize("row", ROWS)
-def test_bad_input_fails_in_one_line_naming_the_file(row: Row, inputs, tmp_path, capfd):
+def check_row(row: Row, inputs: dict[str, str], tmp_path: Path, capfd: pytest.CaptureFixture) -> None:
     outcome = run_row(row, inputs, tmp_path / "row", capfd)
     assert "Traceback" not in outcome.stderr, outcome.stderr
     assert outcome.returncode == 2, outcome.stderr
@@ -675,6 +674,20 @@ def test_bad_input_fails_in_one_line_naming_the_file(row: Row, inputs, tmp_path,
     assert len(lines) == 1, outcome.stderr
     assert row.says.format(**inputs, out=outcome.out) in lines[0]
     assert outcome.left == [], f"files left behind: {outcome.left}"
+
+
+@pytest.mark.parametrize("row", [param for param in ROWS if param.values[0].id not in SUBPROCESS])
+def test_bad_input_fails_in_one_line_naming_the_file(row: Row, inputs, tmp_path, capfd):
+    check_row(row, inputs, tmp_path, capfd)
+
+
+class TestEveryEntryPoint:
+    """The rows run as subprocesses (:data:`SUBPROCESS`, about 2 s each): a class, so that xdist's loadscope runs
+    them as a scope of their own, beside this module's other tests."""
+
+    @pytest.mark.parametrize("row", [param for param in ROWS if param.values[0].id in SUBPROCESS])
+    def test_bad_input_fails_in_one_line_naming_the_file(self, row: Row, inputs, tmp_path, capfd):
+        check_row(row, inputs, tmp_path, capfd)
 
 
 # ---- Ctrl-C ---------------------------------------------------------------------------------------------------

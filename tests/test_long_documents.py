@@ -1,8 +1,8 @@
-"""Book-length input through EntityNLM's jobs: one document of 20,000 tokens (the embedded sample corpus's
-documents end to end: a long chapter, with some 1,900 resamplings), a small model, two particles. What these
+"""Book-length input through EntityNLM's jobs: one document of 15,000 tokens (the embedded sample corpus's
+documents end to end: a long chapter, over 1,000 resamplings), a small model, two particles. What these
 check is that nothing breaks or grows out of bounds on a long text: the sampler without history (the
 log-likelihood), the sampler with its genealogy traced back (the posterior), the structures and the sparse
-marginals. Each run takes about 30 s on a CPU core; time and memory up to 128,000 tokens are measured by
+marginals. Each run takes about 25 s on a CPU core; time and memory up to 128,000 tokens are measured by
 ``benchmarks/long_documents.py``, not here (raw-text coreference of a long text:
 tests/test_long_resolve.py).
 """
@@ -20,7 +20,7 @@ from inference.algorithms.smc import ParticleStructures, sample_structures
 from inference.runtime import batch_seed, set_seed
 from tests.test_lockstep import sample_corpus, small_models
 
-BOOK_TOKENS = 20_000
+BOOK_TOKENS = 15_000
 ALWAYS = 1.0  # resample at every sentence end whose ESS is below N: two particles resample often
 
 

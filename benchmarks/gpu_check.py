@@ -72,32 +72,30 @@ def synchronised(device: torch.device) -> float:
 
 
 def training_rows(args: argparse.Namespace, device: torch.device) -> list[dict]:
-    """Each family's last-epoch training throughput on ``device`` (float32, and bf16 on a GPU)."""
-    rows = []
+    """Each family's last-epoch training throughput on ``device`` (float32, and bf16 on a GPU; the reader only
+    where ``--data-dir`` holds bAbI, in float32)."""
     precisions = ("fp32", "bf16") if device.type == "cuda" else ("fp32",)
-    for family in args.families:
-        for precision in precisions:
-            with tempfile.TemporaryDirectory() as out:
-                if family == READER:
-                    if not args.data_dir or precision == "bf16":
-                        continue
-                    records = []
-                    train_reader(ReaderTraining(READER, "babi:1", out, data_dir=args.data_dir, epochs=args.epochs,
-                                                patience=args.epochs, device=str(device)), report=records.append)
-                    rows.append({"job": "train", "family": READER, "precision": precision, "device": str(device),
-                                 "per_second": records[-1]["train_questions_per_second"], "unit": "questions/s",
-                                 "seconds": records[-1]["seconds"]})
-                    continue
-                options = LanguageModelTraining(family, out, corpus=args.corpus, data_dir=args.data_dir,
-                                                hidden_size=args.hidden_size, embedding_size=args.hidden_size,
-                                                epochs=args.epochs, patience=args.epochs, device=str(device),
-                                                precision=precision)
-                records = []
-                train_language_model(options, report=records.append)
-                rows.append({"job": "train", "family": family, "precision": precision, "device": str(device),
-                             "per_second": records[-1]["train_tokens_per_second"], "unit": "tokens/s",
-                             "seconds": records[-1]["seconds"]})
-    return rows
+    return [training_row(args, family, precision, device) for family in args.families
+            if family != READER or args.data_dir
+            for precision in (precisions if family != READER else ("fp32",))]
+
+
+def training_row(args: argparse.Namespace, family: str, precision: str, device: torch.device) -> dict:
+    """One family trained for ``--epochs`` epochs: its last epoch's throughput, as the loop records it."""
+    records: list[dict] = []
+    with tempfile.TemporaryDirectory() as out:
+        if family == READER:
+            train_reader(ReaderTraining(READER, "babi:1", out, data_dir=args.data_dir, epochs=args.epochs,
+                                        patience=args.epochs, device=str(device)), report=records.append)
+            per_second, unit = records[-1]["train_questions_per_second"], "questions/s"
+        else:
+            train_language_model(LanguageModelTraining(
+                family, out, corpus=args.corpus, data_dir=args.data_dir, hidden_size=args.hidden_size,
+                embedding_size=args.hidden_size, epochs=args.epochs, patience=args.epochs, device=str(device),
+                precision=precision), report=records.append)
+            per_second, unit = records[-1]["train_tokens_per_second"], "tokens/s"
+    return {"job": "train", "family": family, "precision": precision, "device": str(device),
+            "per_second": per_second, "unit": unit, "seconds": records[-1]["seconds"]}
 
 
 def smc_row(args: argparse.Namespace, device: torch.device) -> dict:

@@ -403,10 +403,13 @@ class ReaderFamily:
     def epoch_batches(self, source: np.random.Generator) -> list[Share]:
         """The epoch's batches in the bucketed order; under torchrun, each rank's share of every batch."""
         order, size = bucketed_order(self.train, self.options.batch_size, source), self.options.batch_size
-        chunks = [order[start:start + size] for start in range(0, len(order), size)]
-        shares = [(self.ranks.shard(chunk), len(chunk)) for chunk in chunks]
-        return [Share(make_reading_batch([self.train[i] for i in mine], self.data.max_chains).to(self.device)
-                      if mine else None, size) for mine, size in shares]
+        return [self._share(order[start:start + size]) for start in range(0, len(order), size)]
+
+    def _share(self, batch: Sequence[int]) -> Share:
+        """This rank's questions of the batch ``batch`` (example indices), with the batch's size."""
+        mine = self.ranks.shard(batch)
+        part = make_reading_batch([self.train[i] for i in mine], self.data.max_chains).to(self.device) if mine else None
+        return Share(part, len(batch))
 
     def step(self, batch: Share) -> tuple[dict[str, float], float]:
         """One update on the whole batch: the answers' summed NLL over the batch's questions, the ranks' gradients

@@ -224,15 +224,17 @@ class Trainer:
 
     def save(self, family: Family, state: dict[str, Any]) -> None:
         """Write ``model.pt`` (the best weights) and ``last.pt`` (or, with ``single_file``, the best weights to
-        ``out``), their training record the run's options and state."""
-        rng_by_rank = self.ranks.gather([torch.get_rng_state()])  # every rank takes part; rank 0 writes
-        if not self.ranks.leader:
-            self.ranks.barrier()  # returns once rank 0 has written
-            return
+        ``out``), their training record the run's options and state: rank 0 writes, with every rank's random
+        state, and the others go on once it has."""
+        rng_by_rank = self.ranks.gather([torch.get_rng_state()])
+        if self.ranks.leader:
+            self._write(family, state, rng_by_rank)
+        self.ranks.barrier()
+
+    def _write(self, family: Family, state: dict[str, Any], rng_by_rank: list[torch.Tensor]) -> None:
         training = {"args": self.run.options, "state": state}
         if self.run.single_file:
             family.checkpoint(self.best, training).save(self.run.out)
-            self.ranks.barrier()
             return
         family.checkpoint(self.best, training).save(self.run.out / "model.pt")
         resume = {"best": self.best, "rng": rng_by_rank[0]}
@@ -244,7 +246,6 @@ class Trainer:
             resume["schedule"] = family.schedule.state_dict()
         family.checkpoint({name: module_weights(module) for name, module in family.modules.items()},
                           {**training, "resume": resume}).save(self.run.out / "last.pt")
-        self.ranks.barrier()
 
     def _better(self, value: float, best: float | None) -> bool:
         if best is None:

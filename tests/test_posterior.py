@@ -18,8 +18,9 @@ import torch
 from coref.document import Document, EntityAnnotation, Mention
 from coref.io.conll import read_conll
 from coref.io.text import plain_document
+from generative.entitynlm.state import Resampled
 from inference.algorithms import posterior
-from inference.algorithms.smc import sample_structures, stream_to_document, systematic_resampling
+from inference.algorithms.smc import sample_structures, stream_to_document, survivors_in_place, systematic_resampling
 from inference.commands import posterior as posterior_command
 from inference.training.checkpoint import Checkpoint, pretrained
 from tests.test_entitynlm import EOS, annotations, tiny_batch, tiny_models
@@ -92,6 +93,23 @@ def test_systematic_resampling_copies_each_particle_in_proportion_to_its_weight(
         expected = 4 * weights[:, document]
         assert torch.all(counts >= expected.floor()) and torch.all(counts <= expected.ceil())
         assert counts[3] == 0
+
+
+def test_resampling_keeps_survivors_in_their_slots_and_moves_only_the_dead():
+    generator = torch.Generator().manual_seed(0)
+    log_weights = 3 * torch.randn(50, 3, generator=generator)
+    ancestors = systematic_resampling(log_weights, generator)
+    for document in range(3):
+        column = ancestors[:, document]
+        assert all(column[survivor] == survivor for survivor in set(column.tolist()))
+    assert torch.equal(survivors_in_place(torch.tensor([[0, 0, 0, 2, 3, 3]])), torch.tensor([[0, 0, 2, 3, 0, 3]]))
+    table = torch.randn(50, 3, 7, 2, generator=generator)
+    expected = table[ancestors, torch.arange(3)]  # every particle's row from its ancestor
+    moved = Resampled.of(ancestors)
+    assert len(moved.target[0]) < 50 * 3
+    assert torch.equal(moved.copy(table.clone()), expected)
+    partly = moved.copy(table.clone(), slots=4)
+    assert torch.equal(partly[:, :, :4], expected[:, :, :4])
 
 
 def test_sampled_mentions_are_cut_at_sentence_ends_and_the_document_end():

@@ -30,7 +30,7 @@ import pyro.distributions as dist
 import torch
 
 from generative.entitynlm.model import EntityProposal, EntityTracker, Site
-from generative.entitynlm.state import Annotation
+from generative.entitynlm.state import Annotation, Resampled
 from generative.layers.batch import DocumentBatch
 
 
@@ -120,8 +120,7 @@ class HintedTracker(EntityTracker):
 
     def resample(self, ancestors: torch.Tensor) -> None:
         super().resample(ancestors)
-        documents = torch.arange(ancestors.shape[1], device=ancestors.device)
-        self.hint_entity = self.hint_entity[ancestors, documents]
+        self.hint_entity = Resampled.of(ancestors).copy(self.hint_entity)
 
     def _proposed(self, kind: str, t: int, categorical: dist.Categorical) -> dist.Categorical:
         """The mixture (1 - weight) Q + weight hint for site ``kind`` of step t (module docstring)."""

@@ -44,7 +44,7 @@ from torch import nn
 from coref.document import EntityAnnotation
 from generative.entitynlm.annotated import AnnotationTerms, annotation_terms
 from generative.entitynlm.heads import PROPOSAL_CONTEXTS, EntityHeads, EntityNLMConfig
-from generative.entitynlm.state import Annotation, Choice, EntityTable, MentionState
+from generative.entitynlm.state import Annotation, Choice, EntityTable, MentionState, Resampled
 from generative.layers.batch import DocumentBatch
 from generative.layers.density import LogDensity
 from generative.layers.encoder import BidirectionalWordEncoder, WordEncoder
@@ -144,18 +144,21 @@ class EntityTracker:
         )
 
     def resample(self, ancestors: torch.Tensor) -> None:
-        """Particle p of document b continues the state of particle ``ancestors[p, b]`` (SMC resampling)."""
-        documents = torch.arange(ancestors.shape[1], device=ancestors.device)
+        """Particle p of document b continues the state of particle ``ancestors[p, b]`` (SMC resampling).
 
-        def select(values: torch.Tensor) -> torch.Tensor:  # indexing copies whole rows; a gather would read an
-            return values[ancestors, documents]  # index as large as the entity table
-
+        Only the particles whose ancestor is another one are written (with ancestors from
+        :func:`inference.algorithms.smc.survivors_in_place`, the dead ones), in place, and of the entity table only
+        the slots in use: on a book that table is most of what a resampling moves.
+        """
+        moved = Resampled.of(ancestors)
         entities, previous = self.entities, self.previous
-        for name in ("embeddings", "last_position", "last_sentence", "count"):
-            setattr(entities, name, select(getattr(entities, name)))
-        self.previous = MentionState(*(select(value) for value in (previous.R, previous.E, previous.L,
-                                                                     previous.needs_candidate)))
-        self.current = select(self.current)
+        entities.embeddings = moved.copy(entities.embeddings, entities.width)
+        entities.last_position = moved.copy(entities.last_position, entities.width)
+        entities.last_sentence = moved.copy(entities.last_sentence, entities.width)
+        entities.count = moved.copy(entities.count)
+        self.previous = MentionState(*(moved.copy(value) for value in (previous.R, previous.E, previous.L,
+                                                                         previous.needs_candidate)))
+        self.current = moved.copy(self.current)
 
     def _proposed(self, kind: str, t: int, categorical: dist.Categorical) -> dist.Categorical:
         """The distribution site ``kind`` (R, E or L) of step t draws from: the head's, at the temperature (a

@@ -98,6 +98,31 @@ def _put(table: torch.Tensor, where: torch.Tensor, slot: torch.Tensor, rows: tor
     return table.scatter(2, index, kept.unsqueeze(2))
 
 
+@dataclass(frozen=True)
+class Resampled:
+    """The particles a resampling moves: ``target`` (particle, document) indices of each particle whose ancestor
+    is another, and ``source`` those of its ancestor."""
+
+    target: tuple[torch.Tensor, torch.Tensor]
+    source: tuple[torch.Tensor, torch.Tensor]
+
+    @classmethod
+    def of(cls, ancestors: torch.Tensor) -> Resampled:
+        """From (P, B) ancestors (one host sync: how many move)."""
+        particles = torch.arange(ancestors.shape[0], device=ancestors.device)[:, None]
+        target = (ancestors != particles).nonzero(as_tuple=True)
+        return cls(target, (ancestors[target], target[1]))
+
+    def copy(self, values: torch.Tensor, slots: int | None = None) -> torch.Tensor:
+        """``values`` (P, B, ...) with each moved particle's row replaced by its ancestor's (of the first ``slots``
+        entries of dimension 2 only, when given), in place (the ancestors' rows are read before any is written)."""
+        if slots is None:
+            values[self.target] = values[self.source]
+        else:
+            values[(*self.target, slice(0, slots))] = values[(*self.source, slice(0, slots))]
+        return values
+
+
 @dataclass
 class MentionState:
     """R, E (as a slot, -1 outside mentions) and L of the previous token, per (particle, document)."""

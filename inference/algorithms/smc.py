@@ -102,12 +102,32 @@ class ParticleStructures:
 
 
 def systematic_resampling(log_weights: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
-    """(N, B) ancestor indices: one uniform offset per document, N evenly spaced points through the weights' CDF."""
+    """(N, B) ancestor indices: one uniform offset per document, N evenly spaced points through the weights' CDF,
+    placed by :func:`survivors_in_place`."""
     particles, documents = log_weights.shape
     cdf = torch.softmax(log_weights.T.double(), dim=-1).cumsum(-1)  # (B, N)
     offset = torch.rand((documents, 1), generator=generator, device=cdf.device, dtype=cdf.dtype)
     points = (offset + torch.arange(particles, device=cdf.device, dtype=cdf.dtype)) / particles
-    return torch.searchsorted(cdf, points).clamp(max=particles - 1).T
+    return survivors_in_place(torch.searchsorted(cdf, points).clamp(max=particles - 1)).T
+
+
+def survivors_in_place(ancestors: torch.Tensor) -> torch.Tensor:
+    """(B, N) ancestors, increasing along N, reordered so that every particle that survives keeps its own slot
+    and its extra copies fill the slots of particles that died, in order: the same multiset of ancestors (the
+    particles are exchangeable, so the estimate's distribution is unchanged), but a resampling then copies the
+    state of the dead particles only (:meth:`generative.entitynlm.model.EntityTracker.resample`), not of all N.
+    On a book the entity table is what resampling copies, and after any token it was the sampler's growing cost.
+    """
+    documents, particles = ancestors.shape
+    slots = torch.arange(particles, device=ancestors.device).expand(documents, particles)
+    alive = torch.zeros_like(ancestors, dtype=torch.bool).scatter_(1, ancestors, True)
+    repeated = torch.cat([ancestors.new_zeros((documents, 1), dtype=torch.bool),
+                          ancestors[:, 1:] == ancestors[:, :-1]], dim=1)  # an extra copy of its left neighbour
+    # the k-th extra copy goes to the k-th dead slot (there are as many of each); column 0 collects the rest
+    rank_of_copy = torch.where(repeated, repeated.long().cumsum(1), 0)
+    copies = ancestors.new_zeros((documents, particles + 1)).scatter_(1, rank_of_copy, ancestors)
+    rank_of_dead = torch.where(alive, 0, (~alive).long().cumsum(1))
+    return torch.where(alive, slots, copies.gather(1, rank_of_dead))
 
 
 class ProposalSites:

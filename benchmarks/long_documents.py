@@ -79,7 +79,7 @@ def long_text(tokens: int, file: str | None, corpus: str, split: str, data_dir: 
 
 
 def measure(operation: str, text: str, particles: int, seed: int, resample: str = "sentence",
-            hint_weight: float = 0.0, hint_temperature: float = 1.0) -> dict:
+            hint_weight: float = 0.0, hint_temperature: float = 1.0, lookahead: float = 0.0) -> dict:
     """Run ``operation`` once on ``text`` in this process: its seconds and what it found."""
     started = time.perf_counter()
     if operation == "resolve":
@@ -94,7 +94,7 @@ def measure(operation: str, text: str, particles: int, seed: int, resample: str 
         started = time.perf_counter()  # the checkpoint's loading is not the operation
         if operation == "log_likelihood":
             result = model.log_likelihood(text, particles=particles, seed=seed, resample=resample,
-                                          hints=HintSettings(hint_weight, hint_temperature))
+                                          hints=HintSettings(hint_weight, hint_temperature, lookahead=lookahead))
             found = {"steps": result.tokens, "log_likelihood": result.log_p, "perplexity": result.perplexity,
                      "ess": result.ess}
         else:
@@ -138,7 +138,7 @@ def worker(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.threads)
     text = long_text(args.lengths[0], args.file, args.corpus, args.split, args.data_dir)
     print(json.dumps(measure(args.worker, text, args.particles, args.seed, args.resample, args.hint_weight,
-                             args.hint_temperature)))
+                             args.hint_temperature, args.lookahead)))
     return 0
 
 
@@ -147,7 +147,7 @@ def worker_command(args: argparse.Namespace, operation: str, tokens: int) -> lis
     command = [sys.executable, __file__, "--worker", operation, "--lengths", str(tokens),
                "--particles", str(args.particles), "--threads", str(args.threads), "--seed", str(args.seed),
                "--resample", args.resample, "--hint-weight", str(args.hint_weight),
-               "--hint-temperature", str(args.hint_temperature)]
+               "--hint-temperature", str(args.hint_temperature), "--lookahead", str(args.lookahead)]
     if args.file:
         command += ["--file", args.file]
     else:
@@ -241,6 +241,8 @@ def build_parser() -> Parser:
                         help="log_likelihood: the proposal's mixture weight on the bundled pipeline's hints")
     parser.add_argument("--hint-temperature", type=real(0, include_low=False), default=1.0,
                         help="log_likelihood: the pipeline ranker's softmax temperature")
+    parser.add_argument("--lookahead", type=real(0, 1), default=0.0,
+                        help="log_likelihood: the proposal's share of the model's choice given the word")
     parser.add_argument("--threads", type=integer(1), default=2, help="torch threads of each measurement")
     parser.add_argument("--gflops", type=real(0, include_low=False), default=40.0,
                         help="the arithmetic rate (GFLOP/s) the step bound assumes: one core's float32 rate")

@@ -5,7 +5,9 @@ particles, R times each (seeds ``--seed`` to ``--seed + R - 1``), through ``infe
 code. The variants (:data:`VARIANTS`): ``is``, importance sampling (the paper's eq. 11); ``smc``, resampling at
 sentence ends when the ESS falls below half (:mod:`inference.algorithms.smc`); ``smc-token``, after any token;
 ``smc-token-hints``, that with the proposal mixed with the coreference pipeline's reading (``--hint-weight``,
-``--hint-temperature``; :mod:`generative.entitynlm.hints`). Per variant it reports:
+``--hint-temperature``; :mod:`generative.entitynlm.hints`); ``smc-token-hints-lookahead``, that also mixed with
+the model's own choice of R and E given the word (``--lookahead``; :mod:`generative.entitynlm.lookahead`). Per
+variant it reports:
 
 - the across-seed standard deviation of each document's log p_hat(x), averaged over documents (the headline);
 - the mean log p_hat(x) per document: both samplers estimate p(x) without bias, so log p_hat(x) is biased low
@@ -49,11 +51,13 @@ from inference.evaluation import marginal_ppl
 from inference.runtime import resolve_device
 from inference.training.checkpoint import entitynlm_checkpoint
 
-VARIANTS = {  # name -> (sampler, resampling points, with the pipeline's hints)
-    "is": ("is", "sentence", False), "smc": ("smc", "sentence", False), "smc-token": ("smc", "token", False),
-    "smc-token-hints": ("smc", "token", True),
+VARIANTS = {  # name -> (sampler, resampling points, with the pipeline's hints, with the lookahead)
+    "is": ("is", "sentence", False, False), "smc": ("smc", "sentence", False, False),
+    "smc-token": ("smc", "token", False, False), "smc-token-hints": ("smc", "token", True, False),
+    "smc-token-hints-lookahead": ("smc", "token", True, True),
 }
-NAMES = {"is": "IS", "smc": "SMC", "smc-token": "SMC token", "smc-token-hints": "SMC token + hints"}
+NAMES = {"is": "IS", "smc": "SMC", "smc-token": "SMC token", "smc-token-hints": "SMC token + hints",
+         "smc-token-hints-lookahead": "SMC token + hints + lookahead"}
 
 
 def build_parser() -> Parser:
@@ -77,6 +81,8 @@ def build_parser() -> Parser:
                         help="smc-token-hints: the proposal's mixture weight on the pipeline's hints")
     parser.add_argument("--hint-temperature", type=real(0, include_low=False), default=1.0,
                         help="smc-token-hints: the pipeline ranker's softmax temperature")
+    parser.add_argument("--lookahead", type=real(0, 1), default=0.8,
+                        help="smc-token-hints-lookahead: the share of the model's choice given the word")
     parser.add_argument("--device", default="cpu", help="auto, cpu or cuda")
     parser.add_argument("--out", type=output_folder, default="benchmarks/results",
                         help="folder of samplers.json and samplers.md")
@@ -107,9 +113,10 @@ def run_seeds(args: argparse.Namespace) -> tuple[dict, dict[str, list[marginal_p
     for seed in range(args.seed, args.seed + args.seeds):
         order = args.variants if seed % 2 == 0 else args.variants[::-1]
         for name in order:  # each variant draws from the seed's (per batch), whatever ran before it
-            sampler, resample, with_hints = VARIANTS[name]
+            sampler, resample, with_hints, with_lookahead = VARIANTS[name]
             run = marginal_ppl.run_samplers(batches, model, proposal, args.particles, (sampler,), eos, seed,
-                                            hints=hints if with_hints else None, resample=resample)
+                                            hints=hints if with_hints else None, resample=resample,
+                                            lookahead=args.lookahead if with_lookahead else 0.0)
             runs[name].append(run[sampler])
         print(f"seed {seed}: " + ", ".join(f"{name} {runs[name][-1].seconds:.1f} s" for name in args.variants),
               file=sys.stderr)
@@ -121,6 +128,8 @@ def run_seeds(args: argparse.Namespace) -> tuple[dict, dict[str, list[marginal_p
                "tokens": sum(key["tokens"] for key in keys), "variants": args.variants}
     if hinted:
         setting.update(hint_weight=args.hint_weight, hint_temperature=args.hint_temperature)
+    if any(VARIANTS[name][3] for name in args.variants):
+        setting.update(lookahead=args.lookahead)
     return setting, runs
 
 
@@ -201,6 +210,8 @@ def markdown(setting: dict, summaries: dict[str, dict], decision: dict) -> str:
               f"{setting['device']} (torch threads: {setting['torch_threads']}), checkpoint {setting['checkpoint']}")
     if "hint_weight" in setting:
         header += f"; hints: weight {setting['hint_weight']}, temperature {setting['hint_temperature']}"
+    if "lookahead" in setting:
+        header += f"; lookahead {setting['lookahead']}"
     sds = ", ".join(f"{NAMES[v]} {summaries[v]['mean_sd_log_p']:.3f}" for v in variants)
     costs = ", ".join(f"{NAMES[v]} {summaries[v]['variance_x_seconds_per_run']:.3g}" for v in variants)
     footer = [

@@ -132,6 +132,11 @@ def test_the_main_job_samples_with_hints_and_token_resampling(tmp_path, capsys):
     plain = tmp_path / "plain.json"
     assert marginal_ppl.main(["--particles", "8", "--baseline", "none", "--device", "cpu", "--json", str(plain)]) == 0
     assert json.loads(plain.read_text())["perplexity"] != result["perplexity"]
+    looked = tmp_path / "lookahead.json"
+    assert marginal_ppl.main([*argv[:-1], str(looked), "--lookahead", "0.8"]) == 0
+    with_lookahead = json.loads(looked.read_text())
+    assert with_lookahead["lookahead"] == 0.8 and result["lookahead"] == 0.0
+    assert math.isfinite(with_lookahead["perplexity"]) and with_lookahead["perplexity"] != result["perplexity"]
 
 
 def test_the_posterior_on_the_pipelines_mentions_is_scored_and_calibrated(tmp_path, capsys):
@@ -139,11 +144,11 @@ def test_the_posterior_on_the_pipelines_mentions_is_scored_and_calibrated(tmp_pa
 
     out, figure = tmp_path / "result.json", tmp_path / "reliability.png"
     argv = ["--evaluate", "--given-mentions", "pipeline", "--particles", "6", "--method", "smc", "--device", "cpu",
-            "--hint-weight", "0.3", "--reliability", str(figure), "--json", str(out)]
+            "--hint-weight", "0.3", "--lookahead", "0.5", "--reliability", str(figure), "--json", str(out)]
     assert posterior.main(argv) == 0
     printed = capsys.readouterr().out
     result = json.loads(out.read_text())
-    assert result["mentions"] > 0 and result["calibration"]["pairs"] > 0
+    assert result["mentions"] > 0 and result["calibration"]["pairs"] > 0 and result["lookahead"] == 0.5
     assert 0 <= result["calibration"]["ece"] <= 1
     assert sum(row["pairs"] for row in result["calibration"]["bins"]) == result["calibration"]["pairs"]
     assert "posterior MAP" in printed and "expected calibration error" in printed
@@ -188,3 +193,46 @@ def test_the_api_estimates_with_token_resampling_and_hints():
     hinted = model.log_likelihood(text, particles=10, seed=1, resample="token", hints=HintSettings(0.5, 4.0))
     assert math.isfinite(hinted.log_p) and hinted.log_p != plain.log_p
     assert model.log_likelihood(text, particles=10, seed=1, resample="token", hints=HintSettings(0.5, 4.0)) == hinted
+    looked = model.log_likelihood(text, particles=10, seed=1, resample="token", hints=HintSettings(lookahead=0.8))
+    assert math.isfinite(looked.log_p) and looked.log_p not in (plain.log_p, hinted.log_p)
+    with pytest.raises(ValueError, match="lookahead"):
+        HintSettings(lookahead=1.0)
+
+
+@pytest.mark.parametrize("resample", ["never", "token"])
+def test_the_lookahead_keeps_the_estimate_exact_and_settles_it_sooner(resample):
+    model, proposal = tiny_models()
+    exact, _, _ = exact_log_marginal(model, WORDS)
+    batch = tiny_batch([{"words": WORDS}])
+    pyro.set_rng_seed(5)
+    sampled = sample_structures(model, proposal, batch, 20_000, EOS, resample, history=False, lookahead=0.7,
+                                hints=hinted(batch, 0.3))
+    assert sampled.log_marginal.item() == pytest.approx(exact.item(), abs=0.03)
+    # the model's own choice given each word: the importance weights vary less than the proposal's alone
+    spread = {}
+    for share in (0.0, 0.9):
+        pyro.set_rng_seed(5)
+        weights = sample_structures(model, proposal, batch, 4_000, EOS, "never", history=False, lookahead=share)
+        spread[share] = weights.log_weights.std().item()
+    assert spread[0.9] < 0.8 * spread[0.0]
+
+
+def test_the_lookahead_is_the_models_conditional_given_the_word():
+    from generative.entitynlm.lookahead import WordLookahead
+    from inference.algorithms.smc import ModelSites, ProposalSites
+
+    model, _ = tiny_models()
+    batch = tiny_batch([{"words": WORDS}])
+    states = model.encoder(batch)
+    tracker = model.tracker(batch, 1, states, site=ModelSites(ProposalSites()))
+    mention, entity = WordLookahead(model, tracker, states, batch, 0.5).choice(0)
+    # at t = 0 no entity exists yet: R = 1 is the new one, the word read with its embedding; R = 0 with e_current
+    h = states[:, 0]
+    log_r = model.heads.mention_type(h).logits.log_softmax(-1)[0]  # eq. 3
+    context = torch.stack([tracker.current[0, 0],
+                           torch.nn.functional.normalize(model.heads.mention_type.entity_prototype, dim=-1)])
+    log_x = model.softmax(h + model.entity_to_word(context)).log_prob(batch.words[:, 0].expand(2))  # eq. 6
+    assert mention.item() == pytest.approx(torch.softmax(log_r + log_x, 0)[1].item(), rel=1e-5)
+    assert entity[0, 0, 0].item() == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="share"):
+        WordLookahead(model, tracker, states, batch, 1.0)

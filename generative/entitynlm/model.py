@@ -92,6 +92,8 @@ class EntityTracker:
         # numbers equal the program's up to float rounding; the program itself scores every row
         self.score_drawn_entities_only = False
         self.temperature = temperature  # divides the R, E, L logits: > 1 widens a proposal
+        # a proposal's reshaping of its site distributions by the model (the sampler's WordLookahead), or None
+        self.lookahead: Callable[[str, int, dist.Categorical], dist.Categorical] | None = None
         self.config = config
         self.batch = batch
         shape = (particles, batch.size)
@@ -114,16 +116,16 @@ class EntityTracker:
         self._offer_candidate(t, previous.needs_candidate & valid)
 
         starts = (previous.L == 1) & valid  # eq.: R is drawn only when no mention is ongoing
-        R_dist = self._proposed("R", t, heads.mention_type(h_predict).expand(starts.shape))
+        R_dist = self._drawn_from("R", t, heads.mention_type(h_predict).expand(starts.shape))
         drawn_R = self.site("R", t, R_dist, starts, _at(gold, "R", t))
         R = torch.where(starts, drawn_R, previous.R)
         mention_starts = starts & (R == 1)
         scored_rows = mention_starts if self.score_drawn_entities_only else None
-        E_dist = self._proposed("E", t, heads.entity(h_predict, entities, t, sentence, scored_rows))
+        E_dist = self._drawn_from("E", t, heads.entity(h_predict, entities, t, sentence, scored_rows))
         drawn_E = self.site("E", t, E_dist, mention_starts, _at(gold, "E", t))
         E = torch.where(mention_starts, drawn_E, torch.where(R == 1, previous.E, -torch.ones_like(drawn_E)))
         entity = entities.gather(E)  # e_{E_t, t-1}, or the candidate for a new entity
-        L_dist = self._proposed("L", t, heads.length(h_predict, entity))
+        L_dist = self._drawn_from("L", t, heads.length(h_predict, entity))
         drawn_L = self.site("L", t, L_dist, mention_starts, _at(gold, "L", t))
         L = torch.where(mention_starts, drawn_L + 1, torch.where(starts, torch.ones_like(drawn_L), previous.L - 1))
         self.chosen = Choice(t, valid, sentence, R, E, L, entity)
@@ -159,6 +161,11 @@ class EntityTracker:
         self.previous = MentionState(*(moved.copy(value) for value in (previous.R, previous.E, previous.L,
                                                                          previous.needs_candidate)))
         self.current = moved.copy(self.current)
+
+    def _drawn_from(self, kind: str, t: int, categorical: dist.Categorical) -> dist.Categorical:
+        """The distribution site ``kind`` of step t draws from: :meth:`_proposed`, reshaped by the lookahead if any."""
+        proposed = self._proposed(kind, t, categorical)
+        return proposed if self.lookahead is None else self.lookahead(kind, t, proposed)
 
     def _proposed(self, kind: str, t: int, categorical: dist.Categorical) -> dist.Categorical:
         """The distribution site ``kind`` (R, E or L) of step t draws from: the head's, at the temperature (a

@@ -27,17 +27,21 @@ from generative.layers.batch import DocumentBatch, stream_positions
 class HintSettings:
     """How the proposal follows the pipeline: the mixture's ``weight`` (0: not at all, the paper's proposal),
     the ranker's softmax ``temperature``, the hint's smoothing ``epsilon``, and the pipeline's ``detector`` and
-    ``resolver`` files (None: the bundled ones)."""
+    ``resolver`` files (None: the bundled ones). ``lookahead``: the share of R's and E's proposal that is the
+    model's own choice given the word (:mod:`generative.entitynlm.lookahead`; 0: none, needs no pipeline)."""
 
     weight: float = 0.0
     temperature: float = 1.0
     epsilon: float = 0.02
     detector: str | None = None
     resolver: str | None = None
+    lookahead: float = 0.0
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.weight < 1.0:
             raise ValueError(f"the hint weight must be in [0, 1), got {self.weight}")
+        if not 0.0 <= self.lookahead < 1.0:
+            raise ValueError(f"the lookahead must be in [0, 1), got {self.lookahead}")
         if self.temperature <= 0:
             raise ValueError(f"the hint temperature must be positive, got {self.temperature}")
 
@@ -52,18 +56,20 @@ class HintSettings:
 
 @dataclass(frozen=True)
 class HintOptions:
-    """The hint options of a command's config (``--hint-weight``, ``--hint-temperature``, ``--hint-detector``,
-    ``--hint-resolver``): a base of the configs that sample with EntityNLM's proposal."""
+    """The proposal options of a command's config (``--hint-weight``, ``--hint-temperature``, ``--hint-detector``,
+    ``--hint-resolver``, ``--lookahead``): a base of the configs that sample with EntityNLM's proposal."""
 
     hint_weight: float = 0.0
     hint_temperature: float = 1.0
     hint_detector: str | None = None
     hint_resolver: str | None = None
+    lookahead: float = 0.0
 
     def hints(self) -> HintSettings:
-        """How the proposal follows the coreference pipeline (weight 0: not at all)."""
+        """How the proposal follows the coreference pipeline (weight 0: not at all) and the model's choice given
+        the word (lookahead 0: not at all)."""
         return HintSettings(self.hint_weight, self.hint_temperature, detector=self.hint_detector,
-                            resolver=self.hint_resolver)
+                            resolver=self.hint_resolver, lookahead=self.lookahead)
 
 
 def preprocessed_hint(hint: CorefHint, original: Document, preprocessed: Document, config: PreprocessConfig

@@ -120,8 +120,9 @@ def posteriors(
     """SIR or SMC posteriors of preprocessed ``documents`` (same order), structures on the same tokens; SMC
     resamples a document at a sentence end (or, with ``resample="token"``, after any token) when its ESS is
     below ``ess_threshold`` x ``particles``. ``hints`` (by document key) and ``hint_settings``: the proposal
-    follows the coreference pipeline (:mod:`generative.entitynlm.hints`). ``given_mentions``: the documents'
-    own mentions are given (R and L observed) and only their entities are sampled, p(E | x, R, L). Batch ``n``
+    follows the coreference pipeline (:mod:`generative.entitynlm.hints`) and the settings' lookahead.
+    ``given_mentions``: the documents' own mentions are given (R and L observed) and only their entities are
+    sampled, p(E | x, R, L). Batch ``n``
     draws from seed :func:`inference.runtime.batch_seed` ``(seed, n)``; under torchrun each rank samples every
     ``world``-th batch and all get every posterior (the same as one process's)."""
     run = ranks()
@@ -139,7 +140,8 @@ def posteriors(
             mentions = Annotation(batch.R, None, batch.L - 1) if given_mentions else None
             sampled = sample_structures(model, proposal, batch, particles, vocabulary.index(EOS),
                                         "never" if method == "sir" else resample, ess_threshold,
-                                        progress=progress and run.leader, hints=batch_hint, mentions=mentions)
+                                        progress=progress and run.leader, hints=batch_hint, mentions=mentions,
+                                        lookahead=hint_settings.lookahead)
             done.append([_posterior(by_document[key], sampled, index, int(batch.lengths[index]))
                          for index, key in enumerate(batch.keys)])
             bar.update(batch.size)

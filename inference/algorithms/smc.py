@@ -24,8 +24,9 @@ multiplies the w_t up. Two ways to use the weights:
   mention's choices are judged by the words that follow it before the next mention starts (issue 27: at equal
   particles the estimate is higher and settles sooner than with sentence ends; one host sync per token).
 
-Two options reshape what is sampled: ``hints`` make the proposal a mixture with the coreference pipeline's
-reading (:mod:`generative.entitynlm.hints`), and ``mentions`` give R and L, so that only E is sampled (the
+Three options reshape what is sampled: ``hints`` make the proposal a mixture with the coreference pipeline's
+reading (:mod:`generative.entitynlm.hints`), ``lookahead`` a mixture with the model's own choice given the word
+(:mod:`generative.entitynlm.lookahead`), and ``mentions`` give R and L, so that only E is sampled (the
 posterior over entities on given mentions, :mod:`inference.evaluation.posterior_resolver`).
 
 Either way the state that resampling copies is only the per-particle entity state (the entity table, the
@@ -51,6 +52,7 @@ import torch
 from coref.document import Document, EntityAnnotation, Mention
 from coref.io.progress import progress as progress_bar
 from generative.entitynlm.hints import CorefHints, hinted_tracker
+from generative.entitynlm.lookahead import WordLookahead
 from generative.entitynlm.model import NEW_ENTITY_SITE, EntityNLM, EntityProposal, MentionState
 from generative.entitynlm.state import Annotation
 from generative.layers.batch import DocumentBatch, stream_positions
@@ -231,6 +233,7 @@ def sample_structures(
     progress: bool = False,
     hints: CorefHints | None = None,
     mentions: Annotation | None = None,
+    lookahead: float = 0.0,
 ) -> ParticleStructures:
     """Weighted annotations of every document of ``batch`` by SIR (``resample="never"``) or SMC (``"sentence"``:
     a document may be resampled after each of its sentence ends; ``"token"``: after any of its tokens).
@@ -239,6 +242,8 @@ def sample_structures(
     likelihood needs, in memory flat in T. ``hints``: the proposal draws from its mixture with the coreference
     pipeline's (:mod:`generative.entitynlm.hints`). ``mentions``: R and L given ((B, T) each, E None), so only E
     is sampled: the weights are then those of p(E | x, R, L), and ``log_marginal`` estimates log p(x, R, L).
+    ``lookahead`` > 0: that share of R's and E's proposal is the model's locally optimal choice given the word
+    (:mod:`generative.entitynlm.lookahead`).
     """
     if resample not in RESAMPLING:
         raise ValueError(f"resample must be one of {RESAMPLING}, got {resample!r}")
@@ -265,6 +270,8 @@ def sample_structures(
     proposal_tracker = hinted_tracker(proposal, batch, particles, proposal_states, proposed, hints)
     for tracker in (model_tracker, proposal_tracker):
         tracker.score_drawn_entities_only = True
+    if lookahead > 0:
+        proposal_tracker.lookahead = WordLookahead(model, model_tracker, model_states, batch, lookahead)
     with pyro.validation_enabled(False):  # argument and support checks cost several small ops per site
         steps = progress_bar(range(batch.steps), desc=f"{particles} particles", unit="token", leave=False,
                              enabled=progress and batch.steps >= PROGRESS_STEPS)
@@ -309,13 +316,14 @@ def sample_structures(
 
 
 def importance_sampling(model: EntityNLM, proposal: EntityProposal, batch: DocumentBatch, particles: int,
-                        eos: int, progress: bool = False, hints: CorefHints | None = None) -> ImportanceEstimate:
+                        eos: int, progress: bool = False, hints: CorefHints | None = None, lookahead: float = 0.0
+                        ) -> ImportanceEstimate:
     """Importance sampling (eq. 11) by the lockstep loop: the draws and weights (bit for bit) of
     ``estimate_marginal(model.model, proposal.guide, batch, particles)`` for the same random state, in memory
-    flat in T instead of every site's value and log-density for the whole document (``hints``: the proposal
-    mixed with the pipeline's, which only this loop offers)."""
+    flat in T instead of every site's value and log-density for the whole document (``hints`` and ``lookahead``:
+    the proposal mixed with the pipeline's and the model's choices, which only this loop offers)."""
     sampled = sample_structures(model, proposal, batch, particles, eos, "never", history=False, progress=progress,
-                                hints=hints)
+                                hints=hints, lookahead=lookahead)
     return ImportanceEstimate(sampled.log_weights)
 
 

@@ -298,8 +298,9 @@ class LanguageModel:
         way the corpora are (``inference.evaluation.marginal_ppl``: its mentions, if any, decide which punctuation is
         kept, and are otherwise not used); documents are batched as that command does (``batch_tokens`` particles x
         tokens), so a corpus's documents get the command's numbers for the same random state. ``resample`` and
-        ``hints`` as the command's ``--resample`` and ``--hint-*`` options: SMC's resampling points, and the
-        proposal's mixture with the coreference pipeline's reading of the texts."""
+        ``hints`` as the command's ``--resample``, ``--hint-*`` and ``--lookahead`` options: SMC's resampling
+        points, and the proposal's mixtures with the coreference pipeline's reading of the texts and with the
+        model's own choice given each word."""
         check_sampling(particles, sampler)
         originals, prepared = self.read(text)
         vocabulary = self.checkpoint.vocabulary
@@ -316,7 +317,7 @@ class LanguageModel:
             with kept_random_state():
                 run = run_samplers(batches, *self.modules(self.proposal), particles, (sampler,),
                                    vocabulary.index(EOS), seed, progress=False, hints=batch_hint,
-                                   resample=resample)[sampler]
+                                   resample=resample, lookahead=hints.lookahead)[sampler]
             for key, row in zip(run.keys, run.statistics):
                 results[key["document"], key["part"]] = Likelihood(
                     key["document"], row["log_likelihood"], key["tokens"], sampler, particles, row["ess"],

@@ -214,7 +214,7 @@ def marginal_perplexity(config: MarginalConfig) -> dict:
     samplers = samplers_of(config.sampler)
     hints = proposal_hints(config, pipeline, checkpoint, documents, batches)
     runs = run_samplers(batches, model, proposal, config.particles, samplers, checkpoint.vocabulary.index(EOS),
-                        config.seed, hints=hints, resample=config.resample)
+                        config.seed, hints=hints, resample=config.resample, lookahead=config.lookahead)
     first = runs[samplers[0]]
     tokens = sum(key["tokens"] for key in first.keys)
     result = {
@@ -222,6 +222,7 @@ def marginal_perplexity(config: MarginalConfig) -> dict:
         "documents": len(first.keys), "tokens": tokens, "particles": config.particles,
         "proposal": proposal.context, "proposal_temperature": config.proposal_temperature, "sampler": config.sampler,
         "resample": config.resample, "hint_weight": config.hint_weight, "hint_temperature": config.hint_temperature,
+        "lookahead": config.lookahead,
         "samplers": {name: sampler_run.totals(tokens) for name, sampler_run in runs.items()},
         "baselines": {}, "seconds": sum(sampler_run.seconds for sampler_run in runs.values()),
     }
@@ -260,12 +261,13 @@ def restore_random_state(state: dict) -> None:
 
 def run_samplers(batches: list[DocumentBatch], model: EntityNLM, proposal: EntityProposal, particles: int,
                  samplers: Sequence[str], eos: int, seed: int, progress: bool = True,
-                 hints: Sequence[CorefHints | None] | None = None, resample: str = "sentence"
-                 ) -> dict[str, SamplerRun]:
+                 hints: Sequence[CorefHints | None] | None = None, resample: str = "sentence",
+                 lookahead: float = 0.0) -> dict[str, SamplerRun]:
     """Each sampler over every batch, batch ``n`` from seed :func:`batch_seed` ``(seed, n)``: a sampler's figures
     do not depend on which other samplers ran before it, and under torchrun each rank samples every
     ``world``-th batch and all get every batch's figures in order (the same as one process's). ``hints``: each
-    batch's pipeline hints for the proposal; ``resample``: SMC's resampling points (``sentence`` or ``token``)."""
+    batch's pipeline hints for the proposal; ``resample``: SMC's resampling points (``sentence`` or ``token``);
+    ``lookahead``: the share of the model's own choice given the word in the proposal."""
     run = ranks()
     runs = {}
     for sampler in samplers:
@@ -276,7 +278,7 @@ def run_samplers(batches: list[DocumentBatch], model: EntityNLM, proposal: Entit
             batch = batches[number]
             statistics, seconds = sample_documents(batch, model, proposal, particles, sampler, eos,
                                                    progress and run.leader, None if hints is None else hints[number],
-                                                   resample)
+                                                   resample, lookahead)
             done.append((document_keys(batch), statistics, seconds))
         done = run.gather(done)
         runs[sampler] = SamplerRun(sampler, [key for keys, _, _ in done for key in keys],
@@ -298,19 +300,19 @@ def khat_entry(khat: float) -> dict:
 
 def sample_documents(batch: DocumentBatch, model: EntityNLM, proposal: EntityProposal, particles: int,
                      sampler: str, eos: int, progress: bool = False, hints: CorefHints | None = None,
-                     resample: str = "sentence") -> tuple[list[dict], float]:
+                     resample: str = "sentence", lookahead: float = 0.0) -> tuple[list[dict], float]:
     """log p_hat(x) of each document of ``batch`` by one sampler with its diagnostics, and the seconds the
     sampling took (the diagnostics, which cost both samplers alike, are not counted); ``progress`` shows the
-    token steps of a long batch on a terminal; ``hints`` and ``resample`` as :func:`run_samplers`."""
+    token steps of a long batch on a terminal; ``hints``, ``resample`` and ``lookahead`` as :func:`run_samplers`."""
     if sampler not in SAMPLERS:
         raise ValueError(f"sampler must be one of {SAMPLERS}, got {sampler!r}")
     started = time.perf_counter()
     if sampler == "is":  # estimate_marginal's draws and weights, by the lockstep loop (memory flat in T)
-        estimate = importance_sampling(model, proposal, batch, particles, eos, progress, hints)
+        estimate = importance_sampling(model, proposal, batch, particles, eos, progress, hints, lookahead)
         log_marginal = estimate.log_marginal.tolist()  # waits for the device, so the clock stops after the work
         return importance_statistics(estimate, log_marginal), time.perf_counter() - started
     sampled = sample_structures(model, proposal, batch, particles, eos, resample, history=False, progress=progress,
-                                hints=hints)
+                                hints=hints, lookahead=lookahead)
     log_marginal = sampled.log_marginal.tolist()
     return smc_statistics(sampled, log_marginal), time.perf_counter() - started
 

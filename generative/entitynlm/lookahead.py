@@ -1,0 +1,84 @@
+"""A share of EntityNLM's proposal that reads the word the way the model does: the model's locally optimal choice.
+
+At a step where a mention may start, the model's own conditional of the choice given the word it must explain,
+
+    p(R_t = r, E_t = e | history, x_t)  proportional to  p(r | h_{t-1}) p(e | h_{t-1}, entities) p(x_t | h_{t-1}, e)
+
+(eqs. 3, 4 and 6; e is e_current when r = 0), is SMC's locally optimal proposal (Doucet, Godsill & Andrieu 2000):
+drawn from it, the step's weight no longer depends on which (r, e) was drawn. Issue 27 found the word site making
+most of the weights' per-step variance: Q reads x_t through its own LSTM, not through the model's softmax with
+each entity's embedding. :class:`WordLookahead` computes that conditional over R = 0 and the ``top`` entities the
+model finds likeliest (eq. 4), a new entity's embedding at its mean (no eq. 7 noise), and the proposal draws
+
+    R from (1 - share) q(R) + share p(R | history, x_t),
+    E from (1 - share) q(E | R = 1) + share p(E | R = 1, history, x_t)     (zero beyond the ``top``),
+
+so every structure the proposal could draw keeps positive probability (share < 1) and the estimate stays
+unbiased; Q (with the pipeline's hints, where given) keeps what it knows of the words after x_t. It reads the
+model's entity state as it stands before step t, so it exists only in the lockstep sampler
+(:func:`inference.algorithms.smc.sample_structures`), which runs the model beside the proposal.
+"""
+
+from __future__ import annotations
+
+import pyro.distributions as dist
+import torch
+import torch.nn.functional as F
+
+from generative.entitynlm.model import EntityNLM, EntityTracker
+from generative.layers.batch import DocumentBatch
+
+TOP_ENTITIES = 8  # entities whose word probability the lookahead computes (besides R = 0)
+
+
+class WordLookahead:
+    """The model's locally optimal choice of R_t and E_t, mixed into a proposal tracker's R and E sites.
+
+    ``model_tracker`` is the model's entity state in the same lockstep loop, ``states`` the model's LSTM states;
+    an instance is a tracker's ``lookahead`` (:meth:`EntityTracker.choose` calls it for R, then E, of each step).
+    """
+
+    def __init__(self, model: EntityNLM, model_tracker: EntityTracker, states: torch.Tensor, batch: DocumentBatch,
+                 share: float, top: int = TOP_ENTITIES) -> None:
+        if not 0.0 < share < 1.0:
+            raise ValueError(f"the lookahead's share must be in (0, 1), got {share}: the proposal keeps a share so "
+                             "that every structure stays possible")
+        self.model, self.model_tracker, self.states, self.batch = model, model_tracker, states, batch
+        self.share, self.top = share, top
+        self.entity_given_word: torch.Tensor | None = None  # (P, B, slots) of the step, from R's call to E's
+
+    def __call__(self, kind: str, t: int, proposed: dist.Categorical) -> dist.Categorical:
+        """The distribution site ``kind`` of step t draws from: the proposal's, mixed with the model's choice."""
+        if kind == "R":
+            mention, self.entity_given_word = self.choice(t)
+            local = torch.stack([1 - mention, mention], dim=-1)
+        elif kind == "E":
+            local = self.entity_given_word
+            slots = proposed.probs.shape[-1]  # the proposal's table may already be wider than the model's
+            local = F.pad(local, (0, slots - local.shape[-1])) if local.shape[-1] < slots else local[..., :slots]
+        else:
+            return proposed
+        return dist.Categorical(probs=(1 - self.share) * proposed.probs + self.share * local)
+
+    def choice(self, t: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """p(R_t = 1 | history, x_t) (P, B) and p(E_t | R_t = 1, history, x_t) (P, B, slots) under the model, over
+        R = 0 and its ``top`` likeliest entities, from the model's state before step t."""
+        model, tracker = self.model, self.model_tracker
+        h = self.states[:, t]  # h_{t-1}: what the model's heads read at step t
+        entities, previous = tracker.entities, tracker.previous
+        starts = (previous.L == 1) & self.batch.mask[:, t]  # where R is drawn; other rows are masked out anyway
+        sentence = self.batch.sentence[:, t].expand_as(previous.R)
+        log_mention = model.heads.mention_type(h).logits  # (B, 2), eq. 3 (a Categorical's logits are normalised)
+        log_entity = model.heads.entity(h, entities, t, sentence, starts).logits  # (P, B, C), eq. 4
+        log_entity, slots = log_entity.topk(min(self.top, log_entity.shape[-1]), dim=-1)
+        embeddings = entities.embeddings.gather(2, slots[..., None].expand(*slots.shape, h.shape[-1]))
+        new = (slots == entities.count[..., None]) & previous.needs_candidate[..., None]  # not yet placed: its mean
+        prototype = F.normalize(model.heads.mention_type.entity_prototype, dim=-1)
+        embeddings = torch.where(new[..., None], prototype, embeddings)
+        contexts = torch.cat([tracker.current[:, :, None], embeddings], dim=2)  # R = 0 reads e_current, eq. 6
+        log_word = model.softmax(h[:, None] + model.entity_to_word(contexts)).log_prob(self.batch.words[:, t, None])
+        outside = log_mention[:, 0] + log_word[..., 0]  # (P, B)
+        inside = log_mention[:, 1, None] + log_entity + log_word[..., 1:]  # (P, B, top)
+        mention = torch.sigmoid(inside.logsumexp(-1) - outside)
+        entity = torch.zeros_like(entities.last_position[..., :entities.width])
+        return mention, entity.scatter_(-1, slots, inside.softmax(-1))

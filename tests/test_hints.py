@@ -225,7 +225,7 @@ def test_the_lookahead_is_the_models_conditional_given_the_word():
     batch = tiny_batch([{"words": WORDS}])
     states = model.encoder(batch)
     tracker = model.tracker(batch, 1, states, site=ModelSites(ProposalSites()))
-    mention, entity = WordLookahead(model, tracker, states, batch, 0.5).choice(0)
+    mention, entity, row_of = WordLookahead(model, tracker, states, batch, 0.5).choice(0)
     # at t = 0 no entity exists yet: R = 1 is the new one, the word read with its embedding; R = 0 with e_current
     h = states[:, 0]
     log_r = model.heads.mention_type(h).logits.log_softmax(-1)[0]  # eq. 3
@@ -233,6 +233,6 @@ def test_the_lookahead_is_the_models_conditional_given_the_word():
                            torch.nn.functional.normalize(model.heads.mention_type.entity_prototype, dim=-1)])
     log_x = model.softmax(h + model.entity_to_word(context)).log_prob(batch.words[:, 0].expand(2))  # eq. 6
     assert mention.item() == pytest.approx(torch.softmax(log_r + log_x, 0)[1].item(), rel=1e-5)
-    assert entity[0, 0, 0].item() == pytest.approx(1.0)
+    assert row_of.tolist() == [[0]] and entity[0, 0].item() == pytest.approx(1.0)
     with pytest.raises(ValueError, match="share"):
         WordLookahead(model, tracker, states, batch, 1.0)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import pyro.distributions as dist
 import torch
 import torch.nn.functional as F
+from pyro.distributions import TorchDistribution, constraints
 from torch import nn
 
 from generative.entitynlm.state import EntityTable, column
@@ -74,15 +75,15 @@ class EntityHead(nn.Module):
 
     def forward(
         self, h: torch.Tensor, entities: EntityTable, position: int | torch.Tensor, sentence: torch.Tensor,
-        rows: torch.Tensor | None = None,
+        rows: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> dist.Categorical:
-        """The choice at token ``position`` (a step, or (P, B) steps) of sentence ``sentence`` (P, B).
+        """The choice at token ``position`` (a step, or (P, B) steps) of sentence ``sentence`` (P, B): a (P, B, C)
+        categorical.
 
-        ``rows`` (P, B), when given, are the (particle, document) pairs whose E is drawn at this step (a mention
-        starts there): only their entity tables are scored, and every other row gets placeholder logits 0, a draw
-        the caller discards and a density it masks out. The categorical keeps its full (P, B, C) shape, so a
-        sampler consumes the same random numbers; a book's step then reads the tables of the few particles that
-        start a mention, not all of them.
+        ``rows`` ((particle, document) indices, K of them), when given, are the pairs whose E is drawn at this
+        step (a mention starts there): only their entity tables are scored, and the categorical is theirs alone,
+        (K, C) (:class:`DrawnRows` puts its draws in place). A book's step then reads and draws over the tables of
+        the few particles that start a mention, not all of them.
         """
         embeddings, last_position, last_sentence = entities.scored()
         projected = self.bilinear(h)
@@ -91,13 +92,11 @@ class EntityHead(nn.Module):
             scores = torch.einsum("pbcd,bd->pbc", embeddings, projected)
             return dist.Categorical(logits=self._logits(scores, entities.slots() - entities.count[..., None],
                                                         column(position), sentence, last_position, last_sentence))
-        index = rows.nonzero(as_tuple=True)
-        scores = torch.einsum("kcd,kd->kc", embeddings[index], projected[index[-1]])
-        at = position if isinstance(position, int) else position[index][..., None]
-        logits = scores.new_zeros(last_position.shape)
-        logits[index] = self._logits(scores, entities.slots() - entities.count[index][..., None], at,
-                                     sentence[index], last_position[index], last_sentence[index])
-        return dist.Categorical(logits=logits)
+        scores = torch.einsum("kcd,kd->kc", embeddings[rows], projected[rows[-1]])
+        at = position if isinstance(position, int) else position[rows][..., None]
+        logits = self._logits(scores, entities.slots() - entities.count[rows][..., None], at, sentence[rows],
+                              last_position[rows], last_sentence[rows])
+        return dist.Categorical(logits=logits, validate_args=False)  # K may be 0, which validation refuses
 
     def _logits(self, scores: torch.Tensor, past_count: torch.Tensor, position: int | torch.Tensor,
                 sentence: torch.Tensor, last_position: torch.Tensor, last_sentence: torch.Tensor) -> torch.Tensor:
@@ -113,6 +112,34 @@ class EntityHead(nn.Module):
         else:  # the reference code: exp(lambda * (last sentence - current sentence)), the new slot's last is 0
             scores = scores + torch.exp(self.distance_weights * (last_sentence - sentence[..., None]))
         return torch.where(available, scores, torch.full_like(scores, IMPOSSIBLE))
+
+
+class DrawnRows(TorchDistribution):
+    """The E site of a (P, B) batch when only K rows draw it: ``drawn``, a (K, C) categorical of the rows at
+    ``rows`` ((particle, document) indices), put in place. The other rows get the value 0 and the log-density 0:
+    their site is masked (no mention starts there), so the distribution of what counts is eq. 4's, and a step
+    draws and normalises over K entity tables instead of P x B."""
+
+    arg_constraints: dict = {}
+    support = constraints.nonnegative_integer
+
+    def __init__(self, drawn: dist.Categorical, rows: tuple[torch.Tensor, torch.Tensor], shape: torch.Size) -> None:
+        self.drawn, self.rows = drawn, rows
+        super().__init__(torch.Size(shape), validate_args=False)
+
+    def sample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:
+        if sample_shape:
+            raise ValueError("DrawnRows draws one value per row")
+        value = self.rows[0].new_zeros(self.batch_shape)
+        if self.rows[0].numel():  # the index's size is known on the host: no sync
+            value[self.rows] = self.drawn.sample()
+        return value
+
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        result = self.drawn.logits.new_zeros(self.batch_shape)
+        if self.rows[0].numel():
+            result[self.rows] = self.drawn.log_prob(value.expand(self.batch_shape)[self.rows])
+        return result
 
 
 class LengthHead(nn.Module):

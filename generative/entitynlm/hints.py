@@ -136,21 +136,24 @@ class HintedTracker(EntityTracker):
             smoothed = torch.full_like(own[0], hints.epsilon / own.shape[-1])
             smoothed.scatter_add_(-1, length[:, None], torch.full_like(smoothed[:, :1], 1 - hints.epsilon))
             hint = torch.where(at_mention, smoothed, own)
-        else:
-            hint = torch.where(at_mention, self._entity_hint(row, own.shape[-1]), own)
+        else:  # E: (K, slots), the K rows that draw it (the sampler's DrawnRows)
+            particle, document = self.drawn_rows
+            row = row[document]
+            hint = torch.where((row > 0)[:, None], self._entity_hint(particle, document, row, own.shape[-1]), own)
         return dist.Categorical(probs=(1 - hints.weight) * own + hints.weight * hint)
 
-    def _entity_hint(self, row: torch.Tensor, slots: int) -> torch.Tensor:
-        """(P, B, slots): the ranker's antecedent distribution of each document's mention ``row`` (B,), on the
-        particle's entities; a new entity, or an antecedent the particle gave no entity, on the new slot."""
-        hints, particles = self.hints, self.hint_entity.shape[0]
-        antecedent_rows = hints.antecedents[torch.arange(row.shape[0], device=row.device), row]  # (B, K)
-        probabilities = hints.probabilities[torch.arange(row.shape[0], device=row.device), row]  # (B, K + 1)
-        entity = self.hint_entity.gather(-1, antecedent_rows.expand(particles, -1, -1))  # (P, B, K); row 0: -1
-        new = self.entities.count[..., None]
+    def _entity_hint(self, particle: torch.Tensor, document: torch.Tensor, row: torch.Tensor, slots: int
+                     ) -> torch.Tensor:
+        """(K, slots): for the K (particle, document) rows, the ranker's antecedent distribution of the document's
+        mention ``row`` (K,), on the particle's entities; a new entity, or an antecedent the particle gave no
+        entity, on the new slot."""
+        hints = self.hints
+        antecedent_rows = hints.antecedents[document, row]  # (K, A)
+        probabilities = hints.probabilities[document, row]  # (K, A + 1)
+        entity = self.hint_entity[particle[:, None], document[:, None], antecedent_rows]  # (K, A); row 0: -1
+        new = self.entities.count[particle, document][:, None]
         target = torch.cat([new, torch.where(entity >= 0, entity, new)], dim=-1)
-        mass = probabilities.expand(particles, -1, -1)
-        return mass.new_zeros((*target.shape[:2], slots)).scatter_add_(-1, target.clamp(max=slots - 1), mass)
+        return probabilities.new_zeros((len(row), slots)).scatter_add_(-1, target.clamp(max=slots - 1), probabilities)
 
 
 def hinted_tracker(proposal: EntityProposal, batch: DocumentBatch, particles: int, states: torch.Tensor,

@@ -45,40 +45,50 @@ class WordLookahead:
                              "that every structure stays possible")
         self.model, self.model_tracker, self.states, self.batch = model, model_tracker, states, batch
         self.share, self.top = share, top
-        self.entity_given_word: torch.Tensor | None = None  # (P, B, slots) of the step, from R's call to E's
+        # the step's p(E | R = 1, x_t) of the rows where a mention may start, and each row's place: R's call to E's
+        self.entity_given_word: torch.Tensor | None = None
+        self.row_of: torch.Tensor | None = None
 
-    def __call__(self, kind: str, t: int, proposed: dist.Categorical) -> dist.Categorical:
-        """The distribution site ``kind`` of step t draws from: the proposal's, mixed with the model's choice."""
+    def __call__(self, kind: str, t: int, proposed: dist.Categorical,
+                 drawn_rows: tuple[torch.Tensor, torch.Tensor] | None = None) -> dist.Categorical:
+        """The distribution site ``kind`` of step t draws from: the proposal's, mixed with the model's choice (E's
+        over the ``drawn_rows`` alone: the lockstep sampler draws E where a mention starts)."""
         if kind == "R":
-            mention, self.entity_given_word = self.choice(t)
+            mention, self.entity_given_word, self.row_of = self.choice(t)
             local = torch.stack([1 - mention, mention], dim=-1)
         elif kind == "E":
-            local = self.entity_given_word
+            local = self.entity_given_word[self.row_of[drawn_rows]]  # (K, the model's slots)
             slots = proposed.probs.shape[-1]  # the proposal's table may already be wider than the model's
             local = F.pad(local, (0, slots - local.shape[-1])) if local.shape[-1] < slots else local[..., :slots]
         else:
             return proposed
         return dist.Categorical(probs=(1 - self.share) * proposed.probs + self.share * local)
 
-    def choice(self, t: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """p(R_t = 1 | history, x_t) (P, B) and p(E_t | R_t = 1, history, x_t) (P, B, slots) under the model, over
-        R = 0 and its ``top`` likeliest entities, from the model's state before step t."""
+    def choice(self, t: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Under the model, from its state before step t, over R = 0 and its ``top`` likeliest entities:
+        p(R_t = 1 | history, x_t) (P, B), and p(E_t | R_t = 1, history, x_t) (S, slots) for the S rows where a
+        mention may start, with each row's place among them (P, B) (-1 elsewhere)."""
         model, tracker = self.model, self.model_tracker
-        h = self.states[:, t]  # h_{t-1}: what the model's heads read at step t
         entities, previous = tracker.entities, tracker.previous
         starts = (previous.L == 1) & self.batch.mask[:, t]  # where R is drawn; other rows are masked out anyway
+        rows = starts.nonzero(as_tuple=True)
+        row_of = torch.full_like(previous.L, -1)
+        row_of[rows] = torch.arange(len(rows[0]), device=row_of.device)
+        h = self.states[rows[1], t]  # (S, H): h_{t-1}, what the model's heads read at step t
         sentence = self.batch.sentence[:, t].expand_as(previous.R)
-        log_mention = model.heads.mention_type(h).logits  # (B, 2), eq. 3 (a Categorical's logits are normalised)
-        log_entity = model.heads.entity(h, entities, t, sentence, starts).logits  # (P, B, C), eq. 4
+        log_mention = model.heads.mention_type(h).logits  # (S, 2), eq. 3 (a Categorical's logits are normalised)
+        log_entity = model.heads.entity(self.states[:, t], entities, t, sentence, rows).logits  # (S, C), eq. 4
         log_entity, slots = log_entity.topk(min(self.top, log_entity.shape[-1]), dim=-1)
-        embeddings = entities.embeddings.gather(2, slots[..., None].expand(*slots.shape, h.shape[-1]))
-        new = (slots == entities.count[..., None]) & previous.needs_candidate[..., None]  # not yet placed: its mean
+        embeddings = entities.embeddings[rows].gather(1, slots[..., None].expand(*slots.shape, h.shape[-1]))
+        new = (slots == entities.count[rows][:, None]) & previous.needs_candidate[rows][:, None]  # not placed yet
         prototype = F.normalize(model.heads.mention_type.entity_prototype, dim=-1)
-        embeddings = torch.where(new[..., None], prototype, embeddings)
-        contexts = torch.cat([tracker.current[:, :, None], embeddings], dim=2)  # R = 0 reads e_current, eq. 6
-        log_word = model.softmax(h[:, None] + model.entity_to_word(contexts)).log_prob(self.batch.words[:, t, None])
-        outside = log_mention[:, 0] + log_word[..., 0]  # (P, B)
-        inside = log_mention[:, 1, None] + log_entity + log_word[..., 1:]  # (P, B, top)
-        mention = torch.sigmoid(inside.logsumexp(-1) - outside)
-        entity = torch.zeros_like(entities.last_position[..., :entities.width])
-        return mention, entity.scatter_(-1, slots, inside.softmax(-1))
+        embeddings = torch.where(new[..., None], prototype, embeddings)  # a new entity at its mean
+        contexts = torch.cat([tracker.current[rows][:, None], embeddings], dim=1)  # R = 0 reads e_current, eq. 6
+        log_word = model.softmax(h[:, None] + model.entity_to_word(contexts)).log_prob(
+            self.batch.words[rows[1], t][:, None])  # (S, 1 + top)
+        outside = log_mention[:, 0] + log_word[:, 0]
+        inside = log_mention[:, 1, None] + log_entity + log_word[:, 1:]
+        mention = torch.zeros_like(previous.L, dtype=h.dtype)
+        mention[rows] = torch.sigmoid(inside.logsumexp(-1) - outside)
+        entity = h.new_zeros((len(rows[0]), entities.width)).scatter_(-1, slots, inside.softmax(-1))
+        return mention, entity, row_of

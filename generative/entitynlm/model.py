@@ -43,7 +43,7 @@ from torch import nn
 
 from coref.document import EntityAnnotation
 from generative.entitynlm.annotated import AnnotationTerms, annotation_terms
-from generative.entitynlm.heads import PROPOSAL_CONTEXTS, EntityHeads, EntityNLMConfig
+from generative.entitynlm.heads import PROPOSAL_CONTEXTS, DrawnRows, EntityHeads, EntityNLMConfig
 from generative.entitynlm.state import Annotation, Choice, EntityTable, MentionState, Resampled
 from generative.layers.batch import DocumentBatch
 from generative.layers.density import LogDensity
@@ -88,12 +88,12 @@ class EntityTracker:
     ) -> None:
         self.heads = heads
         self.site = site
-        # score eq. 4 only for the rows whose E is drawn (EntityHead's ``rows``): a sampler's choice, whose
-        # numbers equal the program's up to float rounding; the program itself scores every row
-        self.score_drawn_entities_only = False
+        # the rows (particle and document indices) that draw E at this step: only they score and draw eq. 4
+        self.drawn_rows: tuple[torch.Tensor, torch.Tensor] | None = None
         self.temperature = temperature  # divides the R, E, L logits: > 1 widens a proposal
-        # a proposal's reshaping of its site distributions by the model (the sampler's WordLookahead), or None
-        self.lookahead: Callable[[str, int, dist.Categorical], dist.Categorical] | None = None
+        # a proposal's reshaping of its site distributions by the model (the sampler's WordLookahead), or None:
+        # called with the site's kind, the step, the distribution and the drawn rows
+        self.lookahead: Callable[..., dist.Categorical] | None = None
         self.config = config
         self.batch = batch
         shape = (particles, batch.size)
@@ -120,8 +120,11 @@ class EntityTracker:
         drawn_R = self.site("R", t, R_dist, starts, _at(gold, "R", t))
         R = torch.where(starts, drawn_R, previous.R)
         mention_starts = starts & (R == 1)
-        scored_rows = mention_starts if self.score_drawn_entities_only else None
-        E_dist = self._drawn_from("E", t, heads.entity(h_predict, entities, t, sentence, scored_rows))
+        # eq. 4 over the entity tables of the K rows where a mention starts alone, (K, C), put in place by DrawnRows
+        # (elsewhere E is masked): a step reads and draws over K tables, not P x B (one host sync per step)
+        self.drawn_rows = mention_starts.nonzero(as_tuple=True)
+        drawn = self._drawn_from("E", t, heads.entity(h_predict, entities, t, sentence, self.drawn_rows))
+        E_dist = DrawnRows(drawn, self.drawn_rows, mention_starts.shape)
         drawn_E = self.site("E", t, E_dist, mention_starts, _at(gold, "E", t))
         E = torch.where(mention_starts, drawn_E, torch.where(R == 1, previous.E, -torch.ones_like(drawn_E)))
         entity = entities.gather(E)  # e_{E_t, t-1}, or the candidate for a new entity
@@ -165,7 +168,7 @@ class EntityTracker:
     def _drawn_from(self, kind: str, t: int, categorical: dist.Categorical) -> dist.Categorical:
         """The distribution site ``kind`` of step t draws from: :meth:`_proposed`, reshaped by the lookahead if any."""
         proposed = self._proposed(kind, t, categorical)
-        return proposed if self.lookahead is None else self.lookahead(kind, t, proposed)
+        return proposed if self.lookahead is None else self.lookahead(kind, t, proposed, self.drawn_rows)
 
     def _proposed(self, kind: str, t: int, categorical: dist.Categorical) -> dist.Categorical:
         """The distribution site ``kind`` (R, E or L) of step t draws from: the head's, at the temperature (a

@@ -268,8 +268,6 @@ def sample_structures(
     scored = ModelSites(proposed)
     model_tracker = model.tracker(batch, particles, model_states, site=scored)
     proposal_tracker = hinted_tracker(proposal, batch, particles, proposal_states, proposed, hints)
-    for tracker in (model_tracker, proposal_tracker):
-        tracker.score_drawn_entities_only = True
     if lookahead > 0:
         proposal_tracker.lookahead = WordLookahead(model, model_tracker, model_states, batch, lookahead)
     with pyro.validation_enabled(False):  # argument and support checks cost several small ops per site

@@ -49,20 +49,28 @@ class WordLookahead:
         self.entity_given_word: torch.Tensor | None = None
         self.row_of: torch.Tensor | None = None
 
-    def __call__(self, kind: str, t: int, proposed: dist.Categorical,
-                 drawn_rows: tuple[torch.Tensor, torch.Tensor] | None = None) -> dist.Categorical:
+    def __call__(self, kind: str, t: int, proposed: dist.Categorical, tracker: EntityTracker) -> dist.Categorical:
         """The distribution site ``kind`` of step t draws from: the proposal's, mixed with the model's choice (E's
-        over the ``drawn_rows`` alone: the lockstep sampler draws E where a mention starts)."""
+        over the proposal ``tracker``'s drawn rows alone: E is drawn where a mention starts)."""
         if kind == "R":
             mention, self.entity_given_word, self.row_of = self.choice(t)
             local = torch.stack([1 - mention, mention], dim=-1)
         elif kind == "E":
-            local = self.entity_given_word[self.row_of[drawn_rows]]  # (K, the model's slots)
+            local = self.entity_given_word[self.row_of[tracker.drawn_rows]]  # (K, the model's slots)
             slots = proposed.probs.shape[-1]  # the proposal's table may already be wider than the model's
             local = F.pad(local, (0, slots - local.shape[-1])) if local.shape[-1] < slots else local[..., :slots]
-        else:
-            return proposed
+        else:  # L: x_t does not depend on it, so the model's own p(L | h, e) is the locally optimal choice
+            local = self.length_prior(t, tracker.entity_slot)
         return dist.Categorical(probs=(1 - self.share) * proposed.probs + self.share * local)
+
+    def length_prior(self, t: int, slot: torch.Tensor) -> torch.Tensor:
+        """(P, B, lengths): the model's p(L_t | h_{t-1}, e) (eq. 5) for the entity in ``slot`` (P, B) of each
+        particle, a new one at its mean."""
+        model, entities, previous = self.model, self.model_tracker.entities, self.model_tracker.previous
+        entity = entities.gather(slot)
+        new = (slot == entities.count) & previous.needs_candidate
+        prototype = F.normalize(model.heads.mention_type.entity_prototype, dim=-1)
+        return model.heads.length(self.states[:, t], torch.where(new[..., None], prototype, entity)).probs
 
     def choice(self, t: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Under the model, from its state before step t, over R = 0 and its ``top`` likeliest entities:

@@ -92,8 +92,9 @@ class EntityTracker:
         self.drawn_rows: tuple[torch.Tensor, torch.Tensor] | None = None
         self.temperature = temperature  # divides the R, E, L logits: > 1 widens a proposal
         # a proposal's reshaping of its site distributions by the model (the sampler's WordLookahead), or None:
-        # called with the site's kind, the step, the distribution and the drawn rows
+        # called with the site's kind, the step, the distribution and this tracker (its drawn rows and E)
         self.lookahead: Callable[..., dist.Categorical] | None = None
+        self.entity_slot: torch.Tensor | None = None  # this step's E (a slot, -1 outside mentions), before L
         self.config = config
         self.batch = batch
         shape = (particles, batch.size)
@@ -127,6 +128,7 @@ class EntityTracker:
         E_dist = DrawnRows(drawn, self.drawn_rows, mention_starts.shape)
         drawn_E = self.site("E", t, E_dist, mention_starts, _at(gold, "E", t))
         E = torch.where(mention_starts, drawn_E, torch.where(R == 1, previous.E, -torch.ones_like(drawn_E)))
+        self.entity_slot = E
         entity = entities.gather(E)  # e_{E_t, t-1}, or the candidate for a new entity
         L_dist = self._drawn_from("L", t, heads.length(h_predict, entity))
         drawn_L = self.site("L", t, L_dist, mention_starts, _at(gold, "L", t))
@@ -168,7 +170,7 @@ class EntityTracker:
     def _drawn_from(self, kind: str, t: int, categorical: dist.Categorical) -> dist.Categorical:
         """The distribution site ``kind`` of step t draws from: :meth:`_proposed`, reshaped by the lookahead if any."""
         proposed = self._proposed(kind, t, categorical)
-        return proposed if self.lookahead is None else self.lookahead(kind, t, proposed, self.drawn_rows)
+        return proposed if self.lookahead is None else self.lookahead(kind, t, proposed, self)
 
     def _proposed(self, kind: str, t: int, categorical: dist.Categorical) -> dist.Categorical:
         """The distribution site ``kind`` (R, E or L) of step t draws from: the head's, at the temperature (a

@@ -8,10 +8,12 @@ At a step where a mention may start, the model's own conditional of the choice g
 drawn from it, the step's weight no longer depends on which (r, e) was drawn. Issue 27 found the word site making
 most of the weights' per-step variance: Q reads x_t through its own LSTM, not through the model's softmax with
 each entity's embedding. :class:`WordLookahead` computes that conditional over R = 0 and the ``top`` entities the
-model finds likeliest (eq. 4), a new entity's embedding at its mean (no eq. 7 noise), and the proposal draws
+model finds likeliest (eq. 4), a new entity's embedding at its mean (no eq. 7 noise); x_t does not depend on L,
+so L's locally optimal choice is the model's own p(L | h_{t-1}, e) (eq. 5). The proposal draws
 
     R from (1 - share) q(R) + share p(R | history, x_t),
     E from (1 - share) q(E | R = 1) + share p(E | R = 1, history, x_t)     (zero beyond the ``top``),
+    L from (1 - share) q(L | E) + share p(L | h_{t-1}, e_E),
 
 so every structure the proposal could draw keeps positive probability (share < 1) and the estimate stays
 unbiased; Q (with the pipeline's hints, where given) keeps what it knows of the words after x_t. It reads the
@@ -32,7 +34,7 @@ TOP_ENTITIES = 8  # entities whose word probability the lookahead computes (besi
 
 
 class WordLookahead:
-    """The model's locally optimal choice of R_t and E_t, mixed into a proposal tracker's R and E sites.
+    """The model's locally optimal choice of R_t, E_t and L_t, mixed into a proposal tracker's sites.
 
     ``model_tracker`` is the model's entity state in the same lockstep loop, ``states`` the model's LSTM states;
     an instance is a tracker's ``lookahead`` (:meth:`EntityTracker.choose` calls it for R, then E, of each step).

@@ -6,7 +6,7 @@ code. The variants (:data:`VARIANTS`): ``is``, importance sampling (the paper's 
 sentence ends when the ESS falls below half (:mod:`inference.algorithms.smc`); ``smc-token``, after any token;
 ``smc-token-hints``, that with the proposal mixed with the coreference pipeline's reading (``--hint-weight``,
 ``--hint-temperature``; :mod:`generative.entitynlm.hints`); ``smc-token-hints-lookahead``, that also mixed with
-the model's own choice of R and E given the word (``--lookahead``; :mod:`generative.entitynlm.lookahead`). Per
+the model's own choice of R, E and L given the word (``--lookahead``; :mod:`generative.entitynlm.lookahead`). Per
 variant it reports:
 
 - the across-seed standard deviation of each document's log p_hat(x), averaged over documents (the headline);

@@ -27,7 +27,7 @@ from generative.layers.batch import DocumentBatch, stream_positions
 class HintSettings:
     """How the proposal follows the pipeline: the mixture's ``weight`` (0: not at all, the paper's proposal),
     the ranker's softmax ``temperature``, the hint's smoothing ``epsilon``, and the pipeline's ``detector`` and
-    ``resolver`` files (None: the bundled ones). ``lookahead``: the share of R's and E's proposal that is the
+    ``resolver`` files (None: the bundled ones). ``lookahead``: the share of R's, E's and L's proposal that is the
     model's own choice given the word (:mod:`generative.entitynlm.lookahead`; 0: none, needs no pipeline)."""
 
     weight: float = 0.0

@@ -242,7 +242,7 @@ def sample_structures(
     likelihood needs, in memory flat in T. ``hints``: the proposal draws from its mixture with the coreference
     pipeline's (:mod:`generative.entitynlm.hints`). ``mentions``: R and L given ((B, T) each, E None), so only E
     is sampled: the weights are then those of p(E | x, R, L), and ``log_marginal`` estimates log p(x, R, L).
-    ``lookahead`` > 0: that share of R's and E's proposal is the model's locally optimal choice given the word
+    ``lookahead`` > 0: that share of R's, E's and L's proposal is the model's locally optimal choice given the word
     (:mod:`generative.entitynlm.lookahead`).
     """
     if resample not in RESAMPLING:

@@ -170,5 +170,5 @@ def add_hint_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hint-resolver", metavar="MODEL",
                         help="the pipeline's mention ranker for the hints (default: the bundled one)")
     parser.add_argument("--lookahead", type=real(0, 1), default=0.0,
-                        help="mix the proposal of R and E with the model's own choice given the word (SMC's "
+                        help="mix the proposal of R, E and L with the model's own choice given the word (SMC's "
                              "locally optimal proposal): its share, in [0, 1); 0 is the proposal alone")

@@ -165,8 +165,10 @@ def test_a_run_of_the_older_format_resumes_as_the_old_code_went_on(tmp_path, cap
     assert train.main(argv) == 0
     second = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
     assert second["epoch"] == 2
+    # float32 arithmetic: the same run to 1e-6 (E's scores now come from the starting rows alone, rounded another way;
+    # a resume that lost the optimiser's moments is off by 4e-4)
     assert second["train_nll"] == pytest.approx({"model": 4.852189813192355, "proposal": 1.5136510402420678,
-                                                 "bidirectional_proposal": 1.496840863050465}, rel=1e-9)
+                                                 "bidirectional_proposal": 1.496840863050465}, rel=1e-6)
     assert second["dev_nll"] == pytest.approx({"model": 4.535821702745226, "proposal": 1.5132026672363281,
-                                               "bidirectional_proposal": 1.4866063859727647}, rel=1e-9)
+                                               "bidirectional_proposal": 1.4866063859727647}, rel=1e-6)
     assert load(out / "last.pt").version == VERSION

@@ -36,6 +36,7 @@ from pyro.poutine.messenger import Messenger
 from coref.corpora.preprocess import Vocabulary
 from coref.document import Document, encode_entities
 from coref.io.progress import progress
+from generative.entitynlm.heads import DrawnRows
 from generative.entitynlm.model import Annotation, EntityNLM
 from generative.layers.batch import batches_by_length, stream_positions
 from inference.data import prepared_documents
@@ -150,8 +151,13 @@ class EntityLogits(Messenger):
 
     def _postprocess_message(self, msg: dict) -> None:
         if msg["type"] == "sample" and msg["name"].startswith("E_"):
-            categorical = msg["fn"].base_dist if hasattr(msg["fn"], "base_dist") else msg["fn"]
-            self.logits[int(msg["name"][2:])] = categorical.logits[0]  # (B, C)
+            site = msg["fn"]
+            while not isinstance(site, DrawnRows):  # under the mask and the plates' expansion
+                site = site.base_dist
+            # eq. 4 is drawn only in the rows where a mention starts: the others stay -inf
+            logits = site.drawn.logits.new_full((*site.batch_shape, site.drawn.logits.shape[-1]), -math.inf)
+            logits[site.rows] = site.drawn.logits
+            self.logits[int(msg["name"][2:])] = logits[0]  # (B, C)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from coref.resolution.hints import pipeline_hints
 from coref.resolution.pipeline import bundled_pipeline
 from generative.entitynlm.hints import CorefHints, StreamHint
 from generative.entitynlm.state import Annotation
-from inference.algorithms.smc import sample_structures
+from inference.algorithms.smc import particle_gibbs, sample_structures
 from inference.evaluation.posterior_resolver import Calibration, link_pairs
 from tests.test_entitynlm import EOS, WORDS, exact_log_marginal, tiny_batch, tiny_models
 
@@ -77,6 +77,20 @@ def test_given_mentions_sample_only_entities_and_weigh_by_the_exact_conditional(
     assert (sampled.L[:, 0] == torch.tensor(given["L"])).all()
     assert len(set(sampled.E[:, 0, 3].tolist())) == 2  # the last mention: the first's entity, or a new one
     assert sampled.log_marginal.item() == pytest.approx(exact.item(), abs=0.03)
+
+
+def test_particle_gibbs_on_given_mentions_starts_from_their_structure_and_keeps_the_best():
+    model, proposal = tiny_models()
+    given = {"R": [1, 1, 0, 1], "E": [1, 1, 0, 2], "L": [2, 1, 1, 1]}  # the pipeline's clusters: two entities
+    batch = tiny_batch([{"words": WORDS, **given}])
+    _, every, joint = exact_log_marginal(model, WORDS)
+    start_joint = joint[every.index((given["R"], given["E"], given["L"]))]
+    pyro.set_rng_seed(0)
+    chain = particle_gibbs(model, proposal, batch, 3, EOS, 4, "token", start=Annotation.of(batch),
+                           mentions=Annotation(batch.R, None, batch.L - 1))
+    assert chain.particles == 12 and chain.E[0, 0].tolist() == given["E"]  # the first pass keeps the start
+    assert chain.log_joint[0, 0].item() == pytest.approx(start_joint.item(), abs=1e-4)
+    assert chain.log_joint.max().item() >= start_joint.item() - 1e-4  # the MAP is at least as likely as the start
 
 
 def test_token_resampling_resamples_between_sentence_ends():
@@ -145,11 +159,13 @@ def test_the_posterior_on_the_pipelines_mentions_is_scored_and_calibrated(tmp_pa
 
     out, figure = tmp_path / "result.json", tmp_path / "reliability.png"
     argv = ["--evaluate", "--given-mentions", "pipeline", "--particles", "6", "--method", "smc", "--device", "cpu",
-            "--hint-weight", "0.3", "--lookahead", "0.5", "--reliability", str(figure), "--json", str(out)]
+            "--hint-weight", "0.3", "--lookahead", "0.5", "--sweeps", "2", "--reliability", str(figure),
+            "--json", str(out)]
     assert posterior.main(argv) == 0
     printed = capsys.readouterr().out
     result = json.loads(out.read_text())
     assert result["mentions"] > 0 and result["calibration"]["pairs"] > 0 and result["lookahead"] == 0.5
+    assert result["sweeps"] == 2
     assert 0 <= result["calibration"]["ece"] <= 1
     assert sum(row["pairs"] for row in result["calibration"]["bins"]) == result["calibration"]["pairs"]
     assert "posterior MAP" in printed and "expected calibration error" in printed

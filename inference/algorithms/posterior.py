@@ -39,7 +39,7 @@ from generative.entitynlm.model import EntityNLM, EntityNLMConfig, EntityProposa
 from generative.entitynlm.state import Annotation
 from generative.layers.batch import batches_by_length
 from inference.algorithms.hints import HintOptions, HintSettings, batch_hints, corpus_hints, document_hints
-from inference.algorithms.smc import ParticleStructures, sample_structures, stream_to_document
+from inference.algorithms.smc import ParticleStructures, particle_gibbs, stream_to_document
 from inference.data import prepared_documents
 from inference.distributed import ranks
 from inference.runtime import batch_seed, resolve_device, set_seed
@@ -53,7 +53,8 @@ class PosteriorConfig(HintOptions):
     """The options of ``python -m inference.posterior``. The texts: one of ``text``, a UTF-8 ``file`` or a
     ``conll`` file (for :func:`analyse`), or the ``corpus`` split (for :func:`evaluate_map`). The model:
     ``checkpoint`` (None: the bundled one) with ``proposal`` (None: :func:`posterior_proposal`). The sampling:
-    ``particles`` per document by ``method`` (sir, smc, or both for :func:`evaluate_map`), SMC resampling below
+    ``particles`` per document by ``method`` (sir, smc, or both for :func:`evaluate_map`), ``sweeps`` passes of it
+    (particle Gibbs when more than 1), SMC resampling below
     ``ess_threshold`` x particles, ``batch_tokens`` particles x padded tokens per batch. The outputs of
     :func:`analyse`, in the folder ``out``: ``samples`` structures per document, spans and antecedents of at
     least ``min_probability``, ``max_spans`` spans per heatmap, ``top_antecedents`` per span."""
@@ -78,6 +79,7 @@ class PosteriorConfig(HintOptions):
     device: str = "auto"
     seed: int = 0
     resample: str = "sentence"
+    sweeps: int = 1
 
 
 @dataclass(frozen=True)
@@ -116,13 +118,16 @@ def posteriors(
     hint_settings: HintSettings = HintSettings(),
     given_mentions: bool = False,
     seed: int = 0,
+    sweeps: int = 1,
 ) -> list[Posterior]:
     """SIR or SMC posteriors of preprocessed ``documents`` (same order), structures on the same tokens; SMC
     resamples a document at a sentence end (or, with ``resample="token"``, after any token) when its ESS is
     below ``ess_threshold`` x ``particles``. ``hints`` (by document key) and ``hint_settings``: the proposal
     follows the coreference pipeline (:mod:`generative.entitynlm.hints`) and the settings' lookahead.
     ``given_mentions``: the documents' own mentions are given (R and L observed) and only their entities are
-    sampled, p(E | x, R, L). Batch ``n``
+    sampled, p(E | x, R, L). ``sweeps`` > 1: particle Gibbs (:func:`inference.algorithms.smc.particle_gibbs`),
+    that many passes of the method pooled, started from the documents' own structure when their mentions are
+    given (the pipeline's clusters). Batch ``n``
     draws from seed :func:`inference.runtime.batch_seed` ``(seed, n)``; under torchrun each rank samples every
     ``world``-th batch and all get every posterior (the same as one process's)."""
     run = ranks()
@@ -138,10 +143,11 @@ def posteriors(
             batch = batches[number].to(device)
             batch_hint = None if hints is None else batch_hints(hint_settings, batch, hints, by_document)
             mentions = Annotation(batch.R, None, batch.L - 1) if given_mentions else None
-            sampled = sample_structures(model, proposal, batch, particles, vocabulary.index(EOS),
-                                        "never" if method == "sir" else resample, ess_threshold,
-                                        progress=progress and run.leader, hints=batch_hint, mentions=mentions,
-                                        lookahead=hint_settings.lookahead)
+            start = Annotation.of(batch) if given_mentions and sweeps > 1 else None
+            sampled = particle_gibbs(model, proposal, batch, particles, vocabulary.index(EOS), sweeps,
+                                     "never" if method == "sir" else resample, start,
+                                     ess_threshold=ess_threshold, progress=progress and run.leader, hints=batch_hint,
+                                     mentions=mentions, lookahead=hint_settings.lookahead)
             done.append([_posterior(by_document[key], sampled, index, int(batch.lengths[index]))
                          for index, key in enumerate(batch.keys)])
             bar.update(batch.size)
@@ -559,12 +565,13 @@ def original_posteriors(model: EntityNLM, proposal: EntityProposal, originals: S
                         checkpoint: Checkpoint, particles: int, method: str, batch_tokens: int = 20_000,
                         device: torch.device | str = "cpu", progress: bool = True,
                         ess_threshold: float = 0.5, resample: str = "sentence",
-                        hint_settings: HintSettings = HintSettings(), seed: int = 0) -> list[Posterior]:
+                        hint_settings: HintSettings = HintSettings(), seed: int = 0, sweeps: int = 1
+                        ) -> list[Posterior]:
     """:func:`posteriors` of documents as they were read (their mentions, if any, are not used): each is read the
     way the model reads text (the checkpoint's preprocessing and vocabulary), and every sampled structure is
     moved back onto its original tokens, so ``Posterior.document`` is the original and its ``structures`` and
     ``map_structure`` annotate the original tokens. ``hint_settings``: the proposal follows the coreference
-    pipeline's reading of the originals; ``seed`` as :func:`posteriors`'."""
+    pipeline's reading of the originals; ``seed`` and ``sweeps`` as :func:`posteriors`'."""
     originals = [document.replace(mentions=()) for document in originals]
     config = checkpoint.preprocess
     prepared = [preprocess_document(document, config, checkpoint.vocabulary)[0] for document in originals]
@@ -573,7 +580,7 @@ def original_posteriors(model: EntityNLM, proposal: EntityProposal, originals: S
         read = document_hints(hint_settings, hint_settings.pipeline(), originals, prepared, config)
         hints = {document.key: hint for document, hint in zip(prepared, read)}
     results = posteriors(model, proposal, prepared, checkpoint.vocabulary, particles, method, batch_tokens, device,
-                         progress, ess_threshold, resample, hints, hint_settings, seed=seed)
+                         progress, ess_threshold, resample, hints, hint_settings, seed=seed, sweeps=sweeps)
     moved = []
     for original, posterior in zip(originals, results):
         kept = kept_tokens(original, config)
@@ -592,7 +599,8 @@ def analyse(config: PosteriorConfig) -> dict:
     names = [document_name(document) for document in originals]
     results = original_posteriors(model, proposal, originals, checkpoint, config.particles, config.method,
                                   config.batch_tokens, device, ess_threshold=config.ess_threshold,
-                                  resample=config.resample, hint_settings=config.hints(), seed=config.seed)
+                                  resample=config.resample, hint_settings=config.hints(), seed=config.seed,
+                                  sweeps=config.sweeps)
     if not ranks().leader:  # under torchrun every rank has every posterior; rank 0 writes them
         return {"maps": [], "summary": [], "out": config.out}
     set_seed(config.seed)  # the samples' draws, whatever the posteriors' batches drew
@@ -644,7 +652,8 @@ def evaluate_map(config: PosteriorConfig) -> dict:
         started = time.perf_counter()
         results = posteriors(model, proposal, gold, checkpoint.vocabulary, config.particles, method,
                              config.batch_tokens, device, ess_threshold=config.ess_threshold,
-                             resample=config.resample, hints=hints, hint_settings=settings, seed=config.seed)
+                             resample=config.resample, hints=hints, hint_settings=settings, seed=config.seed,
+                             sweeps=config.sweeps)
         seconds = time.perf_counter() - started
         response = [without_singletons(posterior.map_structure) for posterior in results]
         scores = evaluate(gold, response)

@@ -97,6 +97,13 @@ class ParticleStructures:
     def normalized_weights(self) -> torch.Tensor:
         return torch.softmax(self.log_weights, dim=0)
 
+    def reference(self, chosen: torch.Tensor) -> Annotation:
+        """Particle ``chosen[b]``'s annotation of each document b as site values (E as a slot, L - 1), the
+        reference of a conditional SMC pass."""
+        index = chosen[None, :, None].expand(1, *self.R.shape[1:])
+        R, E, L = (value.gather(0, index)[0] for value in (self.R, self.E, self.L))
+        return Annotation(R, (E - 1).clamp(min=0), L - 1)
+
     def annotation(self, particle: int, document: int, length: int) -> EntityAnnotation:
         """One particle's annotation of the first ``length`` stream tokens of one document."""
         R, E, L = (value[particle, document, :length].tolist() for value in (self.R, self.E, self.L))
@@ -111,6 +118,18 @@ def systematic_resampling(log_weights: torch.Tensor, generator: torch.Generator 
     offset = torch.rand((documents, 1), generator=generator, device=cdf.device, dtype=cdf.dtype)
     points = (offset + torch.arange(particles, device=cdf.device, dtype=cdf.dtype)) / particles
     return survivors_in_place(torch.searchsorted(cdf, points).clamp(max=particles - 1)).T
+
+
+def conditional_resampling(log_weights: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Conditional SMC's (N, B) ancestor indices (Andrieu, Doucet & Holenstein 2010): particle 0, the reference,
+    continues itself; each other particle draws its ancestor independently in proportion to the weights."""
+    particles, documents = log_weights.shape
+    reference = torch.zeros((1, documents), dtype=torch.long, device=log_weights.device)
+    if particles == 1:
+        return reference
+    probabilities = torch.softmax(log_weights.T.double(), dim=-1)  # (B, N)
+    drawn = torch.multinomial(probabilities, particles - 1, replacement=True, generator=generator)
+    return torch.cat([reference, drawn.T])
 
 
 def survivors_in_place(ancestors: torch.Tensor) -> torch.Tensor:
@@ -134,9 +153,13 @@ def survivors_in_place(ancestors: torch.Tensor) -> torch.Tensor:
 
 class ProposalSites:
     """The proposal's sample statement in the lockstep loop: each site's masked distribution is called (a draw, the
-    torch calls ``pyro.sample`` makes) and its masked log-density added in site order, as LogDensity adds it."""
+    torch calls ``pyro.sample`` makes) and its masked log-density added in site order, as LogDensity adds it.
 
-    def __init__(self) -> None:
+    ``reference`` (conditional SMC): particle 0's R, E and L are not drawn but the reference's (site values,
+    (B, T) each), and scored by the same proposal density, so it follows the reference annotation throughout."""
+
+    def __init__(self, reference: Annotation | None = None) -> None:
+        self.reference = reference
         self.start()
 
     def start(self) -> None:
@@ -151,6 +174,9 @@ class ProposalSites:
             return obs
         masked = distribution.mask(mask)
         value = masked()
+        if self.reference is not None and kind != NEW_ENTITY_SITE:
+            value = value.clone()  # (a draw may be a view)
+            value[0] = torch.where(mask[0], getattr(self.reference, kind)[:, t], value[0])
         self.values[kind] = value
         self.total = self.total + masked.log_prob(value)
         return value
@@ -234,6 +260,7 @@ def sample_structures(
     hints: CorefHints | None = None,
     mentions: Annotation | None = None,
     lookahead: float = 0.0,
+    reference: Annotation | None = None,
 ) -> ParticleStructures:
     """Weighted annotations of every document of ``batch`` by SIR (``resample="never"``) or SMC (``"sentence"``:
     a document may be resampled after each of its sentence ends; ``"token"``: after any of its tokens).
@@ -243,7 +270,9 @@ def sample_structures(
     pipeline's (:mod:`generative.entitynlm.hints`). ``mentions``: R and L given ((B, T) each, E None), so only E
     is sampled: the weights are then those of p(E | x, R, L), and ``log_marginal`` estimates log p(x, R, L).
     ``lookahead`` > 0: that share of R's, E's and L's proposal is the model's locally optimal choice given the word
-    (:mod:`generative.entitynlm.lookahead`).
+    (:mod:`generative.entitynlm.lookahead`). ``reference`` (site values, (B, T) each, as :meth:`reference`
+    gives): conditional SMC, particle 0 keeps that annotation and is never resampled away (:func:`particle_gibbs`);
+    ``log_marginal`` is then not an estimate of p(x).
     """
     if resample not in RESAMPLING:
         raise ValueError(f"resample must be one of {RESAMPLING}, got {resample!r}")
@@ -264,8 +293,9 @@ def sample_structures(
     stage_end = batch.mask if resample == "token" else sentence_end  # where a document may be resampled
     may_resample = stage_end & ~last_token  # the final weights are kept for drawing
     stage_end_steps = set(stage_end.any(0).nonzero().flatten().tolist())  # one host sync, before the loop
-    proposed = ProposalSites()
+    proposed = ProposalSites(reference)
     scored = ModelSites(proposed)
+    resampling = systematic_resampling if reference is None else conditional_resampling
     model_tracker = model.tracker(batch, particles, model_states, site=scored)
     proposal_tracker = hinted_tracker(proposal, batch, particles, proposal_states, proposed, hints)
     if lookahead > 0:
@@ -295,7 +325,7 @@ def sample_structures(
                 continue
             chosen_to_resample = may_resample[:, t] & (ess < ess_threshold * particles)
             log_marginal += torch.where(chosen_to_resample, log_mean_exp(log_weights), torch.zeros_like(ess))
-            ancestors = torch.where(chosen_to_resample, systematic_resampling(log_weights), identity)
+            ancestors = torch.where(chosen_to_resample, resampling(log_weights), identity)
             if bool(chosen_to_resample.any()):  # one host sync per sentence end (per token when "token")
                 for tracker in (model_tracker, proposal_tracker):
                     tracker.resample(ancestors)
@@ -311,6 +341,42 @@ def sample_structures(
     stage_ess = ess_sum / sentence_end.sum(-1).clamp(min=1)
     R, E, L = genealogy.trace()
     return ParticleStructures(R, E, L, log_weights, log_joint, log_marginal, resamplings, stage_ess)
+
+
+@torch.no_grad()
+def particle_gibbs(model: EntityNLM, proposal: EntityProposal, batch: DocumentBatch, particles: int, eos: int,
+                   sweeps: int, resample: str = "sentence", start: Annotation | None = None,
+                   **options) -> ParticleStructures:
+    """Particle Gibbs (Andrieu, Doucet & Holenstein 2010): ``sweeps`` passes over each document, the first an
+    ordinary SMC (or SIR) pass, or conditional on ``start`` when given (e.g. the coreference pipeline's structure),
+    each later one conditional SMC on a reference drawn from the last pass's final weights, so a structure once
+    found stays among the particles until a better-weighted one replaces it.
+
+    Returns every pass's particles pooled (N x sweeps), each pass weighted 1 / sweeps: the Rao-Blackwellised
+    particle Gibbs estimate of posterior expectations; ``log_joint``'s argmax is the best structure the chain
+    met. ``log_marginal`` is the first pass's: an SMC estimate of log p(x) when ``start`` is None (conditional
+    passes give none). ``options`` go to :func:`sample_structures`. Exact for a model without new-entity noise
+    (sigma = 0): a reference keeps R, E and L, while its new-entity embeddings are drawn afresh from eq. 7.
+    """
+    if sweeps < 1:
+        raise ValueError(f"sweeps must be at least 1, got {sweeps}")
+    passes = [sample_structures(model, proposal, batch, particles, eos, resample, reference=start, **options)]
+    for _ in range(sweeps - 1):
+        chosen = torch.multinomial(passes[-1].normalized_weights().T, 1)[:, 0]  # (B,)
+        passes.append(sample_structures(model, proposal, batch, particles, eos, resample,
+                                        reference=passes[-1].reference(chosen), **options))
+    if sweeps == 1:
+        return passes[0]
+    log_share = torch.log(torch.tensor(float(sweeps)))
+
+    def pooled(name: str) -> torch.Tensor:
+        return torch.cat([getattr(one, name) for one in passes])
+
+    return ParticleStructures(
+        pooled("R"), pooled("E"), pooled("L"),
+        torch.cat([torch.log_softmax(one.log_weights, 0) - log_share for one in passes]), pooled("log_joint"),
+        passes[0].log_marginal, sum(one.resamplings for one in passes),
+        torch.stack([one.stage_ess for one in passes]).mean(0))
 
 
 def importance_sampling(model: EntityNLM, proposal: EntityProposal, batch: DocumentBatch, particles: int,

@@ -68,6 +68,10 @@ def build_parser() -> Parser:
                              "proposal its MAP structure scored 30.03 / 24.76 CoNLL F1 on LitBank / OntoGUM test, "
                              "SMC's 18.81 / 13.44 (same model; README, 'Posterior coreference structures'). SMC "
                              "keeps more effective samples and estimates p(x) better")
+    parser.add_argument("--sweeps", type=integer(1), default=1,
+                        help="passes of the method per document; more than 1 is particle Gibbs: each later pass is "
+                             "conditional on a structure drawn from the last (with --given-mentions the first is "
+                             "conditional on the pipeline's clusters), and the MAP is the best structure of all")
     parser.add_argument("--proposal", choices=PROPOSAL_CONTEXTS,
                         help="forward (the paper's) or bidirectional. Default: forward when the checkpoint has it "
                              "(31.86 / 26.53 CoNLL F1 against 13.27 / 9.38 for the refined bidirectional one), "

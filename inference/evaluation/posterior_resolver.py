@@ -188,7 +188,7 @@ def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
     results = posteriors(model, proposal, given, checkpoint.vocabulary, config.particles, config.method,
                          config.batch_tokens, device, ess_threshold=config.ess_threshold, resample=config.resample,
                          hints=hints if settings.used else None, hint_settings=settings, given_mentions=True,
-                         seed=config.seed)
+                         seed=config.seed, sweeps=config.sweeps)
     seconds = time.perf_counter() - started
     pairs = [link_calibration(posterior, document, window) for posterior, document in zip(results, gold)]
     labels = np.concatenate([label for _, label in pairs])
@@ -205,7 +205,7 @@ def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
         gold, [without_singletons(posterior.map_structure) for posterior in results])
     result = {
         "corpus": config.corpus, "split": config.split, "documents": len(gold), "particles": config.particles,
-        "method": config.method, "resample": config.resample, "proposal": proposal.context,
+        "method": config.method, "resample": config.resample, "sweeps": config.sweeps, "proposal": proposal.context,
         "hint_weight": settings.weight, "hint_temperature": settings.temperature, "lookahead": settings.lookahead,
         "device": str(device),
         "mentions": sum(len(document.mentions) for document in given),

@@ -120,7 +120,7 @@ def test_resampling_keeps_survivors_in_their_slots_and_moves_only_the_dead():
 
 
 def posterior_draws(exact: dict[tuple, float], count: int) -> Annotation:
-    """``count`` annotations of WORDS drawn from the exact posterior, as site values (a conditional pass's reference)."""
+    """``count`` annotations of WORDS drawn from the exact posterior, as site values (a conditional reference)."""
     keys = list(exact)
     drawn = torch.multinomial(torch.tensor([exact[key] for key in keys]), count, replacement=True).tolist()
     R, E, L = (torch.tensor([keys[i][part] for i in drawn]) for part in range(3))

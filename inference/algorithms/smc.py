@@ -27,7 +27,8 @@ multiplies the w_t up. Two ways to use the weights:
 Three options reshape what is sampled: ``hints`` make the proposal a mixture with the coreference pipeline's
 reading (:mod:`generative.entitynlm.hints`), ``lookahead`` a mixture with the model's own choice given the word
 (:mod:`generative.entitynlm.lookahead`), and ``mentions`` give R and L, so that only E is sampled (the
-posterior over entities on given mentions, :mod:`inference.evaluation.posterior_resolver`).
+posterior over entities on given mentions, :mod:`inference.evaluation.posterior_resolver`). A ``reference``
+makes a pass conditional SMC, the kernel of particle Gibbs (:func:`particle_gibbs`).
 
 Either way the state that resampling copies is only the per-particle entity state (the entity table, the
 ongoing mention, e_current): the LSTMs read words only and are shared by all particles. The annotations are

@@ -395,6 +395,7 @@ ROWS = [
     row("inference.posterior", f"--text {TEXT} --out {{unwritable}}", "{unwritable}"),
     row("inference.posterior", f"--text {TEXT} --particles 0 --out {{out}}", "--particles"),
     row("inference.posterior", f"--text {TEXT} --top-antecedents 0 --out {{out}}", "--top-antecedents"),
+    row("inference.posterior", f"--text {TEXT} --sweeps 0 --out {{out}}", "--sweeps"),
     row("inference.posterior", f"--text {TEXT} --given-mentions pipeline --out {{out}}",
         "--given-mentions is for --evaluate"),
     row("inference.posterior", "--evaluate --given-mentions pipeline --method both", "scores one method"),

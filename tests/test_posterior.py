@@ -124,7 +124,7 @@ def posterior_draws(exact: dict[tuple, float], count: int) -> Annotation:
     keys = list(exact)
     drawn = torch.multinomial(torch.tensor([exact[key] for key in keys]), count, replacement=True).tolist()
     R, E, L = (torch.tensor([keys[i][part] for i in drawn]) for part in range(3))
-    return Annotation(R, (E - 1).clamp(min=0), L - 1)
+    return Annotation.of_stream(R, E, L)
 
 
 def total_variation_from(exact: dict[tuple, float], annotations: Annotation) -> float:

@@ -157,7 +157,12 @@ class Annotation:
 
     @classmethod
     def of(cls, batch: DocumentBatch) -> Annotation:
-        return cls(batch.R, (batch.E - 1).clamp(min=0), batch.L - 1)
+        return cls.of_stream(batch.R, batch.E, batch.L)
+
+    @classmethod
+    def of_stream(cls, R: torch.Tensor, E: torch.Tensor, L: torch.Tensor) -> Annotation:
+        """The site values of a stream annotation (E numbered 1..K, 0 outside mentions; L the remaining length)."""
+        return cls(R, (E - 1).clamp(min=0), L - 1)
 
 
 def column(position: int | torch.Tensor) -> torch.Tensor | int:

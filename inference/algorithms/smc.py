@@ -102,8 +102,7 @@ class ParticleStructures:
         """Particle ``chosen[b]``'s annotation of each document b as site values (E as a slot, L - 1), the
         reference of a conditional SMC pass."""
         index = chosen[None, :, None].expand(1, *self.R.shape[1:])
-        R, E, L = (value.gather(0, index)[0] for value in (self.R, self.E, self.L))
-        return Annotation(R, (E - 1).clamp(min=0), L - 1)
+        return Annotation.of_stream(*(value.gather(0, index)[0] for value in (self.R, self.E, self.L)))
 
     def annotation(self, particle: int, document: int, length: int) -> EntityAnnotation:
         """One particle's annotation of the first ``length`` stream tokens of one document."""

@@ -121,7 +121,7 @@ def particle_terms(model: EntityNLM, batch: DocumentBatch, structures: ParticleS
     words, latent = [], []
     for start in range(0, particles, chunk):
         R, E, L = (value[start:start + chunk] for value in (structures.R, structures.E, structures.L))
-        terms = model.token_log_probs(batch, Annotation(R, (E - 1).clamp(min=0), L - 1))
+        terms = model.token_log_probs(batch, Annotation.of_stream(R, E, L))
         words.append(terms.X.view(-1, batch.size, batch.steps))
         latent.append(terms.structure.view(-1, batch.size, batch.steps))
     return torch.cat(words), torch.cat(latent)

@@ -250,3 +250,20 @@ def test_the_lookahead_is_the_models_conditional_given_the_word():
     torch.testing.assert_close(length, model.heads.length(h, context[1:][None]).probs)
     with pytest.raises(ValueError, match="share"):
         WordLookahead(model, tracker, states, batch, 1.0)
+
+
+def test_copying_only_the_rows_read_later_changes_no_number(monkeypatch):
+    """A resampling copies of each particle's memory of the pipeline's mentions only the rows a later step reads
+    (:meth:`CorefHints.rows_read_later`): the same estimate as copying all of it."""
+    import inference.api as elm
+    from inference.algorithms.hints import HintSettings
+
+    model = elm.load("entitynlm")
+    text = " ".join(["Anna met her brother in Paris. She thanked him, and he smiled at her."] * 6)
+
+    def estimate():
+        return model.log_likelihood(text, particles=10, seed=1, resample="token", hints=HintSettings(0.5, 4.0))
+
+    windowed = estimate()
+    monkeypatch.setattr(CorefHints, "rows_read_later", lambda self: [slice(None)] * self.row.shape[1])
+    assert estimate() == windowed

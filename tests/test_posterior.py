@@ -115,7 +115,7 @@ def test_resampling_keeps_survivors_in_their_slots_and_moves_only_the_dead():
     moved = Resampled.of(ancestors)
     assert len(moved.target[0]) < 50 * 3
     assert torch.equal(moved.copy(table.clone()), expected)
-    partly = moved.copy(table.clone(), slots=4)
+    partly = moved.copy(table.clone(), columns=4)
     assert torch.equal(partly[:, :, :4], expected[:, :, :4])
 
 

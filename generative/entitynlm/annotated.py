@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from generative.entitynlm.heads import EntityHeads, EntityNLMConfig
-from generative.entitynlm.state import Annotation, EntityTable
+from generative.entitynlm.state import Annotation, DenseEmbeddings, EntityTable
 from generative.layers.batch import DocumentBatch
 
 
@@ -146,5 +146,5 @@ def _candidate_table(heads: EntityHeads, config: EntityNLMConfig, rows: int, slo
         if noise is None:
             noise = torch.randn(rows, slots, config.hidden_size, device=like.device, dtype=like.dtype)
         prototype = prototype + config.new_entity_scale * noise[:, :slots][None]
-    table.embeddings = F.normalize(prototype, dim=-1)
+    table.embeddings = DenseEmbeddings(F.normalize(prototype, dim=-1))
     return table

@@ -83,19 +83,21 @@ class EntityHead(nn.Module):
         ``rows`` ((particle, document) indices, K of them), when given, are the pairs whose E is drawn at this
         step (a mention starts there): only their entity tables are scored, and the categorical is theirs alone,
         (K, C) (:class:`DrawnRows` puts its draws in place). A book's step then reads and draws over the tables of
-        the few particles that start a mention, not all of them.
+        the few particles that start a mention, not all of them; with the sampler's pooled table each entity
+        vector in use is scored once, however many particles share it
+        (:meth:`~generative.entitynlm.state.PooledEmbeddings.scores`).
         """
-        embeddings, last_position, last_sentence = entities.scored()
         projected = self.bilinear(h)
         if rows is None:
+            embeddings, last_position, last_sentence = entities.scored()
             # (P, B, C); an einsum, not a batched matmul: P x B tiny matrix-vector products ran 3-4x slower
             scores = torch.einsum("pbcd,bd->pbc", embeddings, projected)
             return dist.Categorical(logits=self._logits(scores, entities.slots() - entities.count[..., None],
                                                         column(position), sentence, last_position, last_sentence))
-        scores = torch.einsum("kcd,kd->kc", embeddings[rows], projected[rows[-1]])
+        scores, last_position, last_sentence = entities.scored_rows(rows, projected)
         at = position if isinstance(position, int) else position[rows][..., None]
         logits = self._logits(scores, entities.slots() - entities.count[rows][..., None], at, sentence[rows],
-                              last_position[rows], last_sentence[rows])
+                              last_position, last_sentence)
         return dist.Categorical(logits=logits, validate_args=False)  # K may be 0, which validation refuses
 
     def _logits(self, scores: torch.Tensor, past_count: torch.Tensor, position: int | torch.Tensor,

@@ -96,6 +96,19 @@ class CorefHints:
         return cls(row.to(device), length.to(device), linked.to(device), antecedents.to(device),
                    probabilities.to(device), weight, epsilon)
 
+    def rows_read_later(self) -> list[slice]:
+        """For each step t, the rows a particle's memory of the pipeline's mentions (``hint_entity``) must keep
+        after t, in every document: from the earliest antecedent of a mention still to come to the last mention
+        reached. The rest is never read again (the ranker's antecedents lie a bounded number of mentions back), so
+        a resampling copies these rows alone, not a row per mention of the whole book so far (one host sync)."""
+        beyond = self.antecedents.shape[1]  # a row index past every row: "no antecedent"
+        earliest = torch.where(self.antecedents > 0, self.antecedents, beyond).amin(-1)  # (B, M + 1); row 0: beyond
+        at_step = earliest.gather(1, self.row)  # (B, T): the earliest antecedent of the mention starting at t
+        still_to_come = torch.cat([at_step[:, 1:], torch.full_like(at_step[:, :1], beyond)], 1)  # steps after t
+        first = still_to_come.flip(1).cummin(1).values.flip(1).amin(0)
+        last = self.row.cummax(1).values.amax(0) + 1  # rows not reached yet hold -1 in every particle
+        return [slice(min(lo, hi), hi) for lo, hi in zip(first.tolist(), last.tolist())]
+
 
 class HintedTracker(EntityTracker):
     """The proposal's entity tracker drawing R, E and L from the mixture with the pipeline's hints."""
@@ -106,10 +119,13 @@ class HintedTracker(EntityTracker):
         particles, documents = self.previous.R.shape
         # the entity slot this particle gave each pipeline mention (-1: not a mention start of its own)
         self.hint_entity = hints.row.new_full((particles, documents, hints.length.shape[1]), -1)
+        self.rows_read_later = hints.rows_read_later()
+        self.step = 0  # the step last chosen: a resampling after it copies rows_read_later[step] of hint_entity
 
     def choose(self, t: int, h_predict: torch.Tensor, gold: Annotation | None = None) -> torch.Tensor:
         """The step (:meth:`EntityTracker.choose`); a particle whose mention starts where a pipeline mention does
         remembers the entity it chose for that mention."""
+        self.step = t
         starts = (self.previous.L == 1) & self.batch.mask[:, t]  # before the step: no mention ongoing
         context = super().choose(t, h_predict, gold)
         index = self.hints.row[:, t].expand_as(starts)[..., None]  # (P, B, 1); row 0 (no mention) stays -1
@@ -119,8 +135,9 @@ class HintedTracker(EntityTracker):
         return context
 
     def resample(self, ancestors: torch.Tensor) -> None:
-        super().resample(ancestors)
-        self.hint_entity = Resampled.of(ancestors).copy(self.hint_entity)
+        moved = Resampled.of(ancestors)
+        self._resample(moved)
+        self.hint_entity = moved.copy(self.hint_entity, self.rows_read_later[self.step])
 
     def _proposed(self, kind: str, t: int, categorical: dist.Categorical) -> dist.Categorical:
         """The mixture (1 - weight) Q + weight hint for site ``kind`` of step t (module docstring)."""

@@ -89,7 +89,7 @@ class WordLookahead:
         log_mention = model.heads.mention_type(h).logits  # (S, 2), eq. 3 (a Categorical's logits are normalised)
         log_entity = model.heads.entity(self.states[:, t], entities, t, sentence, rows).logits  # (S, C), eq. 4
         log_entity, slots = log_entity.topk(min(self.top, log_entity.shape[-1]), dim=-1)
-        embeddings = entities.embeddings[rows].gather(1, slots[..., None].expand(*slots.shape, h.shape[-1]))
+        embeddings = entities.embeddings.at_rows(rows, slots)
         new = (slots == entities.count[rows][:, None]) & previous.needs_candidate[rows][:, None]  # not placed yet
         prototype = F.normalize(model.heads.mention_type.entity_prototype, dim=-1)
         embeddings = torch.where(new[..., None], prototype, embeddings)  # a new entity at its mean

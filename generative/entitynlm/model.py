@@ -155,14 +155,14 @@ class EntityTracker:
 
         Only the particles whose ancestor is another one are written (with ancestors from
         :func:`inference.algorithms.smc.survivors_in_place`, the dead ones), in place, and of the entity table only
-        the slots in use: on a book that table is most of what a resampling moves.
+        the slots in use, as pointers when the sampler pools the embeddings
+        (:class:`~generative.entitynlm.state.PooledEmbeddings`): on a book that table was what resamplings moved.
         """
-        moved = Resampled.of(ancestors)
+        self._resample(Resampled.of(ancestors))
+
+    def _resample(self, moved: Resampled) -> None:
         entities, previous = self.entities, self.previous
-        entities.embeddings = moved.copy(entities.embeddings, entities.width)
-        entities.last_position = moved.copy(entities.last_position, entities.width)
-        entities.last_sentence = moved.copy(entities.last_sentence, entities.width)
-        entities.count = moved.copy(entities.count)
+        entities.resample(moved)
         self.previous = MentionState(*(moved.copy(value) for value in (previous.R, previous.E, previous.L,
                                                                          previous.needs_candidate)))
         self.current = moved.copy(self.current)
@@ -183,7 +183,13 @@ class EntityTracker:
         return dist.Categorical(logits=categorical.logits / self.temperature)
 
     def _offer_candidate(self, t: int, needed: torch.Tensor) -> None:
-        """Place a fresh new-entity embedding u = normalise(r_1 + sigma eps) (eq. 7) where the last one was used."""
+        """Place a fresh new-entity embedding u = normalise(r_1 + sigma eps) (eq. 7) where the last one was used.
+
+        A step where no row needs one (most steps: a candidate waits until a mention makes it an entity) has no
+        noise site at all, rather than one masked out everywhere (one host sync; model and proposal agree, as their
+        R, E, L do)."""
+        if not bool(needed.any()):
+            return
         prototype = self.heads.mention_type.entity_prototype.expand_as(self.current)
         if self.config.new_entity_scale > 0:
             noise_dist = dist.Normal(torch.zeros_like(prototype), 1.0).to_event(1)

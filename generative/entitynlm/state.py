@@ -19,15 +19,16 @@ GROWTH_INTERVAL = 32  # the entity table is resized at most once per this many s
 class EntityTable:
     """The entities of every (particle, document): slot k holds entity k + 1; slot ``count`` the new candidate.
 
-    ``embeddings`` (P, B, C, D), ``last_position`` and ``last_sentence`` (P, B, C) of each entity's latest
-    mention token, ``count`` (P, B). The first ``width`` slots are the ones eq. 4 scores (known entities, the
-    candidate, and unavailable slots with probability 0); ``width`` grows by the same rule as ever
-    (:meth:`reserve`), which fixes how many random numbers the E site draws, while the storage behind it grows by
-    doubling, so a book's table is copied O(log C) times, not once per growth check. Writes are scatters of one
-    row per (particle, document), in place unless autograd is recording.
+    ``embeddings`` the entity vectors (:class:`DenseEmbeddings` or :class:`PooledEmbeddings`, P x B x C of size D),
+    ``last_position`` and ``last_sentence`` (P, B, C) of each entity's latest mention token, ``count`` (P, B). The
+    first ``width`` slots are the ones eq. 4 scores (known entities, the candidate, and unavailable slots with
+    probability 0); ``width`` grows by the same rule as ever (:meth:`reserve`), which fixes how many random
+    numbers the E site draws, while the storage behind it grows by doubling, so a book's table is copied
+    O(log C) times, not once per growth check. Writes are of one row per (particle, document), in place unless
+    autograd is recording.
     """
 
-    embeddings: torch.Tensor
+    embeddings: DenseEmbeddings | PooledEmbeddings
     last_position: torch.Tensor
     last_sentence: torch.Tensor
     count: torch.Tensor
@@ -36,14 +37,24 @@ class EntityTable:
     @classmethod
     def empty(cls, particles: int, documents: int, size: int, like: torch.Tensor,
               capacity: int = GROWTH_INTERVAL + 1) -> EntityTable:
+        """An empty table; its embeddings pooled when no gradient is recorded (the sampler), dense otherwise."""
         zeros = like.new_zeros((particles, documents, capacity))
-        return cls(like.new_zeros((particles, documents, capacity, size)), zeros, zeros.clone(), zeros[..., 0].long(),
-                   capacity)
+        embeddings = (DenseEmbeddings(like.new_zeros((particles, documents, capacity, size)))
+                      if torch.is_grad_enabled() else PooledEmbeddings.empty(particles, documents, capacity, size, like))
+        return cls(embeddings, zeros, zeros.clone(), zeros[..., 0].long(), capacity)
 
     def scored(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The embeddings, last positions and last sentences of the ``width`` slots that eq. 4 scores (views)."""
-        return (self.embeddings[..., :self.width, :], self.last_position[..., :self.width],
+        """The embeddings (P, B, width, D), last positions and last sentences of the ``width`` slots that eq. 4
+        scores."""
+        return (self.embeddings.table(self.width), self.last_position[..., :self.width],
                 self.last_sentence[..., :self.width])
+
+    def scored_rows(self, rows: tuple[torch.Tensor, torch.Tensor], projected: torch.Tensor
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """For the K (particle, document) ``rows`` alone: eq. 4's bilinear scores e^T (W h) (K, width) of the
+        ``width`` slots, given each document's W h ``projected`` (B, D), and their last positions and sentences."""
+        return (self.embeddings.scores(rows, self.width, projected), self.last_position[..., :self.width][rows],
+                self.last_sentence[..., :self.width][rows])
 
     def slots(self) -> torch.Tensor:
         return torch.arange(self.width, device=self.count.device)
@@ -54,20 +65,20 @@ class EntityTable:
         if step % GROWTH_INTERVAL:
             return
         self.width = max(self.width, int(self.count.max()) + GROWTH_INTERVAL + 1)
-        extra = self.width - self.embeddings.shape[-2]
+        extra = self.width - self.last_position.shape[-1]
         if extra > 0:
-            extra = max(extra, self.embeddings.shape[-2])  # doubling: amortised O(1) copying per entity
-            self.embeddings = F.pad(self.embeddings, (0, 0, 0, extra))
+            extra = max(extra, self.last_position.shape[-1])  # doubling: amortised O(1) copying per entity
+            self.embeddings.widen(extra)
             self.last_position = F.pad(self.last_position, (0, extra))
             self.last_sentence = F.pad(self.last_sentence, (0, extra))
 
     def gather(self, slot: torch.Tensor) -> torch.Tensor:
         """The embedding in ``slot`` (P, B) of each (particle, document)."""
-        return self.embeddings.gather(-2, self._row_index(slot)).squeeze(-2)
+        return self.embeddings.at(slot)
 
     def write(self, where: torch.Tensor, slot: torch.Tensor, embedding: torch.Tensor) -> None:
         """Put ``embedding`` (P, B, D) into ``slot`` (P, B) where ``where`` (P, B) holds."""
-        self.embeddings = _put(self.embeddings, where, slot, embedding)
+        self.embeddings.put(where, slot, embedding)
 
     def mention(self, where: torch.Tensor, slot: torch.Tensor, embedding: torch.Tensor, position: int | torch.Tensor,
                 sentence: torch.Tensor) -> None:
@@ -79,8 +90,113 @@ class EntityTable:
             rows = torch.as_tensor(value).to(table).expand(*where.shape, 1)[..., 0]
             setattr(self, name, _put(table, where, slot, rows))
 
-    def _row_index(self, slot: torch.Tensor) -> torch.Tensor:
-        return slot.clamp(min=0)[..., None, None].expand(*slot.shape, 1, self.embeddings.shape[-1])
+    def resample(self, moved: Resampled) -> None:
+        """Each moved particle takes its ancestor's entities (of the ``width`` slots in use)."""
+        self.embeddings.copy(moved, self.width)
+        self.last_position = moved.copy(self.last_position, self.width)
+        self.last_sentence = moved.copy(self.last_sentence, self.width)
+        self.count = moved.copy(self.count)
+
+
+class DenseEmbeddings:
+    """Entity embeddings stored per (particle, document, slot), (P, B, C, D): what autograd can follow (training
+    through the program writes a new tensor per step, :func:`_put`)."""
+
+    def __init__(self, values: torch.Tensor) -> None:
+        self.values = values
+
+    def widen(self, extra: int) -> None:
+        self.values = F.pad(self.values, (0, 0, 0, extra))
+
+    def table(self, width: int) -> torch.Tensor:
+        return self.values[..., :width, :]
+
+    def scores(self, rows: tuple[torch.Tensor, torch.Tensor], width: int, projected: torch.Tensor) -> torch.Tensor:
+        # an einsum, not a batched matmul: K tiny matrix-vector products ran 3-4x slower
+        return torch.einsum("kcd,kd->kc", self.values[..., :width, :][rows], projected[rows[-1]])
+
+    def at(self, slot: torch.Tensor) -> torch.Tensor:
+        index = slot.clamp(min=0)[..., None, None].expand(*slot.shape, 1, self.values.shape[-1])
+        return self.values.gather(-2, index).squeeze(-2)
+
+    def at_rows(self, rows: tuple[torch.Tensor, torch.Tensor], slots: torch.Tensor) -> torch.Tensor:
+        """(K, S, D): the embeddings in ``slots`` (K, S) of the K (particle, document) ``rows``."""
+        return self.values[rows].gather(1, slots[..., None].expand(*slots.shape, self.values.shape[-1]))
+
+    def put(self, where: torch.Tensor, slot: torch.Tensor, rows: torch.Tensor) -> None:
+        self.values = _put(self.values, where, slot, rows)
+
+    def copy(self, moved: Resampled, width: int) -> None:
+        self.values = moved.copy(self.values, width)
+
+
+class PooledEmbeddings:
+    """Entity embeddings as pointers ``pointer`` (P, B, C) into a pool of vectors ``pool`` (S, D) that particles
+    share, for sampling without autograd.
+
+    A resampled particle copies its ancestor's C pointers, not C vectors of size D: on a book the entity table
+    was what resampling after any token copied, a cost that grew with the entities. A write appends a vector and
+    points the slot at it, so a vector an ancestor shares with its copies is never overwritten. When the pool is
+    full, the vectors no slot points at are dropped (one sort of the pointers) and the pool is sized to twice
+    what is left: memory stays within about twice a dense table's, and the dropping costs O(1) per write over
+    time. Row 0 holds zeros, an empty slot's vector. Every read returns the vectors a dense table would hold,
+    bit for bit.
+
+    Eq. 4's bilinear scores are computed once per pooled vector and read through the pointers (:meth:`scores`):
+    particles descend from few ancestors, so they share most of their entities' vectors (on a LitBank book at
+    16K tokens, about 250 distinct vectors behind 100 particles x 190 slots). The scores equal a dense table's
+    to rounding, not bit for bit (a matrix product instead of an einsum).
+    """
+
+    def __init__(self, pointer: torch.Tensor, pool: torch.Tensor) -> None:
+        self.pointer, self.pool, self.used = pointer, pool, 1
+
+    @classmethod
+    def empty(cls, particles: int, documents: int, capacity: int, size: int, like: torch.Tensor
+              ) -> PooledEmbeddings:
+        pointer = torch.zeros((particles, documents, capacity), dtype=torch.long, device=like.device)
+        return cls(pointer, like.new_zeros((1 + particles * documents * GROWTH_INTERVAL, size)))
+
+    def widen(self, extra: int) -> None:
+        self.pointer = F.pad(self.pointer, (0, extra))
+
+    def table(self, width: int) -> torch.Tensor:
+        return self.pool[self.pointer[..., :width]]
+
+    def scores(self, rows: tuple[torch.Tensor, torch.Tensor], width: int, projected: torch.Tensor) -> torch.Tensor:
+        # each vector in use scored once for every document, then read by pointer: particles share most vectors
+        scored = self.pool[:self.used] @ projected.T  # (S, B)
+        return scored[self.pointer[..., :width][rows], rows[-1][:, None]]
+
+    def at(self, slot: torch.Tensor) -> torch.Tensor:
+        return self.pool[self.pointer.gather(-1, slot.clamp(min=0)[..., None])[..., 0]]
+
+    def at_rows(self, rows: tuple[torch.Tensor, torch.Tensor], slots: torch.Tensor) -> torch.Tensor:
+        """(K, S, D): the embeddings in ``slots`` (K, S) of the K (particle, document) ``rows``."""
+        return self.pool[self.pointer[rows].gather(1, slots)]
+
+    def put(self, where: torch.Tensor, slot: torch.Tensor, rows: torch.Tensor) -> None:
+        written = where.nonzero(as_tuple=True)
+        count = written[0].shape[0]
+        if self.used + count > self.pool.shape[0]:
+            self._drop_unused(count)
+        self.pool[self.used:self.used + count] = rows[written]
+        self.pointer[(*written, slot[written])] = torch.arange(self.used, self.used + count,
+                                                               device=self.pointer.device)
+        self.used += count
+
+    def copy(self, moved: Resampled, width: int) -> None:
+        self.pointer = moved.copy(self.pointer, width)
+
+    def _drop_unused(self, room: int) -> None:
+        """Keep the vectors some slot points at (row 0 first), in a pool with space for ``room`` more and as many
+        again as are kept."""
+        zero = self.pointer.new_zeros(1)
+        live, inverse = torch.unique(torch.cat([zero, self.pointer.flatten()]), return_inverse=True)
+        size = max(2 * (len(live) + room), self.pointer[..., 0].numel() * GROWTH_INTERVAL)
+        pool = self.pool.new_zeros((size, self.pool.shape[-1]))
+        pool[:len(live)] = self.pool[live]
+        self.pool, self.pointer, self.used = pool, inverse[1:].view_as(self.pointer), len(live)
 
 
 def _put(table: torch.Tensor, where: torch.Tensor, slot: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
@@ -113,13 +229,15 @@ class Resampled:
         target = (ancestors != particles).nonzero(as_tuple=True)
         return cls(target, (ancestors[target], target[1]))
 
-    def copy(self, values: torch.Tensor, slots: int | None = None) -> torch.Tensor:
-        """``values`` (P, B, ...) with each moved particle's row replaced by its ancestor's (of the first ``slots``
-        entries of dimension 2 only, when given), in place (the ancestors' rows are read before any is written)."""
-        if slots is None:
+    def copy(self, values: torch.Tensor, columns: int | slice | None = None) -> torch.Tensor:
+        """``values`` (P, B, ...) with each moved particle's row replaced by its ancestor's (of the entries
+        ``columns`` of dimension 2 only, when given; an int n: the first n), in place (the ancestors' rows are read
+        before any is written)."""
+        if columns is None:
             values[self.target] = values[self.source]
         else:
-            values[(*self.target, slice(0, slots))] = values[(*self.source, slice(0, slots))]
+            columns = slice(0, columns) if isinstance(columns, int) else columns
+            values[(*self.target, columns)] = values[(*self.source, columns)]
         return values
 
 

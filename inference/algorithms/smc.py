@@ -36,9 +36,9 @@ kept by ancestry (:class:`Genealogy`): each step's choices and each resampling's
 the end, so memory is linear in the tokens; a likelihood alone (``history=False``) keeps none.
 
 The hot loop runs the program's own steps (``model.step``, ``proposal.step``: the same heads, masks and entity
-updates) with a sample statement that calls each site's masked distribution and log-density directly
-(:class:`ProposalSites`, :class:`ModelSites`) instead of through Pyro's messengers: the same torch calls in the
-same order as the Pyro program under ``poutine.condition`` and :class:`~generative.layers.density.LogDensity`, so the
+updates) with a sample statement that draws from each site's distribution and takes its masked log-density
+directly (:class:`ProposalSites`, :class:`ModelSites`) instead of through Pyro's messengers and mask wrappers: the
+same torch calls in the same order as the Pyro program under ``poutine.condition`` and :class:`~generative.layers.density.LogDensity`, so the
 same draws and bit-identical weights (tests/test_samplers.py holds it to the Pyro program).
 """
 
@@ -151,9 +151,17 @@ def survivors_in_place(ancestors: torch.Tensor) -> torch.Tensor:
     return torch.where(alive, slots, copies.gather(1, rank_of_dead))
 
 
+def masked_log_prob(distribution: dist.TorchDistribution, mask: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+    """``distribution.mask(mask).log_prob(value)`` without building the wrapper at every site of every step: the
+    numbers as Pyro's ``scale_and_mask`` (scale 1), bit for bit."""
+    log_prob = distribution.log_prob(value)
+    return torch.where(mask, log_prob, log_prob.new_zeros(()))
+
+
 class ProposalSites:
-    """The proposal's sample statement in the lockstep loop: each site's masked distribution is called (a draw, the
-    torch calls ``pyro.sample`` makes) and its masked log-density added in site order, as LogDensity adds it.
+    """The proposal's sample statement in the lockstep loop: each site's distribution is drawn from as its masked
+    version would be (the torch calls ``pyro.sample`` makes) and its masked log-density (:func:`masked_log_prob`)
+    added in site order, as LogDensity adds it.
 
     ``reference`` (conditional SMC): particle 0's R, E and L are not drawn but the reference's (site values,
     (B, T) each), and scored by the same proposal density, so it follows the reference annotation throughout."""
@@ -172,13 +180,12 @@ class ProposalSites:
         if obs is not None:  # given (the mentions, when E alone is sampled): not proposed, so no density of q
             self.values[kind] = obs
             return obs
-        masked = distribution.mask(mask)
-        value = masked()
+        value = distribution.rsample() if distribution.has_rsample else distribution.sample()  # masked()'s draw
         if self.reference is not None and kind != NEW_ENTITY_SITE:
             value = value.clone()  # (a draw may be a view)
             value[0] = torch.where(mask[0], getattr(self.reference, kind)[:, t], value[0])
         self.values[kind] = value
-        self.total = self.total + masked.log_prob(value)
+        self.total = self.total + masked_log_prob(distribution, mask, value)
         return value
 
 
@@ -197,7 +204,7 @@ class ModelSites:
     def __call__(self, kind: str, t: int, distribution: dist.TorchDistribution, mask: torch.Tensor,
                  obs: torch.Tensor | None) -> torch.Tensor:
         value = self.proposed.values[kind] if obs is None else obs
-        log_prob = distribution.mask(mask).log_prob(value)
+        log_prob = masked_log_prob(distribution, mask, value)
         self.joint = self.joint + log_prob
         if kind != NEW_ENTITY_SITE:
             self.structure = self.structure + log_prob
@@ -324,9 +331,9 @@ def sample_structures(
             if resample == "never":
                 continue
             chosen_to_resample = may_resample[:, t] & (ess < ess_threshold * particles)
-            log_marginal += torch.where(chosen_to_resample, log_mean_exp(log_weights), torch.zeros_like(ess))
-            ancestors = torch.where(chosen_to_resample, resampling(log_weights), identity)
             if bool(chosen_to_resample.any()):  # one host sync per sentence end (per token when "token")
+                log_marginal += torch.where(chosen_to_resample, log_mean_exp(log_weights), torch.zeros_like(ess))
+                ancestors = torch.where(chosen_to_resample, resampling(log_weights), identity)
                 for tracker in (model_tracker, proposal_tracker):
                     tracker.resample(ancestors)
                 if history:

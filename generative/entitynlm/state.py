@@ -150,6 +150,7 @@ class PooledEmbeddings:
 
     def __init__(self, pointer: torch.Tensor, pool: torch.Tensor) -> None:
         self.pointer, self.pool, self.used = pointer, pool, 1
+        self.document = pointer.new_zeros(len(pool))  # the document each pooled vector belongs to
 
     @classmethod
     def empty(cls, particles: int, documents: int, capacity: int, size: int, like: torch.Tensor
@@ -164,9 +165,12 @@ class PooledEmbeddings:
         return self.pool[self.pointer[..., :width]]
 
     def scores(self, rows: tuple[torch.Tensor, torch.Tensor], width: int, projected: torch.Tensor) -> torch.Tensor:
-        # each vector in use scored once for every document, then read by pointer: particles share most vectors
-        scored = self.pool[:self.used] @ projected.T  # (S, B)
-        return scored[self.pointer[..., :width][rows], rows[-1][:, None]]
+        pointers = self.pointer[..., :width][rows]  # (K, width)
+        if not len(pointers):  # no mention starts at this step
+            return projected.new_zeros(pointers.shape)
+        # each pooled vector scored once (against every document of the batch, a few), then read by pointer
+        scored = (self.pool[:self.used] @ projected.T).gather(1, self.document[:self.used, None])[:, 0]  # (S,)
+        return scored[pointers]
 
     def at(self, slot: torch.Tensor) -> torch.Tensor:
         return self.pool[self.pointer.gather(-1, slot.clamp(min=0)[..., None])[..., 0]]
@@ -181,6 +185,7 @@ class PooledEmbeddings:
         if self.used + count > self.pool.shape[0]:
             self._drop_unused(count)
         self.pool[self.used:self.used + count] = rows[written]
+        self.document[self.used:self.used + count] = written[1]
         self.pointer[(*written, slot[written])] = torch.arange(self.used, self.used + count,
                                                                device=self.pointer.device)
         self.used += count
@@ -194,9 +199,10 @@ class PooledEmbeddings:
         zero = self.pointer.new_zeros(1)
         live, inverse = torch.unique(torch.cat([zero, self.pointer.flatten()]), return_inverse=True)
         size = max(2 * (len(live) + room), self.pointer[..., 0].numel() * GROWTH_INTERVAL)
-        pool = self.pool.new_zeros((size, self.pool.shape[-1]))
-        pool[:len(live)] = self.pool[live]
-        self.pool, self.pointer, self.used = pool, inverse[1:].view_as(self.pointer), len(live)
+        pool, document = self.pool.new_zeros((size, self.pool.shape[-1])), self.document.new_zeros(size)
+        pool[:len(live)], document[:len(live)] = self.pool[live], self.document[live]
+        self.pool, self.document = pool, document
+        self.pointer, self.used = inverse[1:].view_as(self.pointer), len(live)
 
 
 def _put(table: torch.Tensor, where: torch.Tensor, slot: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:

@@ -39,8 +39,10 @@ class EntityTable:
               capacity: int = GROWTH_INTERVAL + 1) -> EntityTable:
         """An empty table; its embeddings pooled when no gradient is recorded (the sampler), dense otherwise."""
         zeros = like.new_zeros((particles, documents, capacity))
-        embeddings = (DenseEmbeddings(like.new_zeros((particles, documents, capacity, size)))
-                      if torch.is_grad_enabled() else PooledEmbeddings.empty(particles, documents, capacity, size, like))
+        if torch.is_grad_enabled():
+            embeddings = DenseEmbeddings(like.new_zeros((particles, documents, capacity, size)))
+        else:
+            embeddings = PooledEmbeddings.empty(particles, documents, capacity, size, like)
         return cls(embeddings, zeros, zeros.clone(), zeros[..., 0].long(), capacity)
 
     def scored(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

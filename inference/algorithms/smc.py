@@ -37,9 +37,10 @@ the end, so memory is linear in the tokens; a likelihood alone (``history=False`
 
 The hot loop runs the program's own steps (``model.step``, ``proposal.step``: the same heads, masks and entity
 updates) with a sample statement that draws from each site's distribution and takes its masked log-density
-directly (:class:`ProposalSites`, :class:`ModelSites`) instead of through Pyro's messengers and mask wrappers: the
-same torch calls in the same order as the Pyro program under ``poutine.condition`` and :class:`~generative.layers.density.LogDensity`, so the
-same draws and bit-identical weights (tests/test_samplers.py holds it to the Pyro program).
+directly (:class:`ProposalSites`, :class:`ModelSites`) instead of through Pyro's messengers and mask wrappers:
+the same torch calls in the same order as the Pyro program under ``poutine.condition`` and
+:class:`~generative.layers.density.LogDensity`, so the same draws and bit-identical weights
+(tests/test_samplers.py holds it to the Pyro program).
 """
 
 from __future__ import annotations

@@ -134,9 +134,8 @@ class HintedTracker(EntityTracker):
         self.hint_entity.scatter_(-1, index, chosen[..., None])
         return context
 
-    def resample(self, ancestors: torch.Tensor) -> None:
-        moved = Resampled.of(ancestors)
-        self._resample(moved)
+    def _resample(self, moved: Resampled) -> None:
+        super()._resample(moved)
         self.hint_entity = moved.copy(self.hint_entity, self.rows_read_later[self.step])
 
     def _proposed(self, kind: str, t: int, categorical: dist.Categorical) -> dist.Categorical:

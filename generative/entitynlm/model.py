@@ -161,6 +161,7 @@ class EntityTracker:
         self._resample(Resampled.of(ancestors))
 
     def _resample(self, moved: Resampled) -> None:
+        """The copies, given the particles that moved (a subclass copies its own per-particle state here too)."""
         entities, previous = self.entities, self.previous
         entities.resample(moved)
         self.previous = MentionState(*(moved.copy(value) for value in (previous.R, previous.E, previous.L,

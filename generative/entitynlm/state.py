@@ -115,7 +115,7 @@ class DenseEmbeddings:
 
     def scores(self, rows: tuple[torch.Tensor, torch.Tensor], width: int, projected: torch.Tensor) -> torch.Tensor:
         # an einsum, not a batched matmul: K tiny matrix-vector products ran 3-4x slower
-        return torch.einsum("kcd,kd->kc", self.values[..., :width, :][rows], projected[rows[-1]])
+        return torch.einsum("kcd,kd->kc", self.table(width)[rows], projected[rows[-1]])
 
     def at(self, slot: torch.Tensor) -> torch.Tensor:
         index = slot.clamp(min=0)[..., None, None].expand(*slot.shape, 1, self.values.shape[-1])

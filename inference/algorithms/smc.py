@@ -50,6 +50,7 @@ from dataclasses import dataclass
 import pyro
 import pyro.distributions as dist
 import torch
+from pyro.distributions.util import scale_and_mask
 
 from coref.document import Document, EntityAnnotation, Mention
 from coref.io.progress import progress as progress_bar
@@ -152,17 +153,11 @@ def survivors_in_place(ancestors: torch.Tensor) -> torch.Tensor:
     return torch.where(alive, slots, copies.gather(1, rank_of_dead))
 
 
-def masked_log_prob(distribution: dist.TorchDistribution, mask: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
-    """``distribution.mask(mask).log_prob(value)`` without building the wrapper at every site of every step: the
-    numbers as Pyro's ``scale_and_mask`` (scale 1), bit for bit."""
-    log_prob = distribution.log_prob(value)
-    return torch.where(mask, log_prob, log_prob.new_zeros(()))
-
-
 class ProposalSites:
-    """The proposal's sample statement in the lockstep loop: each site's distribution is drawn from as its masked
-    version would be (the torch calls ``pyro.sample`` makes) and its masked log-density (:func:`masked_log_prob`)
-    added in site order, as LogDensity adds it.
+    """The proposal's sample statement in the lockstep loop: each site's distribution is drawn from (the torch
+    calls ``pyro.sample`` makes; masking does not change a draw) and its log-density, masked by Pyro's own
+    ``scale_and_mask`` as a masked distribution's is, added in site order, as LogDensity adds it. The mask wrapper
+    itself is not built at every site of every step.
 
     ``reference`` (conditional SMC): particle 0's R, E and L are not drawn but the reference's (site values,
     (B, T) each), and scored by the same proposal density, so it follows the reference annotation throughout."""
@@ -181,12 +176,12 @@ class ProposalSites:
         if obs is not None:  # given (the mentions, when E alone is sampled): not proposed, so no density of q
             self.values[kind] = obs
             return obs
-        value = distribution.rsample() if distribution.has_rsample else distribution.sample()  # masked()'s draw
+        value = distribution()
         if self.reference is not None and kind != NEW_ENTITY_SITE:
             value = value.clone()  # (a draw may be a view)
             value[0] = torch.where(mask[0], getattr(self.reference, kind)[:, t], value[0])
         self.values[kind] = value
-        self.total = self.total + masked_log_prob(distribution, mask, value)
+        self.total = self.total + scale_and_mask(distribution.log_prob(value), mask=mask)
         return value
 
 
@@ -205,7 +200,7 @@ class ModelSites:
     def __call__(self, kind: str, t: int, distribution: dist.TorchDistribution, mask: torch.Tensor,
                  obs: torch.Tensor | None) -> torch.Tensor:
         value = self.proposed.values[kind] if obs is None else obs
-        log_prob = masked_log_prob(distribution, mask, value)
+        log_prob = scale_and_mask(distribution.log_prob(value), mask=mask)
         self.joint = self.joint + log_prob
         if kind != NEW_ENTITY_SITE:
             self.structure = self.structure + log_prob

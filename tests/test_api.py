@@ -27,10 +27,12 @@ from coref.resolution.ranker import resolver_documents
 from generative.coref_gru import make_reading_batch
 from generative.layers.batch import make_batch
 from generative.mneme import make_batch as make_story_batch
+from inference.algorithms.hints import HintSettings
 from inference.algorithms.importance import estimate_marginal
 from inference.commands import entity_cloze as entity_cloze_command
 from inference.commands import generate, marginal_ppl
 from inference.commands import perplexity as perplexity_command
+from inference.commands import posterior as posterior_command
 from inference.evaluation import perplexity
 from inference.evaluation.rerank import candidate_log_joint, gold_mention_split, noise_free
 from inference.runtime import batch_seed, set_seed
@@ -157,6 +159,16 @@ def test_posterior_displays_exports_and_reproduces(entitynlm, posterior):
     assert all(ranking.mention <= 1 + 1e-9 for ranking in posterior.antecedents())
 
 
+def test_posterior_with_issue_27s_sampler_is_the_commands(entitynlm, posterior, tmp_path):
+    settled = entitynlm.posterior(TEXT, particles=40, seed=1, resample="token", hints=HintSettings(0.5, 4.0))
+    args = posterior_command.parse_args(["--text", TEXT, "--particles", "40", "--seed", "1", "--method", "smc",
+                                         "--resample", "token", "--hint-weight", "0.5", "--hint-temperature", "4",
+                                         "--out", str(tmp_path / "out")])
+    (summary,) = posterior_command.run(args)["summary"]
+    assert settled.log_marginal == summary["log_marginal"] and settled.resamplings == summary["resamplings"]
+    assert settled.log_marginal != posterior.log_marginal  # the options reach the sampler
+
+
 def test_generate_is_seeded_and_decodes_its_entities(entitynlm, rnnlm):
     generated = entitynlm.generate(tokens=15, seed=2)
     assert len(generated.R) == len(generated.document.tokens) >= 15
@@ -200,6 +212,8 @@ def test_coreference_and_its_score_against_a_key(tmp_path):
     (lambda m, r: m.log_likelihood(TEXT, particles=0), "particles must be an integer of at least 1"),
     (lambda m, r: m.posterior(TEXT, particles=2.5), "particles must be an integer"),
     (lambda m, r: m.posterior([TEXT, TEXT]), "posterior takes one text"),
+    (lambda m, r: m.posterior(TEXT, sampler="is", resample="tokens"), "resample must be one of"),
+    (lambda m, r: m.log_likelihood(TEXT, resample="word"), "resample must be one of"),
     (lambda m, r: m.log_likelihood(["a b.", tokenize("c d.", "text 0")]), "two documents are named 'text 0'"),
     (lambda m, r: m.log_likelihood(42), "a text is a str or a coref.document.Document"),
     (lambda m, r: m.log_likelihood("!!! ..."), "empty after preprocessing"),

@@ -301,7 +301,7 @@ class LanguageModel:
         ``hints`` as the command's ``--resample``, ``--hint-*`` and ``--lookahead`` options: SMC's resampling
         points, and the proposal's mixtures with the coreference pipeline's reading of the texts and with the
         model's own choice given each word."""
-        check_sampling(particles, sampler)
+        check_sampling(particles, sampler, resample)
         originals, prepared = self.read(text)
         vocabulary = self.checkpoint.vocabulary
         per_particle = particles if self.kind == "entitynlm" else 1
@@ -336,21 +336,24 @@ class LanguageModel:
         return self.log_likelihood(text, particles, sampler, seed).perplexity
 
     def posterior(self, text: str | Document, particles: int = 500, sampler: str = "smc", seed: int = 0,
-                  proposal: str | None = None) -> PosteriorCoreference:
+                  proposal: str | None = None, resample: str = "sentence",
+                  hints: HintSettings = HintSettings()) -> PosteriorCoreference:
         """EntityNLM's posterior p(R, E, L | x) over the coreference structure of one text (a Document's own
         mentions are ignored), from ``particles`` particles: ``sampler`` "smc" resamples at sentence ends
         (more effective samples), "is" resamples once at the end (SIR, whose MAP structure was the better
         resolver on LitBank and OntoGUM, see ``python -m inference.posterior --help``). ``proposal``: forward or
-        bidirectional (default: forward where the checkpoint has it, as the command)."""
+        bidirectional (default: forward where the checkpoint has it, as the command). ``resample`` and ``hints``
+        as the command's ``--resample``, ``--hint-*`` and ``--lookahead`` options (issue 27's sampler:
+        ``resample="token", hints=HintSettings(0.5, 4.0)``); ``resample`` is SMC's: SIR never resamples."""
         self._require_entitynlm("posterior")
-        check_sampling(particles, sampler)
+        check_sampling(particles, sampler, resample)
         if not isinstance(text, (str, Document)):
             raise ValueError(f"posterior takes one text (a str or a Document), not a {type(text).__name__}")
         model, guide = self.modules(posterior_proposal(self.checkpoint, proposal))
         with kept_random_state():
             (result,) = original_posteriors(model, guide, as_documents(text), self.checkpoint, particles,
                                             POSTERIOR_METHODS[sampler], device=self.device, progress=False,
-                                            seed=seed)
+                                            resample=resample, hint_settings=hints, seed=seed)
         return PosteriorCoreference.of(result, sampler, guide.context)
 
     def generate(self, tokens: int = 50, seed: int = 0) -> Generated:

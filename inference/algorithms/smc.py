@@ -61,7 +61,8 @@ from generative.entitynlm.state import Annotation
 from generative.layers.batch import DocumentBatch, stream_positions
 from inference.algorithms.importance import ImportanceEstimate, effective_sample_size, log_mean_exp
 
-RESAMPLING = ("never", "sentence", "token")
+SMC_RESAMPLING = ("sentence", "token")  # where SMC may resample: the commands' and the API's --resample / resample
+RESAMPLING = ("never", *SMC_RESAMPLING)  # "never": importance sampling (SIR)
 PROGRESS_STEPS = 5_000  # a batch this long (a chapter, a book) shows its token steps on a terminal
 
 

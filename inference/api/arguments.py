@@ -9,7 +9,7 @@ from numbers import Integral
 
 from coref.document import Document
 from coref.io.text import plain_document
-from inference.algorithms.smc import RESAMPLING
+from inference.algorithms.smc import SMC_RESAMPLING
 from inference.evaluation.marginal_ppl import random_state, restore_random_state
 from inference.runtime import set_seed
 
@@ -66,7 +66,7 @@ def as_documents(text: Texts, tokenizer: Callable[[str, str], Document] = plain_
 def check_sampling(particles: int, sampler: str, resample: str = "sentence") -> None:
     if sampler not in SAMPLERS:
         raise ValueError(f"sampler must be one of {SAMPLERS}, got {sampler!r}")
-    if resample not in RESAMPLING:
-        raise ValueError(f"resample must be one of {RESAMPLING}, got {resample!r}")
+    if resample not in SMC_RESAMPLING:
+        raise ValueError(f"resample must be one of {SMC_RESAMPLING}, got {resample!r}")
     if isinstance(particles, bool) or not isinstance(particles, Integral) or particles < 1:
         raise ValueError(f"particles must be an integer of at least 1, got {particles!r}")

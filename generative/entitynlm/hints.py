@@ -119,13 +119,11 @@ class HintedTracker(EntityTracker):
         particles, documents = self.previous.R.shape
         # the entity slot this particle gave each pipeline mention (-1: not a mention start of its own)
         self.hint_entity = hints.row.new_full((particles, documents, hints.length.shape[1]), -1)
-        self.rows_read_later = hints.rows_read_later()
-        self.step = 0  # the step last chosen: a resampling after it copies rows_read_later[step] of hint_entity
+        self.rows_read_later = hints.rows_read_later()  # a resampling after step t copies rows_read_later[t]
 
     def choose(self, t: int, h_predict: torch.Tensor, gold: Annotation | None = None) -> torch.Tensor:
         """The step (:meth:`EntityTracker.choose`); a particle whose mention starts where a pipeline mention does
         remembers the entity it chose for that mention."""
-        self.step = t
         starts = (self.previous.L == 1) & self.batch.mask[:, t]  # before the step: no mention ongoing
         context = super().choose(t, h_predict, gold)
         index = self.hints.row[:, t].expand_as(starts)[..., None]  # (P, B, 1); row 0 (no mention) stays -1
@@ -136,7 +134,7 @@ class HintedTracker(EntityTracker):
 
     def _resample(self, moved: Resampled) -> None:
         super()._resample(moved)
-        self.hint_entity = moved.copy(self.hint_entity, self.rows_read_later[self.step])
+        self.hint_entity = moved.copy(self.hint_entity, self.rows_read_later[self.chosen.t])  # after the last step
 
     def _proposed(self, kind: str, t: int, categorical: dist.Categorical) -> dist.Categorical:
         """The mixture (1 - weight) Q + weight hint for site ``kind`` of step t (module docstring)."""

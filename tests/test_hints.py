@@ -37,7 +37,8 @@ def test_the_hinted_proposal_keeps_the_estimate_exact(resample, lookahead):
     exact, _, _ = exact_log_marginal(model, WORDS)
     batch = tiny_batch([{"words": WORDS}])
     pyro.set_rng_seed(3)
-    sampled = sample_structures(model, proposal, batch, 20_000, EOS, resample, ess_threshold=0.5, history=False,
+    # 60,000 particles: the estimate's spread over seeds is then about 0.01, a third of the tolerance
+    sampled = sample_structures(model, proposal, batch, 60_000, EOS, resample, ess_threshold=0.5, history=False,
                                 hints=hinted(batch, 0.7), lookahead=lookahead)
     assert sampled.log_marginal.item() == pytest.approx(exact.item(), abs=0.03)
 
@@ -246,8 +247,10 @@ def test_the_lookahead_is_the_models_conditional_given_the_word():
     assert mention.item() == pytest.approx(torch.softmax(log_r + log_x, 0)[1].item(), rel=1e-5)
     assert row_of.tolist() == [[0]] and entity[0, 0].item() == pytest.approx(1.0)
     # L: the model's own length distribution for the new entity (eq. 5), x_0 says nothing of it
-    length = WordLookahead(model, tracker, states, batch, 0.5).length_prior(0, torch.zeros((1, 1), dtype=torch.long))
-    torch.testing.assert_close(length, model.heads.length(h, context[1:][None]).probs)
+    only_row = (torch.zeros(1, dtype=torch.long), torch.zeros(1, dtype=torch.long))
+    length = WordLookahead(model, tracker, states, batch, 0.5).length_prior(0, torch.zeros((1, 1), dtype=torch.long),
+                                                                            only_row)
+    torch.testing.assert_close(length, model.heads.length(h, context[1:]).probs)
     with pytest.raises(ValueError, match="share"):
         WordLookahead(model, tracker, states, batch, 1.0)
 

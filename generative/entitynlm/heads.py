@@ -117,30 +117,41 @@ class EntityHead(nn.Module):
 
 
 class DrawnRows(TorchDistribution):
-    """The E site of a (P, B) batch when only K rows draw it: ``drawn``, a (K, C) categorical of the rows at
-    ``rows`` ((particle, document) indices), put in place. The other rows get the value 0 and the log-density 0:
-    their site is masked (no mention starts there), so the distribution of what counts is eq. 4's, and a step
-    draws and normalises over K entity tables instead of P x B."""
+    """A site of a (P, B) batch when only K rows draw it: ``drawn``, a distribution of batch shape (K,) for the
+    rows at ``rows`` ((particle, document) indices), put in place. The other rows get the value 0 and the
+    log-density 0: their site is masked, so the distribution of what counts is ``drawn``'s, and a step draws and
+    normalises over K rows instead of P x B: E and L where a mention starts (eqs. 4, 5, over K entity tables),
+    the eq. 7 noise where a new-entity candidate is placed."""
 
     arg_constraints: dict = {}
-    support = constraints.nonnegative_integer
 
-    def __init__(self, drawn: dist.Categorical, rows: tuple[torch.Tensor, torch.Tensor], shape: torch.Size) -> None:
+    def __init__(self, drawn: dist.TorchDistribution, rows: tuple[torch.Tensor, torch.Tensor], shape: torch.Size
+                 ) -> None:
         self.drawn, self.rows = drawn, rows
-        super().__init__(torch.Size(shape), validate_args=False)
+        super().__init__(torch.Size(shape), drawn.event_shape, validate_args=False)
+
+    @property
+    def support(self) -> constraints.Constraint:
+        return self.drawn.support
 
     def sample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:
         if sample_shape:
             raise ValueError("DrawnRows draws one value per row")
-        value = self.rows[0].new_zeros(self.batch_shape)
-        if self.rows[0].numel():  # the index's size is known on the host: no sync
-            value[self.rows] = self.drawn.sample()
+        shape = self.batch_shape + self.event_shape
+        if not self.rows[0].numel():  # the index's size is known on the host: no sync
+            dtype = torch.long if self.drawn.support.is_discrete else torch.get_default_dtype()
+            return torch.zeros(shape, dtype=dtype, device=self.rows[0].device)
+        drawn = self.drawn.sample()
+        value = drawn.new_zeros(shape)
+        value[self.rows] = drawn
         return value
 
     def log_prob(self, value: torch.Tensor) -> torch.Tensor:
-        result = self.drawn.logits.new_zeros(self.batch_shape)
-        if self.rows[0].numel():
-            result[self.rows] = self.drawn.log_prob(value.expand(self.batch_shape)[self.rows])
+        if not self.rows[0].numel():
+            return torch.zeros(self.batch_shape, device=self.rows[0].device)
+        drawn = self.drawn.log_prob(value.expand(self.batch_shape + self.event_shape)[self.rows])
+        result = drawn.new_zeros(self.batch_shape)
+        result[self.rows] = drawn
         return result
 
 
@@ -156,7 +167,8 @@ class LengthHead(nn.Module):
         self.from_entity = nn.Linear(hidden_size, max_mention_length, bias=False)
 
     def forward(self, h: torch.Tensor, entity: torch.Tensor) -> dist.Categorical:
-        return dist.Categorical(logits=self.from_state(h) + self.from_entity(entity))
+        # no validation: a step where no mention starts has K = 0 rows, which validation refuses
+        return dist.Categorical(logits=self.from_state(h) + self.from_entity(entity), validate_args=False)
 
 
 class EntityUpdate(nn.Module):
@@ -167,11 +179,16 @@ class EntityUpdate(nn.Module):
         self.gate = nn.Linear(hidden_size, hidden_size, bias=False)
         self.project = nn.Linear(hidden_size, hidden_size, bias=False) if form == "reference" else None
 
-    def forward(self, h: torch.Tensor, entity: torch.Tensor) -> torch.Tensor:
-        delta = torch.sigmoid((self.gate(h) * entity).sum(-1, keepdim=True))
+    def forward(self, h: torch.Tensor, entity: torch.Tensor, document: torch.Tensor | None = None) -> torch.Tensor:
+        """``entity`` (..., D) updated by ``h``, broadcast against it, or (``document`` (K,) given) by row
+        ``document[k]`` of h (B, D) for entity row k: h's products computed once per document."""
+        gate, read = self.gate(h), (h if self.project is None else self.project(h))
+        if document is not None:
+            gate, read = gate[document], read[document]
+        delta = torch.sigmoid((gate * entity).sum(-1, keepdim=True))
         if self.project is None:
-            return F.normalize(delta * entity + (1 - delta) * h, dim=-1)
-        return F.normalize((1 - delta) * entity + delta * self.project(h), dim=-1)
+            return F.normalize(delta * entity + (1 - delta) * read, dim=-1)
+        return F.normalize((1 - delta) * entity + delta * read, dim=-1)
 
 
 class EntityHeads(nn.Module):

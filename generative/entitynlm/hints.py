@@ -120,16 +120,23 @@ class HintedTracker(EntityTracker):
         # the entity slot this particle gave each pipeline mention (-1: not a mention start of its own)
         self.hint_entity = hints.row.new_full((particles, documents, hints.length.shape[1]), -1)
         self.rows_read_later = hints.rows_read_later()  # a resampling after step t copies rows_read_later[t]
+        # the hint's R (B, T, 2) at each step and L (B, M + 1, lengths) for each pipeline mention: the same for every
+        # particle, so made once
+        p_start = torch.where(hints.linked.gather(1, hints.row) & (hints.row > 0), 1 - hints.epsilon, hints.epsilon)
+        self.start_hint = torch.stack([1 - p_start, p_start], dim=-1)
+        lengths = self.config.max_mention_length
+        self.length_hint = torch.full((*hints.length.shape, lengths), hints.epsilon / lengths,
+                                      device=hints.length.device)
+        self.length_hint.scatter_add_(-1, hints.length.clamp(max=lengths - 1)[..., None],
+                                      torch.full_like(self.length_hint[..., :1], 1 - hints.epsilon))
 
     def choose(self, t: int, h_predict: torch.Tensor, gold: Annotation | None = None) -> torch.Tensor:
         """The step (:meth:`EntityTracker.choose`); a particle whose mention starts where a pipeline mention does
         remembers the entity it chose for that mention."""
-        starts = (self.previous.L == 1) & self.batch.mask[:, t]  # before the step: no mention ongoing
         context = super().choose(t, h_predict, gold)
-        index = self.hints.row[:, t].expand_as(starts)[..., None]  # (P, B, 1); row 0 (no mention) stays -1
-        kept = self.hint_entity.gather(-1, index)[..., 0]
-        chosen = torch.where(starts & (self.chosen.R == 1) & (index[..., 0] > 0), self.chosen.E, kept)
-        self.hint_entity.scatter_(-1, index, chosen[..., None])
+        particle, document = self.drawn_rows  # where a mention starts
+        row = self.hints.row[document, t]  # row 0 (no pipeline mention) stays -1
+        self.hint_entity[particle, document, row] = torch.where(row > 0, self.chosen.E[self.drawn_rows], -1)
         return context
 
     def _resample(self, moved: Resampled) -> None:
@@ -139,21 +146,15 @@ class HintedTracker(EntityTracker):
     def _proposed(self, kind: str, t: int, categorical: dist.Categorical) -> dist.Categorical:
         """The mixture (1 - weight) Q + weight hint for site ``kind`` of step t (module docstring)."""
         own = self._tempered(categorical).probs
-        hints, row = self.hints, self.hints.row[:, t]  # (B,)
-        at_mention = (row > 0)[:, None]  # (B, 1), against (P, B, classes)
-        if kind == "R":
-            p_start = torch.where(hints.linked.gather(1, row[:, None])[:, 0] & (row > 0), 1 - hints.epsilon,
-                                  hints.epsilon)
-            hint = torch.stack([1 - p_start, p_start], dim=-1).expand_as(own)
-        elif kind == "L":
-            length = hints.length.gather(1, row[:, None])[:, 0].clamp(max=own.shape[-1] - 1)
-            smoothed = torch.full_like(own[0], hints.epsilon / own.shape[-1])
-            smoothed.scatter_add_(-1, length[:, None], torch.full_like(smoothed[:, :1], 1 - hints.epsilon))
-            hint = torch.where(at_mention, smoothed, own)
-        else:  # E: (K, slots), the K rows that draw it (the sampler's DrawnRows)
+        hints = self.hints
+        if kind == "R":  # (B, 2): each document's (eq. 3 reads h alone)
+            hint = self.start_hint[:, t]
+        else:  # E (K, slots) and L (K, lengths): the K rows that draw them (DrawnRows)
             particle, document = self.drawn_rows
-            row = row[document]
-            hint = torch.where((row > 0)[:, None], self._entity_hint(particle, document, row, own.shape[-1]), own)
+            row = hints.row[document, t]
+            at_row = (self.length_hint[document, row] if kind == "L"
+                      else self._entity_hint(particle, document, row, own.shape[-1]))
+            hint = torch.where((row > 0)[:, None], at_row, own)
         return dist.Categorical(probs=(1 - hints.weight) * own + hints.weight * hint)
 
     def _entity_hint(self, particle: torch.Tensor, document: torch.Tensor, row: torch.Tensor, slots: int

@@ -62,17 +62,17 @@ class WordLookahead:
             slots = proposed.probs.shape[-1]  # the proposal's table may already be wider than the model's
             local = F.pad(local, (0, slots - local.shape[-1])) if local.shape[-1] < slots else local[..., :slots]
         else:  # L: x_t does not depend on it, so the model's own p(L | h, e) is the locally optimal choice
-            local = self.length_prior(t, tracker.entity_slot)
+            local = self.length_prior(t, tracker.entity_slot, tracker.drawn_rows)
         return dist.Categorical(probs=(1 - self.share) * proposed.probs + self.share * local)
 
-    def length_prior(self, t: int, slot: torch.Tensor) -> torch.Tensor:
-        """(P, B, lengths): the model's p(L_t | h_{t-1}, e) (eq. 5) for the entity in ``slot`` (P, B) of each
-        particle, a new one at its mean."""
+    def length_prior(self, t: int, slot: torch.Tensor, rows: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        """(K, lengths): the model's p(L_t | h_{t-1}, e) (eq. 5) for the entity in ``slot`` (P, B) of each of the K
+        (particle, document) ``rows``, a new one at its mean."""
         model, entities, previous = self.model, self.model_tracker.entities, self.model_tracker.previous
-        entity = entities.gather(slot)
-        new = (slot == entities.count) & previous.needs_candidate
+        entity = entities.gather(slot)[rows]
+        new = ((slot == entities.count) & previous.needs_candidate)[rows]
         prototype = F.normalize(model.heads.mention_type.entity_prototype, dim=-1)
-        return model.heads.length(self.states[:, t], torch.where(new[..., None], prototype, entity)).probs
+        return model.heads.length(self.states[rows[1], t], torch.where(new[..., None], prototype, entity)).probs
 
     def choice(self, t: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Under the model, from its state before step t, over R = 0 and its ``top`` likeliest entities:

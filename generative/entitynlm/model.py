@@ -101,11 +101,12 @@ class EntityTracker:
         self.entities = EntityTable.empty(particles, batch.size, config.hidden_size, like)
         ones = batch.words.new_ones(shape)
         self.previous = MentionState(R=ones * 0, E=-ones, L=ones, needs_candidate=ones.bool())
-        self.current = like.new_zeros((*shape, config.hidden_size))  # e_current; 0 before the first mention
+        self.current_slot = -ones  # e_current's slot: the latest mentioned entity's (-1: none yet, a zero vector)
 
     def choose(self, t: int, h_predict: torch.Tensor, gold: Annotation | None) -> torch.Tensor:
-        """The R, E, L sites of step t (steps 1-2 of the story); returns e_current for the word at t, the
-        mentioned entity's embedding BEFORE this step's update (or the latest entity's outside mentions).
+        """The R, E, L sites of step t (steps 1-2 of the story); returns the slot (P, B) of e_current for the word
+        at t: the mentioned entity's, whose embedding there is the one BEFORE this step's update, or the latest
+        entity's outside mentions (-1 before any: a zero vector; :meth:`EntityTable.distinct` reads it).
 
         ``h_predict`` (B, H) is the state the heads read, shared by all particles and broadcast against the
         per-particle entity state (P, B, ...).
@@ -117,35 +118,43 @@ class EntityTracker:
         self._offer_candidate(t, previous.needs_candidate & valid)
 
         starts = (previous.L == 1) & valid  # eq.: R is drawn only when no mention is ongoing
-        R_dist = self._drawn_from("R", t, heads.mention_type(h_predict).expand(starts.shape))
+        # eq. 3 reads h alone: R's distribution is each document's, tempered and reshaped once, then read by all
+        R_dist = self._drawn_from("R", t, heads.mention_type(h_predict)).expand(starts.shape)
         drawn_R = self.site("R", t, R_dist, starts, _at(gold, "R", t))
         R = torch.where(starts, drawn_R, previous.R)
         mention_starts = starts & (R == 1)
-        # eq. 4 over the entity tables of the K rows where a mention starts alone, (K, C), put in place by DrawnRows
-        # (elsewhere E is masked): a step reads and draws over K tables, not P x B (one host sync per step)
-        self.drawn_rows = mention_starts.nonzero(as_tuple=True)
-        drawn = self._drawn_from("E", t, heads.entity(h_predict, entities, t, sentence, self.drawn_rows))
-        E_dist = DrawnRows(drawn, self.drawn_rows, mention_starts.shape)
+        # eqs. 4 and 5 on the K rows where a mention starts alone, (K, C) and (K, lengths), put in place by
+        # DrawnRows (elsewhere E and L are masked): a step reads and draws over K tables, not P x B (one host sync)
+        self.drawn_rows = rows = mention_starts.nonzero(as_tuple=True)
+        drawn = self._drawn_from("E", t, heads.entity(h_predict, entities, t, sentence, rows))
+        E_dist = DrawnRows(drawn, rows, mention_starts.shape)
         drawn_E = self.site("E", t, E_dist, mention_starts, _at(gold, "E", t))
         E = torch.where(mention_starts, drawn_E, torch.where(R == 1, previous.E, -torch.ones_like(drawn_E)))
         self.entity_slot = E
         entity = entities.gather(E)  # e_{E_t, t-1}, or the candidate for a new entity
-        L_dist = self._drawn_from("L", t, heads.length(h_predict, entity))
+        L_dist = DrawnRows(self._drawn_from("L", t, heads.length(h_predict[rows[1]], entity[rows])), rows,
+                           mention_starts.shape)
         drawn_L = self.site("L", t, L_dist, mention_starts, _at(gold, "L", t))
         L = torch.where(mention_starts, drawn_L + 1, torch.where(starts, torch.ones_like(drawn_L), previous.L - 1))
         self.chosen = Choice(t, valid, sentence, R, E, L, entity)
-        return torch.where(((R == 1) & valid)[..., None], entity, self.current)
+        return torch.where((R == 1) & valid, E, self.current_slot)
+
+    @property
+    def current(self) -> torch.Tensor:
+        """e_current (P, B, D): the latest mentioned entity's embedding, as updated (zeros before any mention)."""
+        return self.entities.distinct(self.current_slot).dense()
 
     def update(self, h_update: torch.Tensor) -> None:
         """Steps 5-6 of the story: the mentioned entity reads h_t (eq. 8, (B, H)), a used candidate becomes an
         entity, and R, E, L become the previous token's."""
         chosen, entities, previous = self.chosen, self.entities, self.previous
         in_mention = (chosen.R == 1) & chosen.valid
-        updated = self.heads.update(h_update, chosen.entity)
-        entities.mention(in_mention, chosen.E, updated, chosen.t, chosen.sentence)
+        rows = in_mention.nonzero(as_tuple=True)  # eq. 8 on the rows in a mention alone (one host sync)
+        updated = self.heads.update(h_update, chosen.entity[rows], rows[1])
+        entities.mention_rows(rows, chosen.E[rows], updated, chosen.t, chosen.sentence[rows])
         created = in_mention & (chosen.E == entities.count)
         entities.count = entities.count + created.long()
-        self.current = torch.where(in_mention[..., None], updated, self.current)
+        self.current_slot = torch.where(in_mention, chosen.E, self.current_slot)  # it now holds the update
         self.previous = MentionState(
             R=chosen.R, E=chosen.E, L=chosen.L, needs_candidate=created | (previous.needs_candidate & ~chosen.valid)
         )
@@ -166,7 +175,7 @@ class EntityTracker:
         entities.resample(moved)
         self.previous = MentionState(*(moved.copy(value) for value in (previous.R, previous.E, previous.L,
                                                                          previous.needs_candidate)))
-        self.current = moved.copy(self.current)
+        self.current_slot = moved.copy(self.current_slot)
 
     def _drawn_from(self, kind: str, t: int, categorical: dist.Categorical) -> dist.Categorical:
         """The distribution site ``kind`` of step t draws from: :meth:`_proposed`, reshaped by the lookahead if any."""
@@ -187,16 +196,17 @@ class EntityTracker:
         """Place a fresh new-entity embedding u = normalise(r_1 + sigma eps) (eq. 7) where the last one was used.
 
         A step where no row needs one (most steps: a candidate waits until a mention makes it an entity) has no
-        noise site at all, rather than one masked out everywhere (one host sync; model and proposal agree, as their
-        R, E, L do)."""
-        if not bool(needed.any()):
+        noise site at all, rather than one masked out everywhere, and where some do, the noise is drawn for their
+        rows alone (:class:`DrawnRows`; one host sync; model and proposal agree, as their R, E, L do)."""
+        rows = needed.nonzero(as_tuple=True)
+        if not len(rows[0]):
             return
-        prototype = self.heads.mention_type.entity_prototype.expand_as(self.current)
+        prototype = self.heads.mention_type.entity_prototype.expand(len(rows[0]), -1)
         if self.config.new_entity_scale > 0:
-            noise_dist = dist.Normal(torch.zeros_like(prototype), 1.0).to_event(1)
+            noise_dist = DrawnRows(dist.Normal(torch.zeros_like(prototype), 1.0).to_event(1), rows, needed.shape)
             noise = self.site(NEW_ENTITY_SITE, t, noise_dist, needed, None)
-            prototype = prototype + self.config.new_entity_scale * noise
-        self.entities.write(needed, self.entities.count, F.normalize(prototype, dim=-1))
+            prototype = prototype + self.config.new_entity_scale * noise[rows]
+        self.entities.write_rows(rows, self.entities.count[rows], F.normalize(prototype, dim=-1))
 
 
 def _at(gold: Annotation | None, name: str, t: int) -> torch.Tensor | None:
@@ -239,9 +249,9 @@ class EntityNLM(PyroModule):
              gold: Annotation | None = None) -> None:
         """Token t of the story: R, E, L from h_{t-1} and the entities, the word x_t (eq. 6), the entity update."""
         h_previous = states[:, t]
-        word_context = tracker.choose(t, h_previous, gold)
-        words = self.softmax(h_previous + self.entity_to_word(word_context))  # eq. 6
-        tracker.site("X", t, words, batch.mask[:, t], batch.words[:, t])
+        context = tracker.entities.distinct(tracker.choose(t, h_previous, gold))  # e_current, once per vector
+        words = self.softmax(h_previous + self.entity_to_word(context.values))  # eq. 6, (U, B)
+        tracker.site("X", t, context.read(words), batch.mask[:, t], batch.words[:, t])
         tracker.update(states[:, t + 1])
 
     @torch.no_grad()
@@ -266,7 +276,7 @@ class EntityNLM(PyroModule):
             for t in range(steps):
                 scratch.sentence[0, t] = sentence
                 h_previous = output[:, 0]
-                context = tracker.choose(t, h_previous, None)
+                context = tracker.entities.distinct(tracker.choose(t, h_previous, None)).dense()
                 word = pyro.sample(f"X_{t}", softmax(h_previous + entity_to_word(context)))  # (1, 1)
                 output, state = encoder.lstm(encoder.embedding(word), state)
                 tracker.update(output[:, 0])

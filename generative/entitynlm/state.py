@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from pyro.distributions import TorchDistribution, constraints
 
 from generative.layers.batch import DocumentBatch
 
@@ -78,9 +79,27 @@ class EntityTable:
         """The embedding in ``slot`` (P, B) of each (particle, document)."""
         return self.embeddings.at(slot)
 
+    def distinct(self, slot: torch.Tensor) -> DistinctRows:
+        """The embedding in ``slot`` (P, B) of each (particle, document), a zero vector where the slot is -1, each
+        distinct vector of a document stored once (with the pooled table; once per particle with a dense one)."""
+        return self.embeddings.distinct(slot)
+
     def write(self, where: torch.Tensor, slot: torch.Tensor, embedding: torch.Tensor) -> None:
         """Put ``embedding`` (P, B, D) into ``slot`` (P, B) where ``where`` (P, B) holds."""
         self.embeddings.put(where, slot, embedding)
+
+    def write_rows(self, rows: tuple[torch.Tensor, torch.Tensor], slot: torch.Tensor, embedding: torch.Tensor
+                   ) -> None:
+        """Put ``embedding`` (K, D) into ``slot`` (K,) of the K (particle, document) ``rows``."""
+        self.embeddings.put_rows(rows, slot, embedding)
+
+    def mention_rows(self, rows: tuple[torch.Tensor, torch.Tensor], slot: torch.Tensor, embedding: torch.Tensor,
+                     position: int, sentence: torch.Tensor) -> None:
+        """:meth:`mention` of the K (particle, document) ``rows`` alone: ``slot`` (K,) mentioned at step
+        ``position`` in ``sentence`` (K,), its updated ``embedding`` (K, D)."""
+        self.write_rows(rows, slot, embedding)
+        for name, value in (("last_position", torch.full_like(sentence, position)), ("last_sentence", sentence)):
+            setattr(self, name, _put_rows(getattr(self, name), (*rows, slot), value))
 
     def mention(self, where: torch.Tensor, slot: torch.Tensor, embedding: torch.Tensor, position: int | torch.Tensor,
                 sentence: torch.Tensor) -> None:
@@ -125,8 +144,15 @@ class DenseEmbeddings:
         """(K, S, D): the embeddings in ``slots`` (K, S) of the K (particle, document) ``rows``."""
         return self.values[rows].gather(1, slots[..., None].expand(*slots.shape, self.values.shape[-1]))
 
+    def distinct(self, slot: torch.Tensor) -> DistinctRows:
+        values = torch.where((slot >= 0)[..., None], self.at(slot), 0.0)
+        return DistinctRows(values, torch.arange(len(slot), device=slot.device)[:, None].expand_as(slot))
+
     def put(self, where: torch.Tensor, slot: torch.Tensor, rows: torch.Tensor) -> None:
         self.values = _put(self.values, where, slot, rows)
+
+    def put_rows(self, rows: tuple[torch.Tensor, torch.Tensor], slot: torch.Tensor, vectors: torch.Tensor) -> None:
+        self.values = _put_rows(self.values, (*rows, slot), vectors)
 
     def copy(self, moved: Resampled, width: int) -> None:
         self.values = moved.copy(self.values, width)
@@ -170,9 +196,9 @@ class PooledEmbeddings:
         pointers = self.pointer[..., :width][rows]  # (K, width)
         if not len(pointers):  # no mention starts at this step
             return projected.new_zeros(pointers.shape)
-        # each pooled vector scored once (against every document of the batch, a few), then read by pointer
-        scored = (self.pool[:self.used] @ projected.T).gather(1, self.document[:self.used, None])[:, 0]  # (S,)
-        return scored[pointers]
+        # each pooled vector these rows point at scored once (against its document's W h), then read by pointer
+        used, inverse = torch.unique(pointers, return_inverse=True)
+        return (self.pool[used] * projected[self.document[used]]).sum(-1)[inverse]
 
     def at(self, slot: torch.Tensor) -> torch.Tensor:
         return self.pool[self.pointer.gather(-1, slot.clamp(min=0)[..., None])[..., 0]]
@@ -181,15 +207,31 @@ class PooledEmbeddings:
         """(K, S, D): the embeddings in ``slots`` (K, S) of the K (particle, document) ``rows``."""
         return self.pool[self.pointer[rows].gather(1, slots)]
 
+    def distinct(self, slot: torch.Tensor) -> DistinctRows:
+        """Each document's distinct pointers (row 0, zeros, for slot -1), by one sort (one host sync: how many)."""
+        pointer = torch.where(slot >= 0, self.pointer.gather(-1, slot.clamp(min=0)[..., None])[..., 0], 0)
+        documents, size = pointer.shape[1], len(self.pool)
+        key = torch.arange(documents, device=pointer.device) * size + pointer  # sorted by document, then pointer
+        unique, inverse = torch.unique(key, return_inverse=True)
+        document, unique_pointer = unique // size, unique % size
+        first = torch.searchsorted(document, torch.arange(documents, device=pointer.device))
+        place = torch.arange(len(unique), device=pointer.device) - first[document]  # among its document's vectors
+        table = pointer.new_zeros((int(place.max()) + 1, documents))  # row 0 (zeros) where a document has fewer
+        table[place, document] = unique_pointer
+        return DistinctRows(self.pool[table], place[inverse])
+
     def put(self, where: torch.Tensor, slot: torch.Tensor, rows: torch.Tensor) -> None:
         written = where.nonzero(as_tuple=True)
-        count = written[0].shape[0]
+        self.put_rows(written, slot[written], rows[written])
+
+    def put_rows(self, rows: tuple[torch.Tensor, torch.Tensor], slot: torch.Tensor, vectors: torch.Tensor) -> None:
+        """Append ``vectors`` (K, D) to the pool and point ``slot`` (K,) of the K ``rows`` at them."""
+        count = len(vectors)
         if self.used + count > self.pool.shape[0]:
             self._drop_unused(count)
-        self.pool[self.used:self.used + count] = rows[written]
-        self.document[self.used:self.used + count] = written[1]
-        self.pointer[(*written, slot[written])] = torch.arange(self.used, self.used + count,
-                                                               device=self.pointer.device)
+        self.pool[self.used:self.used + count] = vectors
+        self.document[self.used:self.used + count] = rows[1]
+        self.pointer[(*rows, slot)] = torch.arange(self.used, self.used + count, device=self.pointer.device)
         self.used += count
 
     def copy(self, moved: Resampled, width: int) -> None:
@@ -220,6 +262,59 @@ def _put(table: torch.Tensor, where: torch.Tensor, slot: torch.Tensor, rows: tor
     index = slot.clamp(min=0).view(*slot.shape, 1, *([1] * (rows.dim() - 2))).expand(*slot.shape, 1, *rows.shape[2:])
     kept = torch.where(where.view(*where.shape, *([1] * (rows.dim() - 2))), rows, table.gather(2, index).squeeze(2))
     return table.scatter(2, index, kept.unsqueeze(2))
+
+
+def _put_rows(table: torch.Tensor, index: tuple[torch.Tensor, ...], values: torch.Tensor) -> torch.Tensor:
+    """``table`` with ``values`` at ``index``: in place unless autograd is recording (then a new table, as autograd
+    may need the old one)."""
+    if torch.is_grad_enabled():
+        return table.index_put(index, values.to(table.dtype))
+    table[index] = values.to(table.dtype)
+    return table
+
+
+@dataclass(frozen=True)
+class DistinctRows:
+    """Vectors of (P, B) (particle, document) rows kept once per distinct vector of each document: ``values``
+    (U, B, D), the U distinct vectors of each document (padded with zeros where a document has fewer), and
+    ``index`` (P, B), the one each row reads. What reads them is computed U x B times, not P x B: particles
+    descend from few ancestors, so most share their context vectors (eq. 6's word site reads e_current)."""
+
+    values: torch.Tensor
+    index: torch.Tensor
+
+    def dense(self) -> torch.Tensor:
+        """(P, B, D): each row's vector."""
+        return self.values.gather(0, self.index[..., None].expand(*self.index.shape, self.values.shape[-1]))
+
+    def read(self, distribution: TorchDistribution) -> ReadByRow:
+        """``distribution`` of batch shape (U, B), made of ``values``, as the (P, B) rows read it."""
+        return ReadByRow(distribution, self.index)
+
+
+class ReadByRow(TorchDistribution):
+    """A distribution of batch shape (P, B) whose rows share U x B distributions (``distinct``, batch (U, B)):
+    row (p, b) is ``distinct``'s (``index[p, b]``, b). For a value the particles share ((B,), an observed word):
+    its log-density is computed U x B times and read by each row. Only observed values are scored; it draws
+    nothing."""
+
+    arg_constraints: dict = {}
+
+    def __init__(self, distinct: TorchDistribution, index: torch.Tensor) -> None:
+        self.distinct, self.index = distinct, index
+        super().__init__(index.shape, distinct.event_shape, validate_args=False)
+
+    @property
+    def support(self) -> constraints.Constraint:
+        return self.distinct.support
+
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        if value.dim() - len(self.event_shape) > 1:
+            raise ValueError("ReadByRow scores values the particles share: (B,) for a (P, B) batch")
+        return self.distinct.log_prob(value).gather(0, self.index)
+
+    def sample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:
+        raise ValueError("ReadByRow scores observed values only: its site is observed")
 
 
 @dataclass(frozen=True)

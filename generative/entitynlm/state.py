@@ -170,10 +170,11 @@ class PooledEmbeddings:
     time. Row 0 holds zeros, an empty slot's vector. Every read returns the vectors a dense table would hold,
     bit for bit.
 
-    Eq. 4's bilinear scores are computed once per pooled vector and read through the pointers (:meth:`scores`):
+    Eq. 4's bilinear scores are computed once per pooled vector the drawing rows point at and read through the
+    pointers (:meth:`scores`), and what reads e_current once per distinct vector of a document (:meth:`distinct`):
     particles descend from few ancestors, so they share most of their entities' vectors (on a LitBank book at
     16K tokens, about 250 distinct vectors behind 100 particles x 190 slots). The scores equal a dense table's
-    to rounding, not bit for bit (a matrix product instead of an einsum).
+    to rounding, not bit for bit (a row product instead of an einsum).
     """
 
     def __init__(self, pointer: torch.Tensor, pool: torch.Tensor) -> None:

@@ -14,6 +14,7 @@ from pyro.distributions import TorchDistribution, constraints
 from generative.layers.batch import DocumentBatch
 
 GROWTH_INTERVAL = 32  # the entity table is resized at most once per this many steps (one host sync)
+SUBSET_SCORING = 8  # eq. 4 scores the pooled vectors pointed at alone while they are under 1/8 of the pool
 
 
 @dataclass
@@ -191,22 +192,30 @@ class PooledEmbeddings:
         self.pointer = F.pad(self.pointer, (0, extra))
 
     def table(self, width: int) -> torch.Tensor:
-        return self.pool[self.pointer[..., :width]]
+        return self.vectors(self.pointer[..., :width])
 
     def scores(self, rows: tuple[torch.Tensor, torch.Tensor], width: int, projected: torch.Tensor) -> torch.Tensor:
         pointers = self.pointer[..., :width][rows]  # (K, width)
         if not len(pointers):  # no mention starts at this step
             return projected.new_zeros(pointers.shape)
-        # each pooled vector these rows point at scored once (against its document's W h), then read by pointer
-        used, inverse = torch.unique(pointers, return_inverse=True)
-        return (self.pool[used] * projected[self.document[used]]).sum(-1)[inverse]
+        # each pooled vector these rows point at scored once (against its document's W h), then read by pointer:
+        # found by marking them in the pool (not by sorting the K x width pointers), and scored alone when they are
+        # few, else the whole pool by one product (which reads memory faster than a gather of most of it)
+        marked = torch.zeros(self.used, dtype=torch.bool, device=pointers.device)
+        marked[pointers] = True
+        vectors = marked.nonzero()[:, 0]  # one host sync
+        if SUBSET_SCORING * len(vectors) > self.used:
+            vectors = torch.arange(self.used, device=pointers.device)
+        scored = projected.new_zeros(self.used)
+        scored[vectors] = (self.vectors(vectors) @ projected.T).gather(1, self.document[vectors, None])[:, 0]
+        return scored[pointers]
 
     def at(self, slot: torch.Tensor) -> torch.Tensor:
-        return self.pool[self.pointer.gather(-1, slot.clamp(min=0)[..., None])[..., 0]]
+        return self.vectors(self.pointer.gather(-1, slot.clamp(min=0)[..., None])[..., 0])
 
     def at_rows(self, rows: tuple[torch.Tensor, torch.Tensor], slots: torch.Tensor) -> torch.Tensor:
         """(K, S, D): the embeddings in ``slots`` (K, S) of the K (particle, document) ``rows``."""
-        return self.pool[self.pointer[rows].gather(1, slots)]
+        return self.vectors(self.pointer[rows].gather(1, slots))
 
     def distinct(self, slot: torch.Tensor) -> DistinctRows:
         """Each document's distinct pointers (row 0, zeros, for slot -1), by one sort (one host sync: how many)."""
@@ -219,7 +228,11 @@ class PooledEmbeddings:
         place = torch.arange(len(unique), device=pointer.device) - first[document]  # among its document's vectors
         table = pointer.new_zeros((int(place.max()) + 1, documents))  # row 0 (zeros) where a document has fewer
         table[place, document] = unique_pointer
-        return DistinctRows(self.pool[table], place[inverse])
+        return DistinctRows(self.vectors(table), place[inverse])
+
+    def vectors(self, pointer: torch.Tensor) -> torch.Tensor:
+        """(..., D): the pooled vectors at ``pointer`` (...) (``index_select``: 2-3 times faster than indexing)."""
+        return torch.index_select(self.pool, 0, pointer.reshape(-1)).view(*pointer.shape, self.pool.shape[-1])
 
     def put(self, where: torch.Tensor, slot: torch.Tensor, rows: torch.Tensor) -> None:
         written = where.nonzero(as_tuple=True)

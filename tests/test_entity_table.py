@@ -5,14 +5,18 @@ step reads."""
 
 from __future__ import annotations
 
+import pyro.distributions as dist
+import pytest
 import torch
 
+from generative.entitynlm import state
 from generative.entitynlm.hints import CorefHints
-from generative.entitynlm.state import GROWTH_INTERVAL, DenseEmbeddings, EntityTable, PooledEmbeddings, Resampled
+from generative.entitynlm.state import (GROWTH_INTERVAL, DenseEmbeddings, EntityTable, PooledEmbeddings, ReadByRow,
+                                        Resampled)
 from inference.algorithms.smc import systematic_resampling
 
 
-def test_pooled_embeddings_read_what_dense_ones_hold_through_writes_resamplings_and_clean_ups():
+def test_pooled_embeddings_read_what_dense_ones_hold_through_writes_resamplings_and_clean_ups(monkeypatch):
     generator = torch.Generator().manual_seed(0)
     particles, documents, width, size = 6, 2, 5, 3
     dense = DenseEmbeddings(torch.zeros(particles, documents, width, size))
@@ -23,7 +27,11 @@ def test_pooled_embeddings_read_what_dense_ones_hold_through_writes_resamplings_
         slot = torch.randint(0, width, (particles, documents), generator=generator)
         rows = torch.randn(particles, documents, size, generator=generator)
         for storage in (dense, pooled):
-            storage.put(where, slot, rows)
+            if step % 2:  # the writes of whole (P, B) rows, and of the K rows that write (the same)
+                storage.put(where, slot, rows)
+            else:
+                written_rows = where.nonzero(as_tuple=True)
+                storage.put_rows(written_rows, slot[written_rows], rows[written_rows])
         written += int(where.sum())
         pools.add(id(pooled.pool))
         if step % 3 == 0:
@@ -38,9 +46,21 @@ def test_pooled_embeddings_read_what_dense_ones_hold_through_writes_resamplings_
         assert torch.equal(pooled.table(width), dense.table(width))
     slot = torch.randint(0, width, (particles, documents), generator=generator)
     assert torch.equal(pooled.at(slot), dense.at(slot))
-    rows = (torch.tensor([0, 3, 5]), torch.tensor([1, 0, 1]))
+    # e_current's slot (-1: none yet, a zero vector), each distinct pooled vector of a document once
+    slot = torch.randint(-1, width, (particles, documents), generator=generator)
+    slot[:3] = slot[0]  # particles sharing a context, as the descendants of one ancestor do
+    distinct = pooled.distinct(slot)
+    assert torch.equal(distinct.dense(), dense.distinct(slot).dense())
+    assert torch.equal(dense.distinct(slot).dense()[slot < 0], torch.zeros(int((slot < 0).sum()), size))
+    assert distinct.values.shape[0] <= particles - 2
+    for document in range(documents):
+        used = distinct.index[:, document].unique()
+        assert len(distinct.values[used, document].unique(dim=0)) == len(used)
     projected = torch.randn(documents, size, generator=generator)  # eq. 4's W h of each document
-    torch.testing.assert_close(pooled.scores(rows, width, projected), dense.scores(rows, width, projected))
+    rows = (torch.tensor([0, 3, 5]), torch.tensor([1, 0, 1]))
+    for share in (0, 10**9):  # the vectors pointed at scored alone; the whole pool scored
+        monkeypatch.setattr(state, "SUBSET_SCORING", share)
+        torch.testing.assert_close(pooled.scores(rows, width, projected), dense.scores(rows, width, projected))
     slots = torch.randint(0, width, (3, 4), generator=generator)
     assert torch.equal(pooled.at_rows(rows, slots), dense.at_rows(rows, slots))
     # vectors no slot pointed at were dropped (several pools), and the pool stays within about twice the table
@@ -64,3 +84,17 @@ def test_a_resampling_copies_the_pipeline_mentions_a_later_step_reads():
     kept = [(rows.start, rows.stop) for rows in hints.rows_read_later()]
     # after step 4 (row 3 reached) rows 4 and 5 are still to come: they read rows 2 and 3 (4 is not reached yet)
     assert kept == [(1, 2), (1, 2), (1, 3), (1, 3), (2, 4), (2, 4), (2, 5), (2, 5), (6, 6), (6, 6)]
+
+
+def test_rows_that_share_a_distribution_read_its_log_density_of_a_shared_value():
+    generator = torch.Generator().manual_seed(1)
+    logits = torch.randn(3, 2, 5, generator=generator)  # 3 distinct distributions of each of 2 documents
+    index = torch.tensor([[0, 2], [1, 2], [0, 0], [2, 1]])  # which one each of 4 particles reads
+    read = ReadByRow(dist.Categorical(logits=logits), index)
+    words = torch.tensor([4, 1])  # one observed value per document
+    per_row = dist.Categorical(logits=logits[index, torch.arange(2)]).log_prob(words)
+    assert read.batch_shape == (4, 2) and torch.equal(read.log_prob(words), per_row)
+    with pytest.raises(ValueError, match="share"):
+        read.log_prob(torch.zeros(4, 2, dtype=torch.long))
+    with pytest.raises(ValueError, match="observed"):
+        read.sample()

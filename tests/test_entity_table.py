@@ -11,8 +11,14 @@ import torch
 
 from generative.entitynlm import state
 from generative.entitynlm.hints import CorefHints
-from generative.entitynlm.state import (GROWTH_INTERVAL, DenseEmbeddings, EntityTable, PooledEmbeddings, ReadByRow,
-                                        Resampled)
+from generative.entitynlm.state import (
+    GROWTH_INTERVAL,
+    DenseEmbeddings,
+    EntityTable,
+    PooledEmbeddings,
+    ReadByRow,
+    Resampled,
+)
 from inference.algorithms.smc import systematic_resampling
 
 

@@ -142,7 +142,7 @@ class EntityTracker:
     @property
     def current(self) -> torch.Tensor:
         """e_current (P, B, D): the latest mentioned entity's embedding, as updated (zeros before any mention)."""
-        return self.entities.distinct(self.current_slot).dense()
+        return self.entities.at_or_zero(self.current_slot)
 
     def update(self, h_update: torch.Tensor) -> None:
         """Steps 5-6 of the story: the mentioned entity reads h_t (eq. 8, (B, H)), a used candidate becomes an
@@ -276,7 +276,7 @@ class EntityNLM(PyroModule):
             for t in range(steps):
                 scratch.sentence[0, t] = sentence
                 h_previous = output[:, 0]
-                context = tracker.entities.distinct(tracker.choose(t, h_previous, None)).dense()
+                context = tracker.entities.at_or_zero(tracker.choose(t, h_previous, None))
                 word = pyro.sample(f"X_{t}", softmax(h_previous + entity_to_word(context)))  # (1, 1)
                 output, state = encoder.lstm(encoder.embedding(word), state)
                 tracker.update(output[:, 0])

@@ -80,6 +80,10 @@ class EntityTable:
         """The embedding in ``slot`` (P, B) of each (particle, document)."""
         return self.embeddings.at(slot)
 
+    def at_or_zero(self, slot: torch.Tensor) -> torch.Tensor:
+        """The embedding in ``slot`` (P, B) of each (particle, document), a zero vector where the slot is -1."""
+        return torch.where((slot >= 0)[..., None], self.gather(slot), 0.0)
+
     def distinct(self, slot: torch.Tensor) -> DistinctRows:
         """The embedding in ``slot`` (P, B) of each (particle, document), a zero vector where the slot is -1, each
         distinct vector of a document stored once (with the pooled table; once per particle with a dense one)."""
@@ -175,7 +179,7 @@ class PooledEmbeddings:
     pointers (:meth:`scores`), and what reads e_current once per distinct vector of a document (:meth:`distinct`):
     particles descend from few ancestors, so they share most of their entities' vectors (on a LitBank book at
     16K tokens, about 250 distinct vectors behind 100 particles x 190 slots). The scores equal a dense table's
-    to rounding, not bit for bit (a row product instead of an einsum).
+    to rounding, not bit for bit (a matrix product instead of an einsum).
     """
 
     def __init__(self, pointer: torch.Tensor, pool: torch.Tensor) -> None:
@@ -271,8 +275,7 @@ def _put(table: torch.Tensor, where: torch.Tensor, slot: torch.Tensor, rows: tor
     """
     if not torch.is_grad_enabled():
         written = where.nonzero(as_tuple=True)
-        table[(*written, slot[written])] = rows[written]
-        return table
+        return _put_rows(table, (*written, slot[written]), rows[written])
     index = slot.clamp(min=0).view(*slot.shape, 1, *([1] * (rows.dim() - 2))).expand(*slot.shape, 1, *rows.shape[2:])
     kept = torch.where(where.view(*where.shape, *([1] * (rows.dim() - 2))), rows, table.gather(2, index).squeeze(2))
     return table.scatter(2, index, kept.unsqueeze(2))

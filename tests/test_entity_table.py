@@ -1,7 +1,7 @@
-"""The entity table's two storages hold the same vectors -- dense rows per particle (what autograd follows) and
-pointers into a pool that particles share (the sampler's) -- through writes, widening, resamplings and the
-pool's clean-ups; and a resampling copies of the hinted proposal's memory only the pipeline mentions a later
-step reads."""
+"""The entity table's two storages hold the same vectors and last-seen steps -- dense rows per particle (what
+autograd follows) and pointers into a pool that particles share (the sampler's) -- through writes, widening,
+resamplings and the pool's clean-ups; and a resampling copies of the hinted proposal's memory only the pipeline
+mentions a later step reads."""
 
 from __future__ import annotations
 
@@ -28,28 +28,42 @@ def test_pooled_embeddings_read_what_dense_ones_hold_through_writes_resamplings_
     dense = DenseEmbeddings(torch.zeros(particles, documents, width, size))
     pooled = PooledEmbeddings.empty(particles, documents, width, size, torch.zeros(1))
     written, pools = 0, set()
+    mentioned = torch.zeros(particles, documents, width, dtype=torch.bool)
     for step in range(400):
         where = torch.rand(particles, documents, generator=generator) < 0.7
         slot = torch.randint(0, width, (particles, documents), generator=generator)
         rows = torch.randn(particles, documents, size, generator=generator)
+        seen = (torch.full((particles, documents), step), torch.randint(0, 50, (particles, documents)))
+        # a mention (last seen written) or, every fourth step, a new-entity candidate, which goes to a slot no
+        # mention has written (last seen not written)
+        candidate = step % 4 == 0
+        if candidate:
+            where &= ~mentioned.gather(2, slot[..., None])[..., 0]
+        written_rows = where.nonzero(as_tuple=True)
+        seen_rows = None if candidate else tuple(value[written_rows] for value in seen)
         for storage in (dense, pooled):
             if step % 2:  # the writes of whole (P, B) rows, and of the K rows that write (the same)
-                storage.put(where, slot, rows)
+                storage.put(where, slot, rows, seen)
             else:
-                written_rows = where.nonzero(as_tuple=True)
-                storage.put_rows(written_rows, slot[written_rows], rows[written_rows])
-        written += int(where.sum())
+                storage.put_rows(written_rows, slot[written_rows], rows[written_rows], seen_rows)
+        if not candidate:
+            mentioned[(*written_rows, slot[written_rows])] = True
+        written += len(written_rows[0])
         pools.add(id(pooled.pool))
         if step % 3 == 0:
             moved = Resampled.of(systematic_resampling(3 * torch.randn(particles, documents, generator=generator),
                                                        generator))
             for storage in (dense, pooled):
                 storage.copy(moved, width)
+            mentioned = moved.copy(mentioned)
         if step in (100, 250):
             for storage in (dense, pooled):
                 storage.widen(width)
+            mentioned = torch.nn.functional.pad(mentioned, (0, width))
             width *= 2
         assert torch.equal(pooled.table(width), dense.table(width))
+        for pooled_seen, dense_seen in zip(pooled.last_seen(width), dense.last_seen(width)):
+            assert torch.equal(pooled_seen, dense_seen)
     slot = torch.randint(0, width, (particles, documents), generator=generator)
     assert torch.equal(pooled.at(slot), dense.at(slot))
     # e_current's slot (-1: none yet, a zero vector), each distinct pooled vector of a document once
@@ -66,7 +80,10 @@ def test_pooled_embeddings_read_what_dense_ones_hold_through_writes_resamplings_
     rows = (torch.tensor([0, 3, 5]), torch.tensor([1, 0, 1]))
     for share in (0, 10**9):  # the vectors pointed at scored alone; the whole pool scored
         monkeypatch.setattr(state, "SUBSET_SCORING", share)
-        torch.testing.assert_close(pooled.scores(rows, width, projected), dense.scores(rows, width, projected))
+        pooled_scores, *pooled_seen = pooled.scored_rows(rows, width, projected)
+        dense_scores, *dense_seen = dense.scored_rows(rows, width, projected)
+        torch.testing.assert_close(pooled_scores, dense_scores)
+        assert all(torch.equal(p, d) for p, d in zip(pooled_seen, dense_seen))
     slots = torch.randint(0, width, (3, 4), generator=generator)
     assert torch.equal(pooled.at_rows(rows, slots), dense.at_rows(rows, slots))
     # vectors no slot pointed at were dropped (several pools), and the pool stays within about twice the table

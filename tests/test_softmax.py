@@ -192,3 +192,51 @@ def test_words_outside_the_vocabulary_are_rejected() -> None:
     assert distribution.support.upper_bound == len(COUNTS) - 1
     with pytest.raises(ValueError, match="support"):
         distribution.log_prob(torch.tensor([0, len(COUNTS)]))
+
+
+# ---- the categorical normalised by log_softmax ----------------------------------------------------------------
+
+
+def test_the_log_softmax_categorical_is_pyros_categorical() -> None:
+    """The same log-densities (to rounding), probabilities, expansion and support as ``dist.Categorical``; the probs
+    form is Pyro's own, and bad logits are still refused."""
+    import pyro.distributions as dist
+
+    from generative.layers.categorical import Categorical
+
+    logits = torch.randn(3, 4, 7) * 5
+    logits[0, 0, 2] = -1e4  # an unavailable slot, as eq. 4 marks them
+    ours, pyros = Categorical(logits=logits), dist.Categorical(logits=logits)
+    values = torch.randint(0, 7, (3, 4))
+    torch.testing.assert_close(ours.log_prob(values), pyros.log_prob(values))
+    torch.testing.assert_close(ours.probs, pyros.probs)
+    assert ours.batch_shape == pyros.batch_shape and ours.event_shape == pyros.event_shape
+    expanded = ours.expand((2, 3, 4))
+    assert isinstance(expanded, Categorical) and expanded.batch_shape == (2, 3, 4)
+    torch.testing.assert_close(expanded.log_prob(values), pyros.expand((2, 3, 4)).log_prob(values))
+    assert ours.sample((5,)).shape == (5, 3, 4) and ours.sample().dtype == torch.long
+    assert torch.equal(ours.enumerate_support(), pyros.enumerate_support())
+    probs = torch.softmax(logits, -1)
+    torch.testing.assert_close(Categorical(probs=probs).logits, dist.Categorical(probs=probs).logits)
+    with pytest.raises(ValueError):
+        Categorical(logits=torch.tensor(0.0))
+    with pytest.raises(ValueError):
+        Categorical(logits=torch.tensor([0.0, float("nan")]), validate_args=True)
+
+
+@pytest.mark.parametrize("form", ["logits", "probs"])
+def test_the_log_softmax_categorical_draws_from_its_distribution(form: str) -> None:
+    """Draws by the inverse cumulative distribution follow the probabilities (chi-square), never an impossible
+    category (probability 0 first, inside and last, and eq. 4's -1e4 logits)."""
+    from generative.layers.categorical import Categorical
+
+    torch.manual_seed(3)
+    probs = torch.tensor([[0.0, 0.1, 0.0, 0.6, 0.3, 0.0], [0.5, 0.0, 0.25, 0.25, 0.0, 0.0]])
+    impossible = torch.where(probs > 0, probs.log(), torch.tensor(-1e4))
+    categorical = Categorical(probs=probs) if form == "probs" else Categorical(logits=impossible)
+    drawn = categorical.sample((40_000,))  # (n, 2)
+    for row in range(2):
+        counts = torch.bincount(drawn[:, row], minlength=6)
+        possible = probs[row] > 0
+        assert not counts[~possible].any()
+        assert chisquare(counts[possible].numpy(), (probs[row][possible] * 40_000).numpy()).pvalue > 1e-3

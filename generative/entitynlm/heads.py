@@ -16,6 +16,7 @@ from pyro.distributions import TorchDistribution, constraints
 from torch import nn
 
 from generative.entitynlm.state import EntityTable, column
+from generative.layers.categorical import Categorical
 from generative.layers.config import LanguageModelConfig
 
 PROPOSAL_CONTEXTS = ("forward", "bidirectional")  # what the proposal reads: x_<=t (the paper's), or all of x
@@ -57,7 +58,7 @@ class MentionTypeHead(nn.Module):
         self.bilinear = nn.Linear(hidden_size, hidden_size, bias=False)
 
     def forward(self, h: torch.Tensor) -> dist.Categorical:
-        return dist.Categorical(logits=self.bilinear(h) @ self.type_embeddings.T)
+        return Categorical(logits=self.bilinear(h) @ self.type_embeddings.T)
 
     @property
     def entity_prototype(self) -> torch.Tensor:
@@ -92,13 +93,13 @@ class EntityHead(nn.Module):
             embeddings, last_position, last_sentence = entities.scored()
             # (P, B, C); an einsum, not a batched matmul: P x B tiny matrix-vector products ran 3-4x slower
             scores = torch.einsum("pbcd,bd->pbc", embeddings, projected)
-            return dist.Categorical(logits=self._logits(scores, entities.slots() - entities.count[..., None],
+            return Categorical(logits=self._logits(scores, entities.slots() - entities.count[..., None],
                                                         column(position), sentence, last_position, last_sentence))
         scores, last_position, last_sentence = entities.scored_rows(rows, projected)
         at = position if isinstance(position, int) else position[rows][..., None]
         logits = self._logits(scores, entities.slots() - entities.count[rows][..., None], at, sentence[rows],
                               last_position, last_sentence)
-        return dist.Categorical(logits=logits, validate_args=False)  # K may be 0, which validation refuses
+        return Categorical(logits=logits, validate_args=False)  # K may be 0, which validation refuses
 
     def _logits(self, scores: torch.Tensor, past_count: torch.Tensor, position: int | torch.Tensor,
                 sentence: torch.Tensor, last_position: torch.Tensor, last_sentence: torch.Tensor) -> torch.Tensor:
@@ -168,7 +169,7 @@ class LengthHead(nn.Module):
 
     def forward(self, h: torch.Tensor, entity: torch.Tensor) -> dist.Categorical:
         # no validation: a step where no mention starts has K = 0 rows, which validation refuses
-        return dist.Categorical(logits=self.from_state(h) + self.from_entity(entity), validate_args=False)
+        return Categorical(logits=self.from_state(h) + self.from_entity(entity), validate_args=False)
 
 
 class EntityUpdate(nn.Module):

@@ -32,6 +32,7 @@ import torch
 from generative.entitynlm.model import EntityProposal, EntityTracker, Site
 from generative.entitynlm.state import Annotation, Resampled
 from generative.layers.batch import DocumentBatch
+from generative.layers.categorical import Categorical
 
 
 @dataclass(frozen=True)
@@ -155,7 +156,7 @@ class HintedTracker(EntityTracker):
             at_row = (self.length_hint[document, row] if kind == "L"
                       else self._entity_hint(particle, document, row, own.shape[-1]))
             hint = torch.where((row > 0)[:, None], at_row, own)
-        return dist.Categorical(probs=(1 - hints.weight) * own + hints.weight * hint)
+        return Categorical(probs=(1 - hints.weight) * own + hints.weight * hint)
 
     def _entity_hint(self, particle: torch.Tensor, document: torch.Tensor, row: torch.Tensor, slots: int
                      ) -> torch.Tensor:

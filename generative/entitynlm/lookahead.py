@@ -29,6 +29,7 @@ import torch.nn.functional as F
 
 from generative.entitynlm.model import EntityNLM, EntityTracker
 from generative.layers.batch import DocumentBatch
+from generative.layers.categorical import Categorical
 
 TOP_ENTITIES = 8  # entities whose word probability the lookahead computes (besides R = 0)
 
@@ -63,7 +64,7 @@ class WordLookahead:
             local = F.pad(local, (0, slots - local.shape[-1])) if local.shape[-1] < slots else local[..., :slots]
         else:  # L: x_t does not depend on it, so the model's own p(L | h, e) is the locally optimal choice
             local = self.length_prior(t, tracker.entity_slot, tracker.drawn_rows)
-        return dist.Categorical(probs=(1 - self.share) * proposed.probs + self.share * local)
+        return Categorical(probs=(1 - self.share) * proposed.probs + self.share * local)
 
     def length_prior(self, t: int, slot: torch.Tensor, rows: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         """(K, lengths): the model's p(L_t | h_{t-1}, e) (eq. 5) for the entity in ``slot`` (P, B) of each of the K

@@ -46,6 +46,7 @@ from generative.entitynlm.annotated import AnnotationTerms, annotation_terms
 from generative.entitynlm.heads import PROPOSAL_CONTEXTS, DrawnRows, EntityHeads, EntityNLMConfig
 from generative.entitynlm.state import Annotation, Choice, EntityTable, MentionState, Resampled
 from generative.layers.batch import DocumentBatch
+from generative.layers.categorical import Categorical
 from generative.layers.density import LogDensity
 from generative.layers.encoder import BidirectionalWordEncoder, WordEncoder
 from generative.layers.softmax import make_softmax
@@ -190,7 +191,7 @@ class EntityTracker:
     def _tempered(self, categorical: dist.Categorical) -> dist.Categorical:
         if self.temperature == 1.0:
             return categorical
-        return dist.Categorical(logits=categorical.logits / self.temperature)
+        return Categorical(logits=categorical.logits / self.temperature)
 
     def _offer_candidate(self, t: int, needed: torch.Tensor) -> None:
         """Place a fresh new-entity embedding u = normalise(r_1 + sigma eps) (eq. 7) where the last one was used.

@@ -21,9 +21,9 @@ SUBSET_SCORING = 8  # eq. 4 scores the pooled vectors pointed at alone while the
 class EntityTable:
     """The entities of every (particle, document): slot k holds entity k + 1; slot ``count`` the new candidate.
 
-    ``embeddings`` the entity vectors (:class:`DenseEmbeddings` or :class:`PooledEmbeddings`, P x B x C of size D),
-    ``last_position`` and ``last_sentence`` (P, B, C) of each entity's latest mention token, ``count`` (P, B). The
-    first ``width`` slots are the ones eq. 4 scores (known entities, the candidate, and unavailable slots with
+    ``embeddings`` the entity vectors (:class:`DenseEmbeddings` or :class:`PooledEmbeddings`, P x B x C of size D)
+    with the step and sentence of each one's latest mention token (eq. 4's distance features), ``count`` (P, B).
+    The first ``width`` slots are the ones eq. 4 scores (known entities, the candidate, and unavailable slots with
     probability 0); ``width`` grows by the same rule as ever (:meth:`reserve`), which fixes how many random
     numbers the E site draws, while the storage behind it grows by doubling, so a book's table is copied
     O(log C) times, not once per growth check. Writes are of one row per (particle, document), in place unless
@@ -31,8 +31,6 @@ class EntityTable:
     """
 
     embeddings: DenseEmbeddings | PooledEmbeddings
-    last_position: torch.Tensor
-    last_sentence: torch.Tensor
     count: torch.Tensor
     width: int
 
@@ -40,25 +38,23 @@ class EntityTable:
     def empty(cls, particles: int, documents: int, size: int, like: torch.Tensor,
               capacity: int = GROWTH_INTERVAL + 1) -> EntityTable:
         """An empty table; its embeddings pooled when no gradient is recorded (the sampler), dense otherwise."""
-        zeros = like.new_zeros((particles, documents, capacity))
         if torch.is_grad_enabled():
             embeddings = DenseEmbeddings(like.new_zeros((particles, documents, capacity, size)))
         else:
             embeddings = PooledEmbeddings.empty(particles, documents, capacity, size, like)
-        return cls(embeddings, zeros, zeros.clone(), zeros[..., 0].long(), capacity)
+        count = torch.zeros((particles, documents), dtype=torch.long, device=like.device)
+        return cls(embeddings, count, capacity)
 
     def scored(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The embeddings (P, B, width, D), last positions and last sentences of the ``width`` slots that eq. 4
-        scores."""
-        return (self.embeddings.table(self.width), self.last_position[..., :self.width],
-                self.last_sentence[..., :self.width])
+        """The embeddings (P, B, width, D), last positions and last sentences (P, B, width) of the ``width`` slots
+        that eq. 4 scores."""
+        return self.embeddings.table(self.width), *self.embeddings.last_seen(self.width)
 
     def scored_rows(self, rows: tuple[torch.Tensor, torch.Tensor], projected: torch.Tensor
                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """For the K (particle, document) ``rows`` alone: eq. 4's bilinear scores e^T (W h) (K, width) of the
         ``width`` slots, given each document's W h ``projected`` (B, D), and their last positions and sentences."""
-        return (self.embeddings.scores(rows, self.width, projected), self.last_position[..., :self.width][rows],
-                self.last_sentence[..., :self.width][rows])
+        return self.embeddings.scored_rows(rows, self.width, projected)
 
     def slots(self) -> torch.Tensor:
         return torch.arange(self.width, device=self.count.device)
@@ -69,12 +65,9 @@ class EntityTable:
         if step % GROWTH_INTERVAL:
             return
         self.width = max(self.width, int(self.count.max()) + GROWTH_INTERVAL + 1)
-        extra = self.width - self.last_position.shape[-1]
-        if extra > 0:
-            extra = max(extra, self.last_position.shape[-1])  # doubling: amortised O(1) copying per entity
-            self.embeddings.widen(extra)
-            self.last_position = F.pad(self.last_position, (0, extra))
-            self.last_sentence = F.pad(self.last_sentence, (0, extra))
+        capacity = self.embeddings.capacity
+        if self.width > capacity:
+            self.embeddings.widen(max(self.width - capacity, capacity))  # doubling: amortised O(1) per entity
 
     def gather(self, slot: torch.Tensor) -> torch.Tensor:
         """The embedding in ``slot`` (P, B) of each (particle, document)."""
@@ -89,57 +82,61 @@ class EntityTable:
         distinct vector of a document stored once (with the pooled table; once per particle with a dense one)."""
         return self.embeddings.distinct(slot)
 
-    def write(self, where: torch.Tensor, slot: torch.Tensor, embedding: torch.Tensor) -> None:
-        """Put ``embedding`` (P, B, D) into ``slot`` (P, B) where ``where`` (P, B) holds."""
-        self.embeddings.put(where, slot, embedding)
-
     def write_rows(self, rows: tuple[torch.Tensor, torch.Tensor], slot: torch.Tensor, embedding: torch.Tensor
                    ) -> None:
-        """Put ``embedding`` (K, D) into ``slot`` (K,) of the K (particle, document) ``rows``."""
+        """Put ``embedding`` (K, D) into ``slot`` (K,) of the K (particle, document) ``rows`` (a new-entity
+        candidate: not a mention, so where it was last seen is not written)."""
         self.embeddings.put_rows(rows, slot, embedding)
 
     def mention_rows(self, rows: tuple[torch.Tensor, torch.Tensor], slot: torch.Tensor, embedding: torch.Tensor,
                      position: int, sentence: torch.Tensor) -> None:
         """:meth:`mention` of the K (particle, document) ``rows`` alone: ``slot`` (K,) mentioned at step
         ``position`` in ``sentence`` (K,), its updated ``embedding`` (K, D)."""
-        self.write_rows(rows, slot, embedding)
-        for name, value in (("last_position", torch.full_like(sentence, position)), ("last_sentence", sentence)):
-            setattr(self, name, _put_rows(getattr(self, name), (*rows, slot), value))
+        self.embeddings.put_rows(rows, slot, embedding, (torch.full_like(sentence, position), sentence))
 
     def mention(self, where: torch.Tensor, slot: torch.Tensor, embedding: torch.Tensor, position: int | torch.Tensor,
                 sentence: torch.Tensor) -> None:
-        """An entity mentioned at ``position`` (a step, or (P, B) steps): its updated embedding and where it was
-        last seen."""
-        self.write(where, slot, embedding)
-        for name, value in (("last_position", column(position)), ("last_sentence", sentence[..., None])):
-            table = getattr(self, name)
-            rows = torch.as_tensor(value).to(table).expand(*where.shape, 1)[..., 0]
-            setattr(self, name, _put(table, where, slot, rows))
+        """An entity mentioned at ``position`` (a step, or (P, B) steps) in ``sentence`` (P, B), where ``where``
+        (P, B) holds: its updated embedding and where it was last seen."""
+        self.embeddings.put(where, slot, embedding,
+                            (torch.as_tensor(position).to(sentence).expand_as(sentence), sentence))
 
     def resample(self, moved: Resampled) -> None:
         """Each moved particle takes its ancestor's entities (of the ``width`` slots in use)."""
         self.embeddings.copy(moved, self.width)
-        self.last_position = moved.copy(self.last_position, self.width)
-        self.last_sentence = moved.copy(self.last_sentence, self.width)
         self.count = moved.copy(self.count)
 
 
 class DenseEmbeddings:
-    """Entity embeddings stored per (particle, document, slot), (P, B, C, D): what autograd can follow (training
-    through the program writes a new tensor per step, :func:`_put`)."""
+    """Entity embeddings stored per (particle, document, slot), (P, B, C, D), with each slot's last position and
+    sentence (P, B, C): what autograd can follow (training through the program writes a new tensor per step,
+    :func:`_put`)."""
 
     def __init__(self, values: torch.Tensor) -> None:
         self.values = values
+        self.last_position = values.new_zeros(values.shape[:-1])
+        self.last_sentence = values.new_zeros(values.shape[:-1])
+
+    @property
+    def capacity(self) -> int:
+        return self.values.shape[-2]
 
     def widen(self, extra: int) -> None:
         self.values = F.pad(self.values, (0, 0, 0, extra))
+        self.last_position = F.pad(self.last_position, (0, extra))
+        self.last_sentence = F.pad(self.last_sentence, (0, extra))
 
     def table(self, width: int) -> torch.Tensor:
         return self.values[..., :width, :]
 
-    def scores(self, rows: tuple[torch.Tensor, torch.Tensor], width: int, projected: torch.Tensor) -> torch.Tensor:
+    def last_seen(self, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.last_position[..., :width], self.last_sentence[..., :width]
+
+    def scored_rows(self, rows: tuple[torch.Tensor, torch.Tensor], width: int, projected: torch.Tensor
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         # an einsum, not a batched matmul: K tiny matrix-vector products ran 3-4x slower
-        return torch.einsum("kcd,kd->kc", self.table(width)[rows], projected[rows[-1]])
+        scores = torch.einsum("kcd,kd->kc", self.table(width)[rows], projected[rows[-1]])
+        return scores, *(seen[rows] for seen in self.last_seen(width))
 
     def at(self, slot: torch.Tensor) -> torch.Tensor:
         index = slot.clamp(min=0)[..., None, None].expand(*slot.shape, 1, self.values.shape[-1])
@@ -153,14 +150,28 @@ class DenseEmbeddings:
         values = torch.where((slot >= 0)[..., None], self.at(slot), 0.0)
         return DistinctRows(values, torch.arange(len(slot), device=slot.device)[:, None].expand_as(slot))
 
-    def put(self, where: torch.Tensor, slot: torch.Tensor, rows: torch.Tensor) -> None:
+    def put(self, where: torch.Tensor, slot: torch.Tensor, rows: torch.Tensor,
+            seen: tuple[torch.Tensor, torch.Tensor]) -> None:
+        """Put ``rows`` (P, B, D) into ``slot`` (P, B) where ``where`` (P, B) holds, last seen at ``seen`` (the
+        position and sentence, (P, B) each)."""
         self.values = _put(self.values, where, slot, rows)
+        self.last_position = _put(self.last_position, where, slot, seen[0].to(self.last_position))
+        self.last_sentence = _put(self.last_sentence, where, slot, seen[1].to(self.last_sentence))
 
-    def put_rows(self, rows: tuple[torch.Tensor, torch.Tensor], slot: torch.Tensor, vectors: torch.Tensor) -> None:
-        self.values = _put_rows(self.values, (*rows, slot), vectors)
+    def put_rows(self, rows: tuple[torch.Tensor, torch.Tensor], slot: torch.Tensor, vectors: torch.Tensor,
+                 seen: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
+        """Put ``vectors`` (K, D) into ``slot`` (K,) of the K ``rows``, last seen at ``seen`` (position and
+        sentence, (K,) each; None: not a mention, where it was last seen is kept)."""
+        index = (*rows, slot)
+        self.values = _put_rows(self.values, index, vectors)
+        if seen is not None:
+            self.last_position = _put_rows(self.last_position, index, seen[0])
+            self.last_sentence = _put_rows(self.last_sentence, index, seen[1])
 
     def copy(self, moved: Resampled, width: int) -> None:
         self.values = moved.copy(self.values, width)
+        self.last_position = moved.copy(self.last_position, width)
+        self.last_sentence = moved.copy(self.last_sentence, width)
 
 
 class PooledEmbeddings:
@@ -169,22 +180,26 @@ class PooledEmbeddings:
 
     A resampled particle copies its ancestor's C pointers, not C vectors of size D: on a book the entity table
     was what resampling after any token copied, a cost that grew with the entities. A write appends a vector and
-    points the slot at it, so a vector an ancestor shares with its copies is never overwritten. When the pool is
-    full, the vectors no slot points at are dropped (one sort of the pointers) and the pool is sized to twice
-    what is left: memory stays within about twice a dense table's, and the dropping costs O(1) per write over
-    time. Row 0 holds zeros, an empty slot's vector. Every read returns the vectors a dense table would hold,
-    bit for bit.
+    points the slot at it, so a vector an ancestor shares with its copies is never overwritten. The step and
+    sentence of an entity's latest mention (eq. 4's distance features) are those of the write that made its
+    vector, so they are kept beside it in the pool (``position``, ``sentence``, (S,)), not per slot: a resampling
+    copies the pointers alone. When the pool is full, the vectors no slot points at are dropped (one sort of the
+    pointers) and the pool is sized to twice what is left: memory stays within about twice a dense table's, and
+    the dropping costs O(1) per write over time. Row 0 holds zeros, an empty slot's vector, seen at step 0 of
+    sentence 0. Every read returns what a dense table would hold, bit for bit.
 
     Eq. 4's bilinear scores are computed once per pooled vector the drawing rows point at and read through the
-    pointers (:meth:`scores`), and what reads e_current once per distinct vector of a document (:meth:`distinct`):
-    particles descend from few ancestors, so they share most of their entities' vectors (on a LitBank book at
-    16K tokens, about 250 distinct vectors behind 100 particles x 190 slots). The scores equal a dense table's
-    to rounding, not bit for bit (a matrix product instead of an einsum).
+    pointers (:meth:`scored_rows`), and what reads e_current once per distinct vector of a document
+    (:meth:`distinct`): particles descend from few ancestors, so they share most of their entities' vectors (on a
+    LitBank book at 16K tokens, about 250 distinct vectors behind 100 particles x 190 slots). The scores equal a
+    dense table's to rounding, not bit for bit (a matrix product instead of an einsum).
     """
 
     def __init__(self, pointer: torch.Tensor, pool: torch.Tensor) -> None:
         self.pointer, self.pool, self.used = pointer, pool, 1
         self.document = pointer.new_zeros(len(pool))  # the document each pooled vector belongs to
+        self.position = pool.new_zeros(len(pool))  # the step of the mention that wrote it (0: not a mention)
+        self.sentence = pool.new_zeros(len(pool))  # and its sentence
 
     @classmethod
     def empty(cls, particles: int, documents: int, capacity: int, size: int, like: torch.Tensor
@@ -192,16 +207,25 @@ class PooledEmbeddings:
         pointer = torch.zeros((particles, documents, capacity), dtype=torch.long, device=like.device)
         return cls(pointer, like.new_zeros((1 + particles * documents * GROWTH_INTERVAL, size)))
 
+    @property
+    def capacity(self) -> int:
+        return self.pointer.shape[-1]
+
     def widen(self, extra: int) -> None:
         self.pointer = F.pad(self.pointer, (0, extra))
 
     def table(self, width: int) -> torch.Tensor:
         return self.vectors(self.pointer[..., :width])
 
-    def scores(self, rows: tuple[torch.Tensor, torch.Tensor], width: int, projected: torch.Tensor) -> torch.Tensor:
+    def last_seen(self, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return self._seen(self.pointer[..., :width])
+
+    def scored_rows(self, rows: tuple[torch.Tensor, torch.Tensor], width: int, projected: torch.Tensor
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         pointers = self.pointer[..., :width][rows]  # (K, width)
         if not len(pointers):  # no mention starts at this step
-            return projected.new_zeros(pointers.shape)
+            empty = projected.new_zeros(pointers.shape)
+            return empty, empty, empty
         # each pooled vector these rows point at scored once (against its document's W h), then read by pointer:
         # found by marking them in the pool (not by sorting the K x width pointers), and scored alone when they are
         # few, else the whole pool by one product (which reads memory faster than a gather of most of it)
@@ -212,7 +236,7 @@ class PooledEmbeddings:
             vectors = torch.arange(self.used, device=pointers.device)
         scored = projected.new_zeros(self.used)
         scored[vectors] = (self.vectors(vectors) @ projected.T).gather(1, self.document[vectors, None])[:, 0]
-        return scored[pointers]
+        return scored[pointers], *self._seen(pointers)
 
     def at(self, slot: torch.Tensor) -> torch.Tensor:
         return self.vectors(self.pointer.gather(-1, slot.clamp(min=0)[..., None])[..., 0])
@@ -238,17 +262,32 @@ class PooledEmbeddings:
         """(..., D): the pooled vectors at ``pointer`` (...) (``index_select``: 2-3 times faster than indexing)."""
         return torch.index_select(self.pool, 0, pointer.reshape(-1)).view(*pointer.shape, self.pool.shape[-1])
 
-    def put(self, where: torch.Tensor, slot: torch.Tensor, rows: torch.Tensor) -> None:
-        written = where.nonzero(as_tuple=True)
-        self.put_rows(written, slot[written], rows[written])
+    def _seen(self, pointer: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The step and sentence of the mention that wrote each pooled vector at ``pointer`` (...)."""
+        flat = pointer.reshape(-1)
+        return (torch.index_select(self.position, 0, flat).view(pointer.shape),
+                torch.index_select(self.sentence, 0, flat).view(pointer.shape))
 
-    def put_rows(self, rows: tuple[torch.Tensor, torch.Tensor], slot: torch.Tensor, vectors: torch.Tensor) -> None:
-        """Append ``vectors`` (K, D) to the pool and point ``slot`` (K,) of the K ``rows`` at them."""
-        count = len(vectors)
+    def put(self, where: torch.Tensor, slot: torch.Tensor, rows: torch.Tensor,
+            seen: tuple[torch.Tensor, torch.Tensor]) -> None:
+        written = where.nonzero(as_tuple=True)
+        self.put_rows(written, slot[written], rows[written], (seen[0][written], seen[1][written]))
+
+    def put_rows(self, rows: tuple[torch.Tensor, torch.Tensor], slot: torch.Tensor, vectors: torch.Tensor,
+                 seen: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
+        """Append ``vectors`` (K, D) to the pool, last seen at ``seen`` (position and sentence, (K,) each; None:
+        not a mention, as a dense table's unmentioned slot: step 0 of sentence 0), and point ``slot`` (K,) of the
+        K ``rows`` at them."""
+        count, written = len(vectors), slice(self.used, self.used + len(vectors))
         if self.used + count > self.pool.shape[0]:
             self._drop_unused(count)
-        self.pool[self.used:self.used + count] = vectors
-        self.document[self.used:self.used + count] = rows[1]
+            written = slice(self.used, self.used + count)
+        self.pool[written] = vectors
+        self.document[written] = rows[1]
+        if seen is None:
+            self.position[written], self.sentence[written] = 0.0, 0.0
+        else:
+            self.position[written], self.sentence[written] = seen
         self.pointer[(*rows, slot)] = torch.arange(self.used, self.used + count, device=self.pointer.device)
         self.used += count
 
@@ -261,9 +300,13 @@ class PooledEmbeddings:
         zero = self.pointer.new_zeros(1)
         live, inverse = torch.unique(torch.cat([zero, self.pointer.flatten()]), return_inverse=True)
         size = max(2 * (len(live) + room), self.pointer[..., 0].numel() * GROWTH_INTERVAL)
-        pool, document = self.pool.new_zeros((size, self.pool.shape[-1])), self.document.new_zeros(size)
-        pool[:len(live)], document[:len(live)] = self.pool[live], self.document[live]
-        self.pool, self.document = pool, document
+        kept = {}
+        for name in ("pool", "document", "position", "sentence"):
+            old = getattr(self, name)
+            kept[name] = old.new_zeros((size, *old.shape[1:]))
+            kept[name][:len(live)] = old[live]
+        for name, value in kept.items():
+            setattr(self, name, value)
         self.pointer, self.used = inverse[1:].view_as(self.pointer), len(live)
 
 

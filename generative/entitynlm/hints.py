@@ -136,6 +136,8 @@ class HintedTracker(EntityTracker):
         remembers the entity it chose for that mention."""
         context = super().choose(t, h_predict, gold)
         particle, document = self.drawn_rows  # where a mention starts
+        if not len(particle):
+            return context
         row = self.hints.row[document, t]  # row 0 (no pipeline mention) stays -1
         self.hint_entity[particle, document, row] = torch.where(row > 0, self.chosen.E[self.drawn_rows], -1)
         return context

@@ -127,14 +127,14 @@ class EntityTracker:
         # eqs. 4 and 5 on the K rows where a mention starts alone, (K, C) and (K, lengths), put in place by
         # DrawnRows (elsewhere E and L are masked): a step reads and draws over K tables, not P x B (one host sync)
         self.drawn_rows = rows = mention_starts.nonzero(as_tuple=True)
-        drawn = self._drawn_from("E", t, heads.entity(h_predict, entities, t, sentence, rows))
-        E_dist = DrawnRows(drawn, rows, mention_starts.shape)
+        E_dist = self._drawn_on_rows("E", t, lambda: heads.entity(h_predict, entities, t, sentence, rows),
+                                     entities.width, h_predict)
         drawn_E = self.site("E", t, E_dist, mention_starts, _at(gold, "E", t))
         E = torch.where(mention_starts, drawn_E, torch.where(R == 1, previous.E, -torch.ones_like(drawn_E)))
         self.entity_slot = E
         entity = entities.gather(E)  # e_{E_t, t-1}, or the candidate for a new entity
-        L_dist = DrawnRows(self._drawn_from("L", t, heads.length(h_predict[rows[1]], entity[rows])), rows,
-                           mention_starts.shape)
+        L_dist = self._drawn_on_rows("L", t, lambda: heads.length(h_predict[rows[1]], entity[rows]),
+                                     self.config.max_mention_length, h_predict)
         drawn_L = self.site("L", t, L_dist, mention_starts, _at(gold, "L", t))
         L = torch.where(mention_starts, drawn_L + 1, torch.where(starts, torch.ones_like(drawn_L), previous.L - 1))
         self.chosen = Choice(t, valid, sentence, R, E, L, entity)
@@ -177,6 +177,19 @@ class EntityTracker:
         self.previous = MentionState(*(moved.copy(value) for value in (previous.R, previous.E, previous.L,
                                                                          previous.needs_candidate)))
         self.current_slot = moved.copy(self.current_slot)
+
+    def _drawn_on_rows(self, kind: str, t: int, head: Callable[[], dist.Categorical], size: int,
+                       like: torch.Tensor) -> DrawnRows:
+        """Site ``kind`` (E or L) of step t on the rows that draw it (:attr:`drawn_rows`): ``head()``'s categorical
+        over ``size`` values, as :meth:`_drawn_from` reshapes it, put in place. A step where no row draws (no
+        mention starts: about one step in five at 100 particles) computes no head: its site draws nothing and
+        scores 0 either way, so the values and densities are the same."""
+        rows = self.drawn_rows
+        if len(rows[0]):
+            drawn = self._drawn_from(kind, t, head())
+        else:  # no validation: it refuses K = 0 rows
+            drawn = Categorical(logits=like.new_zeros((0, size)), validate_args=False)
+        return DrawnRows(drawn, rows, self.previous.R.shape)
 
     def _drawn_from(self, kind: str, t: int, categorical: dist.Categorical) -> dist.Categorical:
         """The distribution site ``kind`` of step t draws from: :meth:`_proposed`, reshaped by the lookahead if any."""

@@ -5,11 +5,15 @@ mentions a later step reads."""
 
 from __future__ import annotations
 
+from functools import partial
+
+import pyro
 import pyro.distributions as dist
 import pytest
 import torch
 
 from generative.entitynlm import state
+from generative.entitynlm.heads import EntityHead
 from generative.entitynlm.hints import CorefHints
 from generative.entitynlm.state import (
     GROWTH_INTERVAL,
@@ -64,6 +68,7 @@ def test_pooled_embeddings_read_what_dense_ones_hold_through_writes_resamplings_
         assert torch.equal(pooled.table(width), dense.table(width))
         for pooled_seen, dense_seen in zip(pooled.last_seen(width), dense.last_seen(width)):
             assert torch.equal(pooled_seen, dense_seen)
+        assert torch.equal(pooled.mentioned[pooled.pointer[..., :width]], dense.mentioned[..., :width])
     slot = torch.randint(0, width, (particles, documents), generator=generator)
     assert torch.equal(pooled.at(slot), dense.at(slot))
     # e_current's slot (-1: none yet, a zero vector), each distinct pooled vector of a document once
@@ -77,13 +82,15 @@ def test_pooled_embeddings_read_what_dense_ones_hold_through_writes_resamplings_
         used = distinct.index[:, document].unique()
         assert len(distinct.values[used, document].unique(dim=0)) == len(used)
     projected = torch.randn(documents, size, generator=generator)  # eq. 4's W h of each document
+    sentence = torch.tensor([30, 45])  # each document's sentence now
     rows = (torch.tensor([0, 3, 5]), torch.tensor([1, 0, 1]))
     for share in (0, 10**9):  # the vectors pointed at scored alone; the whole pool scored
         monkeypatch.setattr(state, "SUBSET_SCORING", share)
-        pooled_scores, *pooled_seen = pooled.scored_rows(rows, width, projected)
-        dense_scores, *dense_seen = dense.scored_rows(rows, width, projected)
-        torch.testing.assert_close(pooled_scores, dense_scores)
-        assert all(torch.equal(p, d) for p, d in zip(pooled_seen, dense_seen))
+        for form in ("paper", "reference"):  # eq. 4 with each distance term, per pooled vector or per slot
+            head = EntityHead(size, form)
+            torch.nn.init.normal_(head.distance_weights, generator=generator)
+            arguments = (rows, width, projected, sentence, partial(head.distance_term, 400))
+            torch.testing.assert_close(pooled.scored_rows(*arguments), dense.scored_rows(*arguments))
     slots = torch.randint(0, width, (3, 4), generator=generator)
     assert torch.equal(pooled.at_rows(rows, slots), dense.at_rows(rows, slots))
     # vectors no slot pointed at were dropped (several pools), and the pool stays within about twice the table
@@ -121,3 +128,29 @@ def test_rows_that_share_a_distribution_read_its_log_density_of_a_shared_value()
         read.log_prob(torch.zeros(4, 2, dtype=torch.long))
     with pytest.raises(ValueError, match="observed"):
         read.sample()
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_a_slot_is_written_by_a_mention_exactly_when_it_holds_a_known_entity(grad):
+    """What eq. 4's distance term reads as "known" from the storage (a mention wrote the slot; with the pooled table,
+    the vector) is the paper's "known": the slots below the entity count, at every step of the program, in the
+    pooled table (the sampler) and the dense one (autograd)."""
+    from tests.test_entitynlm import tiny_models
+    from tests.test_lockstep import tiny_sentences_batch
+
+    model, _ = tiny_models(new_entity_scale=0.01)
+    batch = tiny_sentences_batch()
+    particles = 16
+    pyro.set_rng_seed(0)
+    with torch.set_grad_enabled(grad), pyro.plate("particles", particles, dim=-2), \
+            pyro.plate("documents", batch.size, dim=-1):
+        states = model.encoder(batch)
+        tracker = model.tracker(batch, particles, states)
+        for t in range(batch.steps):
+            model.step(t, batch, states, tracker)
+            entities = tracker.entities
+            storage = entities.embeddings
+            mentioned = (storage.mentioned[storage.pointer[..., :entities.width]] if not grad
+                         else storage.mentioned[..., :entities.width])
+            assert torch.equal(mentioned, entities.slots() < entities.count[..., None])
+    assert int(tracker.entities.count.max()) > 1

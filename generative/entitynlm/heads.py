@@ -8,6 +8,7 @@ known-annotation path (:mod:`generative.entitynlm.annotated`) reads the same hea
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import pyro.distributions as dist
 import torch
@@ -79,42 +80,44 @@ class EntityHead(nn.Module):
         rows: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> dist.Categorical:
         """The choice at token ``position`` (a step, or (P, B) steps) of sentence ``sentence`` (P, B): a (P, B, C)
-        categorical.
+        categorical (eq. 4's logits, unavailable slots made impossible).
 
         ``rows`` ((particle, document) indices, K of them), when given, are the pairs whose E is drawn at this
-        step (a mention starts there): only their entity tables are scored, and the categorical is theirs alone,
-        (K, C) (:class:`DrawnRows` puts its draws in place). A book's step then reads and draws over the tables of
-        the few particles that start a mention, not all of them; with the sampler's pooled table each entity
-        vector in use is scored once, however many particles share it
-        (:meth:`~generative.entitynlm.state.PooledEmbeddings.scores`).
+        step (a mention starts there; ``position`` is then a step): only their entity tables are scored, and the
+        categorical is theirs alone, (K, C) (:class:`DrawnRows` puts its draws in place). A book's step then reads
+        and draws over the tables of the few particles that start a mention, not all of them; with the sampler's
+        pooled table each entity vector in use is scored once, with its distance term, however many particles
+        share it (:meth:`~generative.entitynlm.state.PooledEmbeddings.scored_rows`).
         """
         projected = self.bilinear(h)
         if rows is None:
             embeddings, last_position, last_sentence = entities.scored()
             # (P, B, C); an einsum, not a batched matmul: P x B tiny matrix-vector products ran 3-4x slower
             scores = torch.einsum("pbcd,bd->pbc", embeddings, projected)
-            return Categorical(logits=self._logits(scores, entities.slots() - entities.count[..., None],
-                                                        column(position), sentence, last_position, last_sentence))
-        scores, last_position, last_sentence = entities.scored_rows(rows, projected)
-        at = position if isinstance(position, int) else position[rows][..., None]
-        logits = self._logits(scores, entities.slots() - entities.count[rows][..., None], at, sentence[rows],
-                              last_position, last_sentence)
-        return Categorical(logits=logits, validate_args=False)  # K may be 0, which validation refuses
+            count = entities.count[..., None]
+            scores = scores + self.distance_term(column(position), sentence[..., None], last_position, last_sentence,
+                                                 entities.slots() < count)
+            return Categorical(logits=torch.where(entities.slots() <= count, scores, IMPOSSIBLE))
+        if not isinstance(position, int):
+            raise TypeError("the rows that draw E are scored at one step of every document: position is an int")
+        # sentence[0]: each document's sentence, the same for all its particles
+        scores = entities.scored_rows(rows, projected, sentence[0], partial(self.distance_term, position))
+        available = entities.slots() <= entities.count[rows][:, None]  # known entities and the candidate
+        # K may be 0, which validation refuses
+        return Categorical(logits=torch.where(available, scores, IMPOSSIBLE), validate_args=False)
 
-    def _logits(self, scores: torch.Tensor, past_count: torch.Tensor, position: int | torch.Tensor,
-                sentence: torch.Tensor, last_position: torch.Tensor, last_sentence: torch.Tensor) -> torch.Tensor:
-        """Eq. 4's logits from the bilinear ``scores``: the distance term for known entities, unavailable slots
-        made impossible. ``past_count`` is each slot's index minus the number of known entities: negative for
-        a known entity, 0 for the new-entity candidate, positive for an unavailable slot."""
-        known, available = past_count < 0, past_count <= 0
+    def distance_term(self, position: int | torch.Tensor, sentence: torch.Tensor, last_position: torch.Tensor,
+                      last_sentence: torch.Tensor, known: torch.Tensor) -> torch.Tensor:
+        """Eq. 4's distance term of entities last seen at ``last_position`` in ``last_sentence``, now at
+        ``position`` in ``sentence`` (all broadcast): w_dist . f(e) for a ``known`` entity, 0 for the candidate
+        and unavailable slots; the reference code's exp(lambda * (last sentence - current sentence)) for every
+        slot (the candidate's and unavailable slots' last sentence is 0)."""
         if self.distance == "paper":
             tokens_since = (position - last_position).clamp(min=0)
-            sentences_since = (sentence[..., None] - last_sentence).clamp(min=0)
+            sentences_since = (sentence - last_sentence).clamp(min=0)
             features = torch.stack([tokens_since.log1p(), sentences_since.log1p()], dim=-1)
-            scores = scores + known * (features @ self.distance_weights)
-        else:  # the reference code: exp(lambda * (last sentence - current sentence)), the new slot's last is 0
-            scores = scores + torch.exp(self.distance_weights * (last_sentence - sentence[..., None]))
-        return torch.where(available, scores, torch.full_like(scores, IMPOSSIBLE))
+            return known * (features @ self.distance_weights)
+        return torch.exp(self.distance_weights * (last_sentence - sentence))
 
 
 class DrawnRows(TorchDistribution):

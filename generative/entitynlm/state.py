@@ -5,6 +5,7 @@ what a step chose, and an annotation to observe. Plain tensors, no parameters: w
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -13,6 +14,9 @@ from pyro.distributions import TorchDistribution, constraints
 
 from generative.layers.batch import DocumentBatch
 
+Distance = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+"""Eq. 4's distance term ``distance(sentence, last_position, last_sentence, known)`` of entities last seen at a
+position and sentence, in a current sentence, known or not (broadcast): the entity head's, at one step."""
 GROWTH_INTERVAL = 32  # the entity table is resized at most once per this many steps (one host sync)
 SUBSET_SCORING = 8  # eq. 4 scores the pooled vectors pointed at alone while they are under 1/8 of the pool
 
@@ -50,11 +54,13 @@ class EntityTable:
         that eq. 4 scores."""
         return self.embeddings.table(self.width), *self.embeddings.last_seen(self.width)
 
-    def scored_rows(self, rows: tuple[torch.Tensor, torch.Tensor], projected: torch.Tensor
-                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """For the K (particle, document) ``rows`` alone: eq. 4's bilinear scores e^T (W h) (K, width) of the
-        ``width`` slots, given each document's W h ``projected`` (B, D), and their last positions and sentences."""
-        return self.embeddings.scored_rows(rows, self.width, projected)
+    def scored_rows(self, rows: tuple[torch.Tensor, torch.Tensor], projected: torch.Tensor, sentence: torch.Tensor,
+                    distance: Distance) -> torch.Tensor:
+        """For the K (particle, document) ``rows`` alone: eq. 4's scores e^T (W h) + distance term (K, width) of the
+        ``width`` slots, given each document's W h ``projected`` (B, D) and current ``sentence`` (B,), and the
+        distance term ``distance(sentence, last_position, last_sentence, known)`` (broadcast). An entity is known
+        when a mention wrote its slot: the slots below ``count``."""
+        return self.embeddings.scored_rows(rows, self.width, projected, sentence, distance)
 
     def slots(self) -> torch.Tensor:
         return torch.arange(self.width, device=self.count.device)
@@ -109,13 +115,14 @@ class EntityTable:
 
 class DenseEmbeddings:
     """Entity embeddings stored per (particle, document, slot), (P, B, C, D), with each slot's last position and
-    sentence (P, B, C): what autograd can follow (training through the program writes a new tensor per step,
-    :func:`_put`)."""
+    sentence and whether a mention wrote it (P, B, C): what autograd can follow (training through the program
+    writes a new tensor per step, :func:`_put`)."""
 
     def __init__(self, values: torch.Tensor) -> None:
         self.values = values
         self.last_position = values.new_zeros(values.shape[:-1])
         self.last_sentence = values.new_zeros(values.shape[:-1])
+        self.mentioned = torch.zeros(values.shape[:-1], dtype=torch.bool, device=values.device)
 
     @property
     def capacity(self) -> int:
@@ -125,6 +132,7 @@ class DenseEmbeddings:
         self.values = F.pad(self.values, (0, 0, 0, extra))
         self.last_position = F.pad(self.last_position, (0, extra))
         self.last_sentence = F.pad(self.last_sentence, (0, extra))
+        self.mentioned = F.pad(self.mentioned, (0, extra))
 
     def table(self, width: int) -> torch.Tensor:
         return self.values[..., :width, :]
@@ -132,11 +140,13 @@ class DenseEmbeddings:
     def last_seen(self, width: int) -> tuple[torch.Tensor, torch.Tensor]:
         return self.last_position[..., :width], self.last_sentence[..., :width]
 
-    def scored_rows(self, rows: tuple[torch.Tensor, torch.Tensor], width: int, projected: torch.Tensor
-                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def scored_rows(self, rows: tuple[torch.Tensor, torch.Tensor], width: int, projected: torch.Tensor,
+                    sentence: torch.Tensor, distance: Distance) -> torch.Tensor:
         # an einsum, not a batched matmul: K tiny matrix-vector products ran 3-4x slower
         scores = torch.einsum("kcd,kd->kc", self.table(width)[rows], projected[rows[-1]])
-        return scores, *(seen[rows] for seen in self.last_seen(width))
+        last_position, last_sentence = (seen[rows] for seen in self.last_seen(width))
+        return scores + distance(sentence[rows[1]][:, None], last_position, last_sentence,
+                                 self.mentioned[..., :width][rows])
 
     def at(self, slot: torch.Tensor) -> torch.Tensor:
         index = slot.clamp(min=0)[..., None, None].expand(*slot.shape, 1, self.values.shape[-1])
@@ -157,6 +167,7 @@ class DenseEmbeddings:
         self.values = _put(self.values, where, slot, rows)
         self.last_position = _put(self.last_position, where, slot, seen[0].to(self.last_position))
         self.last_sentence = _put(self.last_sentence, where, slot, seen[1].to(self.last_sentence))
+        self.mentioned = _put(self.mentioned, where, slot, torch.ones_like(where))
 
     def put_rows(self, rows: tuple[torch.Tensor, torch.Tensor], slot: torch.Tensor, vectors: torch.Tensor,
                  seen: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
@@ -167,11 +178,13 @@ class DenseEmbeddings:
         if seen is not None:
             self.last_position = _put_rows(self.last_position, index, seen[0])
             self.last_sentence = _put_rows(self.last_sentence, index, seen[1])
+            self.mentioned = _put_rows(self.mentioned, index, torch.ones_like(slot, dtype=torch.bool))
 
     def copy(self, moved: Resampled, width: int) -> None:
         self.values = moved.copy(self.values, width)
         self.last_position = moved.copy(self.last_position, width)
         self.last_sentence = moved.copy(self.last_sentence, width)
+        self.mentioned = moved.copy(self.mentioned, width)
 
 
 class PooledEmbeddings:
@@ -200,6 +213,7 @@ class PooledEmbeddings:
         self.document = pointer.new_zeros(len(pool))  # the document each pooled vector belongs to
         self.position = pool.new_zeros(len(pool))  # the step of the mention that wrote it (0: not a mention)
         self.sentence = pool.new_zeros(len(pool))  # and its sentence
+        self.mentioned = torch.zeros(len(pool), dtype=torch.bool, device=pool.device)  # written by a mention
 
     @classmethod
     def empty(cls, particles: int, documents: int, capacity: int, size: int, like: torch.Tensor
@@ -218,25 +232,34 @@ class PooledEmbeddings:
         return self.vectors(self.pointer[..., :width])
 
     def last_seen(self, width: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return self._seen(self.pointer[..., :width])
+        """The step and sentence (P, B, width) of the mention that wrote each slot's pooled vector."""
+        pointer = self.pointer[..., :width]
+        flat = pointer.reshape(-1)
+        return (torch.index_select(self.position, 0, flat).view(pointer.shape),
+                torch.index_select(self.sentence, 0, flat).view(pointer.shape))
 
-    def scored_rows(self, rows: tuple[torch.Tensor, torch.Tensor], width: int, projected: torch.Tensor
-                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def scored_rows(self, rows: tuple[torch.Tensor, torch.Tensor], width: int, projected: torch.Tensor,
+                    sentence: torch.Tensor, distance: Distance) -> torch.Tensor:
+        """Eq. 4's scores, each computed once per pooled vector the rows point at (its bilinear score against its
+        document's W h, and its distance term: a vector written by a mention is a known entity's, one written
+        without is a new-entity candidate's, and row 0 an unavailable slot's), then read through the pointers."""
         pointers = self.pointer[..., :width][rows]  # (K, width)
         if not len(pointers):  # no mention starts at this step
-            empty = projected.new_zeros(pointers.shape)
-            return empty, empty, empty
-        # each pooled vector these rows point at scored once (against its document's W h), then read by pointer:
-        # found by marking them in the pool (not by sorting the K x width pointers), and scored alone when they are
-        # few, else the whole pool by one product (which reads memory faster than a gather of most of it)
+            return projected.new_zeros(pointers.shape)
+        # the vectors these rows point at: found by marking them in the pool (not by sorting the K x width
+        # pointers), and scored alone when they are few, else the whole pool by one product (which reads memory
+        # faster than a gather of most of it)
         marked = torch.zeros(self.used, dtype=torch.bool, device=pointers.device)
         marked[pointers] = True
         vectors = marked.nonzero()[:, 0]  # one host sync
         if SUBSET_SCORING * len(vectors) > self.used:
             vectors = torch.arange(self.used, device=pointers.device)
+        document = self.document[vectors]
+        bilinear = (self.vectors(vectors) @ projected.T).gather(1, document[:, None])[:, 0]
         scored = projected.new_zeros(self.used)
-        scored[vectors] = (self.vectors(vectors) @ projected.T).gather(1, self.document[vectors, None])[:, 0]
-        return scored[pointers], *self._seen(pointers)
+        scored[vectors] = bilinear + distance(sentence[document], self.position[vectors], self.sentence[vectors],
+                                              self.mentioned[vectors])
+        return scored[pointers]
 
     def at(self, slot: torch.Tensor) -> torch.Tensor:
         return self.vectors(self.pointer.gather(-1, slot.clamp(min=0)[..., None])[..., 0])
@@ -262,12 +285,6 @@ class PooledEmbeddings:
         """(..., D): the pooled vectors at ``pointer`` (...) (``index_select``: 2-3 times faster than indexing)."""
         return torch.index_select(self.pool, 0, pointer.reshape(-1)).view(*pointer.shape, self.pool.shape[-1])
 
-    def _seen(self, pointer: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The step and sentence of the mention that wrote each pooled vector at ``pointer`` (...)."""
-        flat = pointer.reshape(-1)
-        return (torch.index_select(self.position, 0, flat).view(pointer.shape),
-                torch.index_select(self.sentence, 0, flat).view(pointer.shape))
-
     def put(self, where: torch.Tensor, slot: torch.Tensor, rows: torch.Tensor,
             seen: tuple[torch.Tensor, torch.Tensor]) -> None:
         written = where.nonzero(as_tuple=True)
@@ -288,6 +305,7 @@ class PooledEmbeddings:
             self.position[written], self.sentence[written] = 0.0, 0.0
         else:
             self.position[written], self.sentence[written] = seen
+        self.mentioned[written] = seen is not None
         self.pointer[(*rows, slot)] = torch.arange(self.used, self.used + count, device=self.pointer.device)
         self.used += count
 
@@ -301,7 +319,7 @@ class PooledEmbeddings:
         live, inverse = torch.unique(torch.cat([zero, self.pointer.flatten()]), return_inverse=True)
         size = max(2 * (len(live) + room), self.pointer[..., 0].numel() * GROWTH_INTERVAL)
         kept = {}
-        for name in ("pool", "document", "position", "sentence"):
+        for name in ("pool", "document", "position", "sentence", "mentioned"):
             old = getattr(self, name)
             kept[name] = old.new_zeros((size, *old.shape[1:]))
             kept[name][:len(live)] = old[live]

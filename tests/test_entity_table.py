@@ -24,6 +24,8 @@ from generative.entitynlm.state import (
     Resampled,
 )
 from inference.algorithms.smc import systematic_resampling
+from tests.test_entitynlm import tiny_models
+from tests.test_lockstep import tiny_sentences_batch
 
 
 def test_pooled_embeddings_read_what_dense_ones_hold_through_writes_resamplings_and_clean_ups(monkeypatch):
@@ -135,9 +137,6 @@ def test_a_slot_is_written_by_a_mention_exactly_when_it_holds_a_known_entity(gra
     """What eq. 4's distance term reads as "known" from the storage (a mention wrote the slot; with the pooled table,
     the vector) is the paper's "known": the slots below the entity count, at every step of the program, in the
     pooled table (the sampler) and the dense one (autograd)."""
-    from tests.test_entitynlm import tiny_models
-    from tests.test_lockstep import tiny_sentences_batch
-
     model, _ = tiny_models(new_entity_scale=0.01)
     batch = tiny_sentences_batch()
     particles = 16

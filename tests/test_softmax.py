@@ -1,14 +1,17 @@
-"""The class-factored softmax: its classes, its normalisation, broadcasting, sampling, and use as a Pyro site."""
+"""The class-factored softmax: its classes, its normalisation, broadcasting, sampling, and use as a Pyro site; and the
+categorical the samplers draw from (normalised by log_softmax, drawn by the inverse CDF)."""
 
 from __future__ import annotations
 
 import pyro
+import pyro.distributions as dist
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import chisquare
 
+from generative.layers.categorical import Categorical
 from generative.layers.softmax import ClassFactoredCategorical, ClassFactoredSoftmax, WordClasses, make_softmax
 
 torch.set_flush_denormal(True)
@@ -200,10 +203,6 @@ def test_words_outside_the_vocabulary_are_rejected() -> None:
 def test_the_log_softmax_categorical_is_pyros_categorical() -> None:
     """The same log-densities (to rounding), probabilities, expansion and support as ``dist.Categorical``; the probs
     form is Pyro's own, and bad logits are still refused."""
-    import pyro.distributions as dist
-
-    from generative.layers.categorical import Categorical
-
     logits = torch.randn(3, 4, 7) * 5
     logits[0, 0, 2] = -1e4  # an unavailable slot, as eq. 4 marks them
     ours, pyros = Categorical(logits=logits), dist.Categorical(logits=logits)
@@ -228,8 +227,6 @@ def test_the_log_softmax_categorical_is_pyros_categorical() -> None:
 def test_the_log_softmax_categorical_draws_from_its_distribution(form: str) -> None:
     """Draws by the inverse cumulative distribution follow the probabilities (chi-square), never an impossible
     category (probability 0 first, inside and last, and eq. 4's -1e4 logits)."""
-    from generative.layers.categorical import Categorical
-
     torch.manual_seed(3)
     probs = torch.tensor([[0.0, 0.1, 0.0, 0.6, 0.3, 0.0], [0.5, 0.0, 0.25, 0.25, 0.0, 0.0]])
     impossible = torch.where(probs > 0, probs.log(), torch.tensor(-1e4))

@@ -295,10 +295,10 @@ class PooledEmbeddings:
         """Append ``vectors`` (K, D) to the pool, last seen at ``seen`` (position and sentence, (K,) each; None:
         not a mention, as a dense table's unmentioned slot: step 0 of sentence 0), and point ``slot`` (K,) of the
         K ``rows`` at them."""
-        count, written = len(vectors), slice(self.used, self.used + len(vectors))
+        count = len(vectors)
         if self.used + count > self.pool.shape[0]:
             self._drop_unused(count)
-            written = slice(self.used, self.used + count)
+        written = slice(self.used, self.used + count)
         self.pool[written] = vectors
         self.document[written] = rows[1]
         if seen is None:
@@ -318,13 +318,11 @@ class PooledEmbeddings:
         zero = self.pointer.new_zeros(1)
         live, inverse = torch.unique(torch.cat([zero, self.pointer.flatten()]), return_inverse=True)
         size = max(2 * (len(live) + room), self.pointer[..., 0].numel() * GROWTH_INTERVAL)
-        kept = {}
-        for name in ("pool", "document", "position", "sentence", "mentioned"):
+        for name in ("pool", "document", "position", "sentence", "mentioned"):  # each pooled vector's rows
             old = getattr(self, name)
-            kept[name] = old.new_zeros((size, *old.shape[1:]))
-            kept[name][:len(live)] = old[live]
-        for name, value in kept.items():
-            setattr(self, name, value)
+            kept = old.new_zeros((size, *old.shape[1:]))
+            kept[:len(live)] = old[live]
+            setattr(self, name, kept)
         self.pointer, self.used = inverse[1:].view_as(self.pointer), len(live)
 
 

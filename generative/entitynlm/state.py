@@ -60,7 +60,7 @@ class EntityTable:
         ``width`` slots, given each document's W h ``projected`` (B, D) and current ``sentence`` (B,), and the
         distance term ``distance(sentence, last_position, last_sentence, known)`` (broadcast). An entity is known
         when a mention wrote its slot: the slots below ``count``."""
-        return self.embeddings.scored_rows(rows, self.width, projected, sentence, distance)
+        return self.embeddings.scored_rows(rows, self.width, projected, sentence, distance, self.count)
 
     def slots(self) -> torch.Tensor:
         return torch.arange(self.width, device=self.count.device)
@@ -115,14 +115,13 @@ class EntityTable:
 
 class DenseEmbeddings:
     """Entity embeddings stored per (particle, document, slot), (P, B, C, D), with each slot's last position and
-    sentence and whether a mention wrote it (P, B, C): what autograd can follow (training through the program
-    writes a new tensor per step, :func:`_put`)."""
+    sentence (P, B, C): what autograd can follow (training through the program writes a new tensor per step,
+    :func:`_put`)."""
 
     def __init__(self, values: torch.Tensor) -> None:
         self.values = values
         self.last_position = values.new_zeros(values.shape[:-1])
         self.last_sentence = values.new_zeros(values.shape[:-1])
-        self.mentioned = torch.zeros(values.shape[:-1], dtype=torch.bool, device=values.device)
 
     @property
     def capacity(self) -> int:
@@ -132,7 +131,6 @@ class DenseEmbeddings:
         self.values = F.pad(self.values, (0, 0, 0, extra))
         self.last_position = F.pad(self.last_position, (0, extra))
         self.last_sentence = F.pad(self.last_sentence, (0, extra))
-        self.mentioned = F.pad(self.mentioned, (0, extra))
 
     def table(self, width: int) -> torch.Tensor:
         return self.values[..., :width, :]
@@ -141,12 +139,12 @@ class DenseEmbeddings:
         return self.last_position[..., :width], self.last_sentence[..., :width]
 
     def scored_rows(self, rows: tuple[torch.Tensor, torch.Tensor], width: int, projected: torch.Tensor,
-                    sentence: torch.Tensor, distance: Distance) -> torch.Tensor:
+                    sentence: torch.Tensor, distance: Distance, count: torch.Tensor) -> torch.Tensor:
         # an einsum, not a batched matmul: K tiny matrix-vector products ran 3-4x slower
         scores = torch.einsum("kcd,kd->kc", self.table(width)[rows], projected[rows[-1]])
         last_position, last_sentence = (seen[rows] for seen in self.last_seen(width))
-        return scores + distance(sentence[rows[1]][:, None], last_position, last_sentence,
-                                 self.mentioned[..., :width][rows])
+        known = torch.arange(width, device=count.device) < count[rows][:, None]
+        return scores + distance(sentence[rows[1]][:, None], last_position, last_sentence, known)
 
     def at(self, slot: torch.Tensor) -> torch.Tensor:
         index = slot.clamp(min=0)[..., None, None].expand(*slot.shape, 1, self.values.shape[-1])
@@ -167,7 +165,6 @@ class DenseEmbeddings:
         self.values = _put(self.values, where, slot, rows)
         self.last_position = _put(self.last_position, where, slot, seen[0].to(self.last_position))
         self.last_sentence = _put(self.last_sentence, where, slot, seen[1].to(self.last_sentence))
-        self.mentioned = _put(self.mentioned, where, slot, torch.ones_like(where))
 
     def put_rows(self, rows: tuple[torch.Tensor, torch.Tensor], slot: torch.Tensor, vectors: torch.Tensor,
                  seen: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
@@ -178,13 +175,11 @@ class DenseEmbeddings:
         if seen is not None:
             self.last_position = _put_rows(self.last_position, index, seen[0])
             self.last_sentence = _put_rows(self.last_sentence, index, seen[1])
-            self.mentioned = _put_rows(self.mentioned, index, torch.ones_like(slot, dtype=torch.bool))
 
     def copy(self, moved: Resampled, width: int) -> None:
         self.values = moved.copy(self.values, width)
         self.last_position = moved.copy(self.last_position, width)
         self.last_sentence = moved.copy(self.last_sentence, width)
-        self.mentioned = moved.copy(self.mentioned, width)
 
 
 class PooledEmbeddings:
@@ -239,10 +234,11 @@ class PooledEmbeddings:
                 torch.index_select(self.sentence, 0, flat).view(pointer.shape))
 
     def scored_rows(self, rows: tuple[torch.Tensor, torch.Tensor], width: int, projected: torch.Tensor,
-                    sentence: torch.Tensor, distance: Distance) -> torch.Tensor:
+                    sentence: torch.Tensor, distance: Distance, count: torch.Tensor) -> torch.Tensor:
         """Eq. 4's scores, each computed once per pooled vector the rows point at (its bilinear score against its
         document's W h, and its distance term: a vector written by a mention is a known entity's, one written
-        without is a new-entity candidate's, and row 0 an unavailable slot's), then read through the pointers."""
+        without is a new-entity candidate's, and row 0 an unavailable slot's, so ``count`` is not read), then read
+        through the pointers."""
         pointers = self.pointer[..., :width][rows]  # (K, width)
         if not len(pointers):  # no mention starts at this step
             return projected.new_zeros(pointers.shape)

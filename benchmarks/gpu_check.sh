@@ -14,5 +14,5 @@ PYTHON="${PYTHON:-.venv/bin/python}"
 DATA_DIR="${1:-${ENTITYLM_DATA:-}}"
 OUT="${2:-benchmarks/results/gpu}"
 "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'no CUDA device: the GPU check needs one')"
-"$PYTHON" -m pytest -p no:xdist -q -m cuda tests/test_cuda.py
+"$PYTHON" -m pytest -n 0 -q -m cuda tests/test_cuda.py  # -n 0: one process (addopts holds -n auto)
 "$PYTHON" benchmarks/gpu_check.py --devices cpu cuda ${DATA_DIR:+--data-dir "$DATA_DIR"} --out "$OUT"

@@ -143,7 +143,9 @@ class SentenceLayout:
     def to_grid(self, values: torch.Tensor, fill: float | int = 0) -> torch.Tensor:
         """(B, T, ...) token values -> (B, S, L, ...), ``fill`` where there is no token."""
         grid = values.new_full((*self.shape, *values.shape[2:]), fill)
-        return grid.index_put((self.real[0], self.sentence[self.real], self.position[self.real]), values[self.real])
+        # in place: CUDA's autocast wraps the out-of-place index_put and fails on it under bf16 (torch 2.11)
+        grid[self.real[0], self.sentence[self.real], self.position[self.real]] = values[self.real]
+        return grid
 
     def to_tokens(self, grid: torch.Tensor) -> torch.Tensor:
         """(B, S, L, ...) -> (B, T, ...): the value at every target's place."""

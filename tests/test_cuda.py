@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import pyro
 import pytest
 import torch
 
@@ -22,6 +23,8 @@ from inference.training.checkpoint import (
     pretrained,
 )
 from inference.training.train import LanguageModelTraining, train_language_model
+from tests.test_entitynlm import EOS as TINY_EOS
+from tests.test_entitynlm import WORDS, exact_log_marginal, tiny_batch, tiny_models
 
 pytestmark = [pytest.mark.cuda,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")]
@@ -35,7 +38,17 @@ def trained(tmp_path, device: str, precision: str = "fp32") -> Checkpoint:
     return Checkpoint.load(out / "last.pt")
 
 
-def test_entitynlm_trains_on_the_gpu_as_on_the_cpu(tmp_path):
+@pytest.fixture
+def no_tf32():
+    """Full float32 on the GPU: cuDNN's LSTM otherwise rounds its products to TF32 (PyTorch's default on Ampere
+    and newer), and two epochs of that moved the weights by more than 1e-4 on an H200."""
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    yield
+    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+def test_entitynlm_trains_on_the_gpu_as_on_the_cpu(tmp_path, no_tf32):
     cpu, gpu = trained(tmp_path, "cpu"), trained(tmp_path, "cuda")
     for part, weights in cpu.weights.items():
         for name, value in weights.items():
@@ -58,7 +71,22 @@ def test_the_rnnlm_scores_on_the_gpu_as_on_the_cpu():
     assert torch.allclose(on_cpu, on_gpu, rtol=1e-4)
 
 
-def test_smc_on_the_gpu_estimates_what_the_cpu_estimates():
+def test_smc_on_the_gpu_converges_to_the_enumerated_marginal():
+    """The GPU's SMC (token resampling) is exact: 60,000 particles of the tiny model come within 0.03 nats of
+    the enumerated log p(x), the CPU's own test (tests/test_hints.py). Comparing one GPU run with one CPU run
+    of the bundled model could not be told from Monte Carlo spread (1-2 nats at 1,000 particles)."""
+    model, proposal = tiny_models()
+    exact, _, _ = exact_log_marginal(model, WORDS)
+    batch = tiny_batch([{"words": WORDS}]).to("cuda")
+    pyro.set_rng_seed(3)
+    sampled = sample_structures(model.to("cuda"), proposal.to("cuda"), batch, 60_000, TINY_EOS, "token",
+                                ess_threshold=0.5, history=False)
+    assert sampled.log_marginal.item() == pytest.approx(exact.item(), abs=0.03)
+
+
+def test_the_bundled_entitynlm_samples_on_the_gpu():
+    """The bundled model and proposal run their SMC on the GPU: a finite estimate per document, within the
+    CPU's range of a few nats per document of it (seeds differ by 1-2 nats on the sample)."""
     _, checkpoint = entitynlm_checkpoint(None)
     documents = prepared_documents("sample", "test", None, checkpoint.preprocess, checkpoint.vocabulary, quiet=True)
     estimates = {}
@@ -67,6 +95,7 @@ def test_smc_on_the_gpu_estimates_what_the_cpu_estimates():
         batch = make_batch(documents, checkpoint.vocabulary).to(device)
         set_seed(0)
         sampled = sample_structures(model, proposal, batch, 1000, checkpoint.vocabulary.index(EOS), history=False)
-        estimates[device] = sampled.log_marginal.sum().item()
+        estimates[device] = sampled.log_marginal.cpu()
+    assert torch.isfinite(estimates["cuda"]).all()
     tokens = sum(len(document.tokens) + len(document.sentences) for document in documents)
-    assert abs(estimates["cpu"] - estimates["cuda"]) / tokens < 0.02  # nats per token: Monte Carlo spread
+    assert (estimates["cpu"] - estimates["cuda"]).abs().sum() / tokens < 0.1  # nats per token

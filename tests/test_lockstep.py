@@ -66,7 +66,7 @@ def pyro_sample_structures(model: EntityNLM, proposal: EntityProposal, batch: Do
         proposal_tracker = proposal.tracker(batch, particles, proposal_states)
         for t in range(batch.steps):
             with LogDensity() as proposed:
-                proposal.step(t, proposal_states, proposal_tracker)
+                proposal.step(t, proposal_tracker)
             with LogDensity() as joint, LogDensity(ignore=(NEW_ENTITY_SITE,)) as structure:
                 poutine.condition(model.step, data=proposed.latent_values)(t, batch, model_states, model_tracker)
             log_weights += joint.total - proposed.total

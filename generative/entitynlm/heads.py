@@ -59,7 +59,11 @@ class MentionTypeHead(nn.Module):
         self.bilinear = nn.Linear(hidden_size, hidden_size, bias=False)
 
     def forward(self, h: torch.Tensor) -> dist.Categorical:
-        return Categorical(logits=self.bilinear(h) @ self.type_embeddings.T)
+        return Categorical(logits=self.logits(h))
+
+    def logits(self, h: torch.Tensor) -> torch.Tensor:
+        """h^T W_r r for both types (..., 2), unnormalised: what the categorical reads of h."""
+        return self.bilinear(h) @ self.type_embeddings.T
 
     @property
     def entity_prototype(self) -> torch.Tensor:
@@ -89,7 +93,13 @@ class EntityHead(nn.Module):
         pooled table each entity vector in use is scored once, with its distance term, however many particles
         share it (:meth:`~generative.entitynlm.state.PooledEmbeddings.scored_rows`).
         """
-        projected = self.bilinear(h)
+        return self.choice(self.bilinear(h), entities, position, sentence, rows)
+
+    def choice(
+        self, projected: torch.Tensor, entities: EntityTable, position: int | torch.Tensor, sentence: torch.Tensor,
+        rows: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ) -> dist.Categorical:
+        """:meth:`forward` given W_entity h (``projected``, (B, H)), as :class:`StateReads` holds it."""
         if rows is None:
             embeddings, last_position, last_sentence = entities.scored()
             # (P, B, C); an einsum, not a batched matmul: P x B tiny matrix-vector products ran 3-4x slower
@@ -171,8 +181,12 @@ class LengthHead(nn.Module):
         self.from_entity = nn.Linear(hidden_size, max_mention_length, bias=False)
 
     def forward(self, h: torch.Tensor, entity: torch.Tensor) -> dist.Categorical:
+        return self.choice(self.from_state(h), entity)
+
+    def choice(self, from_state: torch.Tensor, entity: torch.Tensor) -> dist.Categorical:
+        """:meth:`forward` given W_h h + b (``from_state``), as :class:`StateReads` holds it."""
         # no validation: a step where no mention starts has K = 0 rows, which validation refuses
-        return Categorical(logits=self.from_state(h) + self.from_entity(entity), validate_args=False)
+        return Categorical(logits=from_state + self.from_entity(entity), validate_args=False)
 
 
 class EntityUpdate(nn.Module):
@@ -183,12 +197,16 @@ class EntityUpdate(nn.Module):
         self.gate = nn.Linear(hidden_size, hidden_size, bias=False)
         self.project = nn.Linear(hidden_size, hidden_size, bias=False) if form == "reference" else None
 
-    def forward(self, h: torch.Tensor, entity: torch.Tensor, document: torch.Tensor | None = None) -> torch.Tensor:
-        """``entity`` (..., D) updated by ``h``, broadcast against it, or (``document`` (K,) given) by row
-        ``document[k]`` of h (B, D) for entity row k: h's products computed once per document."""
-        gate, read = self.gate(h), (h if self.project is None else self.project(h))
-        if document is not None:
-            gate, read = gate[document], read[document]
+    def forward(self, h: torch.Tensor, entity: torch.Tensor) -> torch.Tensor:
+        """``entity`` (..., D) updated by ``h``, broadcast against it."""
+        return self.applied(self.gate(h), self.read(h), entity)
+
+    def read(self, h: torch.Tensor) -> torch.Tensor:
+        """What the update mixes into the entity: h (eq. 8), or the reference form's W_T h."""
+        return h if self.project is None else self.project(h)
+
+    def applied(self, gate: torch.Tensor, read: torch.Tensor, entity: torch.Tensor) -> torch.Tensor:
+        """:meth:`forward` given the gate's map of h and :meth:`read`, as :class:`StateReads` holds them."""
         delta = torch.sigmoid((gate * entity).sum(-1, keepdim=True))
         if self.project is None:
             return F.normalize(delta * entity + (1 - delta) * read, dim=-1)
@@ -204,5 +222,23 @@ class EntityHeads(nn.Module):
         self.entity = EntityHead(config.hidden_size, config.distance)
         self.length = LengthHead(config.hidden_size, config.max_mention_length)
         self.update = EntityUpdate(config.hidden_size, config.update)
+
+    def read(self, states: torch.Tensor) -> StateReads:
+        """The heads' linear maps of LSTM states (B, S, H): for a batch's whole sequence at once, one matrix
+        product per map instead of one per step (the sampler's step is many small operations)."""
+        return StateReads(self.mention_type.logits(states), self.entity.bilinear(states),
+                          self.length.from_state(states), self.update.gate(states), self.update.read(states))
+
+
+@dataclass(frozen=True)
+class StateReads:
+    """What the heads read of LSTM states h (B, S, H), (B, S, width) each, the same for every particle: eq. 3's
+    logits h^T W_r r, eq. 4's W_entity h, eq. 5's W_h h + b, and eq. 8's gate of h and what it mixes in."""
+
+    mention_type: torch.Tensor
+    entity: torch.Tensor
+    length: torch.Tensor
+    gate: torch.Tensor
+    read: torch.Tensor
 
 

@@ -131,10 +131,10 @@ class HintedTracker(EntityTracker):
         self.length_hint.scatter_add_(-1, hints.length.clamp(max=lengths - 1)[..., None],
                                       torch.full_like(self.length_hint[..., :1], 1 - hints.epsilon))
 
-    def choose(self, t: int, h_predict: torch.Tensor, gold: Annotation | None = None) -> torch.Tensor:
+    def choose(self, t: int, at: int, gold: Annotation | None = None) -> torch.Tensor:
         """The step (:meth:`EntityTracker.choose`); a particle whose mention starts where a pipeline mention does
         remembers the entity it chose for that mention."""
-        context = super().choose(t, h_predict, gold)
+        context = super().choose(t, at, gold)
         particle, document = self.drawn_rows  # where a mention starts
         if not len(particle):
             return context

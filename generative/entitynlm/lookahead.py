@@ -73,7 +73,8 @@ class WordLookahead:
         entity = entities.gather(slot)[rows]
         new = ((slot == entities.count) & previous.needs_candidate)[rows]
         prototype = F.normalize(model.heads.mention_type.entity_prototype, dim=-1)
-        return model.heads.length(self.states[rows[1], t], torch.where(new[..., None], prototype, entity)).probs
+        from_state = self.model_tracker.reads.length[rows[1], t]  # eq. 5's map of h_{t-1}, read once per batch
+        return model.heads.length.choice(from_state, torch.where(new[..., None], prototype, entity)).probs
 
     def choice(self, t: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Under the model, from its state before step t, over R = 0 and its ``top`` likeliest entities:
@@ -87,8 +88,9 @@ class WordLookahead:
         row_of[rows] = torch.arange(len(rows[0]), device=row_of.device)
         h = self.states[rows[1], t]  # (S, H): h_{t-1}, what the model's heads read at step t
         sentence = self.batch.sentence[:, t].expand_as(previous.R)
-        log_mention = model.heads.mention_type(h).logits  # (S, 2), eq. 3 (a Categorical's logits are normalised)
-        log_entity = model.heads.entity(self.states[:, t], entities, t, sentence, rows).logits  # (S, C), eq. 4
+        reads = tracker.reads  # the model's heads' maps of its states; h_{t-1} is state t
+        log_mention = reads.mention_type[rows[1], t].log_softmax(-1)  # (S, 2), eq. 3
+        log_entity = model.heads.entity.choice(reads.entity[:, t], entities, t, sentence, rows).logits  # (S, C), eq. 4
         log_entity, slots = log_entity.topk(min(self.top, log_entity.shape[-1]), dim=-1)
         embeddings = entities.embeddings.at_rows(rows, slots)
         new = (slots == entities.count[rows][:, None]) & previous.needs_candidate[rows][:, None]  # not placed yet

@@ -83,7 +83,7 @@ class EntityTracker:
         config: EntityNLMConfig,
         batch: DocumentBatch,
         particles: int,
-        like: torch.Tensor,
+        states: torch.Tensor,
         temperature: float = 1.0,
         site: Site = pyro_site,
     ) -> None:
@@ -99,20 +99,27 @@ class EntityTracker:
         self.config = config
         self.batch = batch
         shape = (particles, batch.size)
-        self.entities = EntityTable.empty(particles, batch.size, config.hidden_size, like)
+        self.entities = EntityTable.empty(particles, batch.size, config.hidden_size, states)
+        self.read(states)
         ones = batch.words.new_ones(shape)
         self.previous = MentionState(R=ones * 0, E=-ones, L=ones, needs_candidate=ones.bool())
         self.current_slot = -ones  # e_current's slot: the latest mentioned entity's (-1: none yet, a zero vector)
 
-    def choose(self, t: int, h_predict: torch.Tensor, gold: Annotation | None) -> torch.Tensor:
+    def read(self, states: torch.Tensor) -> None:
+        """The LSTM states (B, S, H) the heads read from now on, by index (:meth:`choose`, :meth:`update`): their
+        linear maps of every state are taken here at once (:meth:`EntityHeads.read`). Generation, whose states
+        come one at a time, reads each as it comes."""
+        self.reads = self.heads.read(states)
+
+    def choose(self, t: int, at: int, gold: Annotation | None) -> torch.Tensor:
         """The R, E, L sites of step t (steps 1-2 of the story); returns the slot (P, B) of e_current for the word
         at t: the mentioned entity's, whose embedding there is the one BEFORE this step's update, or the latest
         entity's outside mentions (-1 before any: a zero vector; :meth:`EntityTable.distinct` reads it).
 
-        ``h_predict`` (B, H) is the state the heads read, shared by all particles and broadcast against the
-        per-particle entity state (P, B, ...).
+        The heads read state ``at`` of the states read (:meth:`read`), shared by all particles and broadcast
+        against the per-particle entity state (P, B, ...).
         """
-        heads, previous, entities = self.heads, self.previous, self.entities
+        heads, previous, entities, reads = self.heads, self.previous, self.entities, self.reads
         valid = self.batch.mask[:, t].expand_as(previous.R)
         sentence = self.batch.sentence[:, t].expand_as(previous.R)
         entities.reserve(t)
@@ -120,21 +127,22 @@ class EntityTracker:
 
         starts = (previous.L == 1) & valid  # eq.: R is drawn only when no mention is ongoing
         # eq. 3 reads h alone: R's distribution is each document's, tempered and reshaped once, then read by all
-        R_dist = self._drawn_from("R", t, heads.mention_type(h_predict)).expand(starts.shape)
+        R_dist = self._drawn_from("R", t, Categorical(logits=reads.mention_type[:, at])).expand(starts.shape)
         drawn_R = self.site("R", t, R_dist, starts, _at(gold, "R", t))
         R = torch.where(starts, drawn_R, previous.R)
         mention_starts = starts & (R == 1)
         # eqs. 4 and 5 on the K rows where a mention starts alone, (K, C) and (K, lengths), put in place by
         # DrawnRows (elsewhere E and L are masked): a step reads and draws over K tables, not P x B (one host sync)
         self.drawn_rows = rows = mention_starts.nonzero(as_tuple=True)
-        E_dist = self._drawn_on_rows("E", t, lambda: heads.entity(h_predict, entities, t, sentence, rows),
-                                     entities.width, h_predict)
+        E_dist = self._drawn_on_rows(
+            "E", t, lambda: heads.entity.choice(reads.entity[:, at], entities, t, sentence, rows), entities.width,
+            reads.entity)
         drawn_E = self.site("E", t, E_dist, mention_starts, _at(gold, "E", t))
         E = torch.where(mention_starts, drawn_E, torch.where(R == 1, previous.E, -torch.ones_like(drawn_E)))
         self.entity_slot = E
         entity = entities.gather(E)  # e_{E_t, t-1}, or the candidate for a new entity
-        L_dist = self._drawn_on_rows("L", t, lambda: heads.length(h_predict[rows[1]], entity[rows]),
-                                     self.config.max_mention_length, h_predict)
+        L_dist = self._drawn_on_rows("L", t, lambda: heads.length.choice(reads.length[rows[1], at], entity[rows]),
+                                     self.config.max_mention_length, reads.length)
         drawn_L = self.site("L", t, L_dist, mention_starts, _at(gold, "L", t))
         L = torch.where(mention_starts, drawn_L + 1, torch.where(starts, torch.ones_like(drawn_L), previous.L - 1))
         self.chosen = Choice(t, valid, sentence, R, E, L, entity)
@@ -145,13 +153,13 @@ class EntityTracker:
         """e_current (P, B, D): the latest mentioned entity's embedding, as updated (zeros before any mention)."""
         return self.entities.at_or_zero(self.current_slot)
 
-    def update(self, h_update: torch.Tensor) -> None:
-        """Steps 5-6 of the story: the mentioned entity reads h_t (eq. 8, (B, H)), a used candidate becomes an
-        entity, and R, E, L become the previous token's."""
-        chosen, entities, previous = self.chosen, self.entities, self.previous
+    def update(self, at: int) -> None:
+        """Steps 5-6 of the story: the mentioned entity reads h_t, state ``at`` of the states read (eq. 8), a used
+        candidate becomes an entity, and R, E, L become the previous token's."""
+        chosen, entities, previous, reads = self.chosen, self.entities, self.previous, self.reads
         in_mention = (chosen.R == 1) & chosen.valid
         rows = in_mention.nonzero(as_tuple=True)  # eq. 8 on the rows in a mention alone (one host sync)
-        updated = self.heads.update(h_update, chosen.entity[rows], rows[1])
+        updated = self.heads.update.applied(reads.gate[rows[1], at], reads.read[rows[1], at], chosen.entity[rows])
         entities.mention_rows(rows, chosen.E[rows], updated, chosen.t, chosen.sentence[rows])
         created = in_mention & (chosen.E == entities.count)
         entities.count = entities.count + created.long()
@@ -263,10 +271,10 @@ class EntityNLM(PyroModule):
              gold: Annotation | None = None) -> None:
         """Token t of the story: R, E, L from h_{t-1} and the entities, the word x_t (eq. 6), the entity update."""
         h_previous = states[:, t]
-        context = tracker.entities.distinct(tracker.choose(t, h_previous, gold))  # e_current, once per vector
+        context = tracker.entities.distinct(tracker.choose(t, t, gold))  # e_current, once per vector
         words = self.softmax(h_previous + self.entity_to_word(context.values))  # eq. 6, (U, B)
         tracker.site("X", t, context.read(words), batch.mask[:, t], batch.words[:, t])
-        tracker.update(states[:, t + 1])
+        tracker.update(t + 1)
 
     @torch.no_grad()
     def generate(self, max_tokens: int, bos: int, eos: int) -> tuple[list[int], EntityAnnotation]:
@@ -290,10 +298,11 @@ class EntityNLM(PyroModule):
             for t in range(steps):
                 scratch.sentence[0, t] = sentence
                 h_previous = output[:, 0]
-                context = tracker.entities.at_or_zero(tracker.choose(t, h_previous, None))
+                context = tracker.entities.at_or_zero(tracker.choose(t, 0, None))
                 word = pyro.sample(f"X_{t}", softmax(h_previous + entity_to_word(context)))  # (1, 1)
                 output, state = encoder.lstm(encoder.embedding(word), state)
-                tracker.update(output[:, 0])
+                tracker.read(output)
+                tracker.update(0)
                 mention = tracker.previous
                 drawn.append((word, mention.R, mention.E, mention.L))
                 sentence = sentence + (word[0, 0] == eos)
@@ -372,7 +381,7 @@ class EntityProposal(PyroModule):
         with pyro.plate("particles", particles, dim=-2), pyro.plate("documents", batch.size, dim=-1):
             tracker = self.tracker(batch, particles, states, tempered=not annotated)  # the fit uses Q itself
             for t in range(batch.steps):
-                self.step(t, states, tracker, gold)
+                self.step(t, tracker, gold)
 
     def tracker(self, batch: DocumentBatch, particles: int, states: torch.Tensor,
                 tempered: bool = True, site: Site = pyro_site) -> EntityTracker:
@@ -381,11 +390,11 @@ class EntityProposal(PyroModule):
         temperature = self.temperature if tempered else 1.0
         return EntityTracker(self.heads, self.config, batch, particles, states, temperature, site)
 
-    def step(self, t: int, states: torch.Tensor, tracker: EntityTracker, gold: Annotation | None = None) -> None:
-        """Token t: R, E, L proposed from h_t, the state after reading x_t, and the entity update."""
-        h_current = states[:, t + 1]
-        tracker.choose(t, h_current, gold)
-        tracker.update(h_current)
+    def step(self, t: int, tracker: EntityTracker, gold: Annotation | None = None) -> None:
+        """Token t: R, E, L proposed from h_t, the state after reading x_t (the tracker's state t + 1), and the
+        entity update."""
+        tracker.choose(t, t + 1, gold)
+        tracker.update(t + 1)
 
     def log_likelihood(self, batch: DocumentBatch, noise: torch.Tensor | None = None) -> torch.Tensor:
         """log Q(R, E, L | X) of the gold annotation, per document (B,): the proposal's supervised objective.

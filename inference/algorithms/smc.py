@@ -316,7 +316,7 @@ def sample_structures(
             if resample != "never":  # SMC's weights: products of per-step ratios, reset at resamplings
                 proposed.start()
                 scored.start()
-            proposal.step(t, proposal_states, proposal_tracker, mentions)
+            proposal.step(t, proposal_tracker, mentions)
             model.step(t, batch, model_states, model_tracker, mentions)
             if resample != "never":
                 log_weights += scored.joint - proposed.total  # the new-entity noise cancels: same value and density

@@ -8,8 +8,9 @@ against the CPU's.
    (autocast). The figure is the last epoch's training tokens (questions, for the reader) per second, as the
    loop records it (the first epoch pays for warm-up).
 2. SMC: the bundled EntityNLM's :func:`inference.algorithms.smc.sample_structures` over the split's documents
-   (one batch) with ``--particles`` particles, resampling at sentence ends; the figure is token x particles per
-   second (the mean of ``--repeats`` runs after one warm-up).
+   (one batch) with each of ``--particles`` particle counts, resampling at sentence ends; the figure is token x
+   particles per second (the mean of ``--repeats`` runs after one warm-up). A step's operations grow with the
+   particles, so the counts show where a GPU starts to pay for its launches.
 
     python benchmarks/gpu_check.py --devices cpu cuda [--data-dir DATA] [--out benchmarks/results/gpu]
 
@@ -58,7 +59,8 @@ def build_parser() -> Parser:
                         "embedded sample, and no reader)")
     parser.add_argument("--epochs", type=integer(2), default=2, help="epochs of each training run")
     parser.add_argument("--hidden-size", type=integer(1), default=128, help="the language models' units")
-    parser.add_argument("--particles", type=integer(1), default=1000, help="SMC particles")
+    parser.add_argument("--particles", type=integer(1), nargs="+", default=[1000, 10000],
+                        help="SMC particles: a row for each count")
     parser.add_argument("--repeats", type=integer(1), default=3, help="SMC runs timed after the warm-up")
     parser.add_argument("--out", type=output_folder, default="benchmarks/results/gpu",
                         help="folder of gpu_check.json")
@@ -98,8 +100,9 @@ def training_row(args: argparse.Namespace, family: str, precision: str, device: 
             "per_second": per_second, "unit": unit, "seconds": records[-1]["seconds"]}
 
 
-def smc_row(args: argparse.Namespace, device: torch.device) -> dict:
-    """The bundled EntityNLM's SMC over the split's test documents, in one batch, on ``device``."""
+def smc_row(args: argparse.Namespace, device: torch.device, particles: int) -> dict:
+    """The bundled EntityNLM's SMC with ``particles`` particles over the split's test documents, in one batch, on
+    ``device``."""
     _, checkpoint = entitynlm_checkpoint(None)
     model, proposal = entitynlm_modules(checkpoint, device)
     documents = prepared_documents(args.corpus, "test", args.data_dir, checkpoint.preprocess, checkpoint.vocabulary,
@@ -107,33 +110,34 @@ def smc_row(args: argparse.Namespace, device: torch.device) -> dict:
     batch = make_batch(documents, checkpoint.vocabulary).to(device)
     eos = checkpoint.vocabulary.index(EOS)
     set_seed(0)
-    sample_structures(model, proposal, batch, args.particles, eos, history=False)  # warm-up
+    sample_structures(model, proposal, batch, particles, eos, history=False)  # warm-up
     seconds = []
     for _ in range(args.repeats):
         started = synchronised(device)
-        sample_structures(model, proposal, batch, args.particles, eos, history=False)
+        sample_structures(model, proposal, batch, particles, eos, history=False)
         seconds.append(synchronised(device) - started)
     mean = sum(seconds) / len(seconds)
     return {"job": "smc", "family": "entitynlm", "precision": "fp32", "device": str(device),
-            "per_second": batch.num_tokens * args.particles / mean, "unit": "token-particles/s", "seconds": mean,
-            "documents": batch.size, "tokens": batch.num_tokens, "particles": args.particles}
+            "per_second": batch.num_tokens * particles / mean, "unit": "token-particles/s", "seconds": mean,
+            "documents": batch.size, "tokens": batch.num_tokens, "particles": particles}
 
 
 def with_ratios(rows: list[dict]) -> list[dict]:
-    """Each row with its throughput over the CPU's for the same job, family and precision fp32."""
-    cpu = {(row["job"], row["family"]): row["per_second"] for row in rows
-           if row["device"] == "cpu" and row["precision"] == "fp32"}
-    return [{**row, "x_cpu": row["per_second"] / cpu[row["job"], row["family"]]
-             if (row["job"], row["family"]) in cpu else None} for row in rows]
+    """Each row with its throughput over the CPU's for the same job, family, particles and precision fp32."""
+    def key(row: dict) -> tuple:
+        return row["job"], row["family"], row.get("particles")
+
+    cpu = {key(row): row["per_second"] for row in rows if row["device"] == "cpu" and row["precision"] == "fp32"}
+    return [{**row, "x_cpu": row["per_second"] / cpu[key(row)] if key(row) in cpu else None} for row in rows]
 
 
 def table(rows: list[dict]) -> str:
-    lines = [f"{'job':<6} {'family':<10} {'device':<8} {'precision':<9} {'per second':>14} {'unit':<18} "
-             f"{'x CPU':>7}"]
+    lines = [f"{'job':<6} {'family':<10} {'particles':>9} {'device':<8} {'precision':<9} {'per second':>14} "
+             f"{'unit':<18} {'x CPU':>7}"]
     for row in rows:
         ratio = "" if row["x_cpu"] is None else f"{row['x_cpu']:.2f}"
-        lines.append(f"{row['job']:<6} {row['family']:<10} {row['device']:<8} {row['precision']:<9} "
-                     f"{row['per_second']:>14.1f} {row['unit']:<18} {ratio:>7}")
+        lines.append(f"{row['job']:<6} {row['family']:<10} {row.get('particles', ''):>9} {row['device']:<8} "
+                     f"{row['precision']:<9} {row['per_second']:>14.1f} {row['unit']:<18} {ratio:>7}")
     return "\n".join(lines)
 
 
@@ -146,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         for device in devices:
             rows += training_rows(args, device)
-            rows.append(smc_row(args, device))
+            rows += [smc_row(args, device, particles) for particles in args.particles]
         rows = with_ratios(rows)
         print(table(rows))
         machine = {"platform": platform.platform(), "torch": torch.__version__, "cpu_threads": torch.get_num_threads(),

@@ -240,5 +240,3 @@ class StateReads:
     length: torch.Tensor
     gate: torch.Tensor
     read: torch.Tensor
-
-

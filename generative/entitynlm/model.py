@@ -16,7 +16,8 @@ u = r_1 + sigma * eps with eps a standard-normal site ``new_entity_t``; model an
 N(0, I), so it cancels in the weights.
 
 The LSTM reads words only, so it runs once per document (a fused ``nn.LSTM``) and all particles share its
-states; per particle only the entity table, the last-seen positions and the current entity evolve. The
+states, and the heads' linear maps of them (``EntityHeads.read``), taken for the whole sequence at once; per
+particle only the entity table, the last-seen positions and the current entity evolve. The
 proposal (paper §5.1, "Proposal distribution") has the same R/E/L heads and its own LSTM, and reads the state
 AFTER x_t: it sees the word it annotates. Everything is batched over a ``particles`` plate (dim -2) and a
 ``documents`` plate (dim -1). Every site goes through one sample statement (:func:`pyro_site`, the definition);

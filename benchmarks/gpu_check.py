@@ -29,13 +29,14 @@ import time
 from pathlib import Path
 
 import torch
+from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the repository's packages
 
 from benchmarks.runs import command_record  # noqa: E402
 from coref.corpora.preprocess import EOS  # noqa: E402
 from coref.io.atomic import write_text_atomic  # noqa: E402
-from generative.layers.batch import make_batch  # noqa: E402
+from generative.layers.batch import DocumentBatch, make_batch  # noqa: E402
 from inference.algorithms.smc import sample_structures  # noqa: E402
 from inference.checks import integer, output_folder  # noqa: E402
 from inference.commands.cli import Parser, run_main  # noqa: E402
@@ -100,19 +101,25 @@ def training_row(args: argparse.Namespace, family: str, precision: str, device: 
             "per_second": per_second, "unit": unit, "seconds": records[-1]["seconds"]}
 
 
-def smc_row(args: argparse.Namespace, device: torch.device, particles: int) -> dict:
-    """The bundled EntityNLM's SMC with ``particles`` particles over the split's test documents, in one batch, on
-    ``device``."""
+def smc_rows(args: argparse.Namespace, device: torch.device) -> list[dict]:
+    """The bundled EntityNLM's SMC over the split's test documents, in one batch, on ``device``: a row for each
+    of ``--particles``."""
     _, checkpoint = entitynlm_checkpoint(None)
     model, proposal = entitynlm_modules(checkpoint, device)
     documents = prepared_documents(args.corpus, "test", args.data_dir, checkpoint.preprocess, checkpoint.vocabulary,
                                    quiet=True)[:4]
     batch = make_batch(documents, checkpoint.vocabulary).to(device)
     eos = checkpoint.vocabulary.index(EOS)
+    return [smc_row(model, proposal, batch, eos, particles, args.repeats, device) for particles in args.particles]
+
+
+def smc_row(model: nn.Module, proposal: nn.Module, batch: DocumentBatch, eos: int, particles: int, repeats: int,
+            device: torch.device) -> dict:
+    """One particle count's throughput: the mean of ``repeats`` runs after one warm-up."""
     set_seed(0)
     sample_structures(model, proposal, batch, particles, eos, history=False)  # warm-up
     seconds = []
-    for _ in range(args.repeats):
+    for _ in range(repeats):
         started = synchronised(device)
         sample_structures(model, proposal, batch, particles, eos, history=False)
         seconds.append(synchronised(device) - started)
@@ -150,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         for device in devices:
             rows += training_rows(args, device)
-            rows += [smc_row(args, device, particles) for particles in args.particles]
+            rows += smc_rows(args, device)
         rows = with_ratios(rows)
         print(table(rows))
         machine = {"platform": platform.platform(), "torch": torch.__version__, "cpu_threads": torch.get_num_threads(),

@@ -428,6 +428,7 @@ ROWS = [
     row("benchmarks/samplers.py", "--seeds 1 --out {out}", "argument --seeds: must be at least 2"),
     row("benchmarks/gpu_check.py", "--devices cuda --out {out}", "--device cuda: no CUDA device is available"),
     row("benchmarks/gpu_check.py", "--epochs 1 --out {out}", "argument --epochs: must be at least 2"),
+    row("benchmarks/gpu_check.py", "--particles 1000 0 --out {out}", "argument --particles: must be at least 1"),
     row("benchmarks/samplers.py", "--variants smc smc --out {out}", "--variants: name at least two"),
     row("benchmarks/samplers.py", "--lookahead 1 --out {out}", "argument --lookahead"),
     row("benchmarks/samplers.py", "--checkpoint {truncated} --corpus sample --out {out}",

@@ -80,6 +80,32 @@ def test_given_mentions_sample_only_entities_and_weigh_by_the_exact_conditional(
     assert sampled.log_marginal.item() == pytest.approx(exact.item(), abs=0.03)
 
 
+def test_the_new_entity_bias_shifts_the_odds_of_a_new_entity_by_itself_and_the_sampler_targets_that_model():
+    model, proposal = tiny_models()
+    R, L = [1, 1, 0, 1], [2, 1, 1, 1]
+    linked, new = ((R, [1, 1, 0, 1], L), (R, [1, 1, 0, 2], L))  # the last mention: the first's entity, or new
+    _, every, joint = exact_log_marginal(model, WORDS)
+    model.heads.entity.new_entity_bias = 1.5
+    _, _, biased = exact_log_marginal(model, WORDS)
+
+    def log_odds(scores: torch.Tensor) -> float:
+        return (scores[every.index(new)] - scores[every.index(linked)]).item()
+
+    # the two differ in the last E alone, whose normaliser they share: the odds move by the bias exactly
+    assert log_odds(biased) == pytest.approx(log_odds(joint) + 1.5, abs=1e-4)
+    assert not torch.allclose(biased, joint)  # the earlier choices' normalisers move too
+    # the sampler on the given mentions: its weighted share of "new" is the biased model's posterior
+    posterior_new = torch.softmax(biased[[every.index(linked), every.index(new)]], 0)[1].item()
+    unbiased_new = torch.softmax(joint[[every.index(linked), every.index(new)]], 0)[1].item()
+    batch = tiny_batch([{"words": WORDS, "R": R, "E": [1, 1, 0, 1], "L": L}])
+    pyro.set_rng_seed(2)
+    sampled = sample_structures(model, proposal, batch, 20_000, EOS, "never", mentions=Annotation(
+        batch.R, None, batch.L - 1))
+    share_new = (torch.softmax(sampled.log_weights[:, 0], 0) * (sampled.E[:, 0, 3] == 2)).sum().item()
+    assert abs(posterior_new - unbiased_new) > 0.1
+    assert share_new == pytest.approx(posterior_new, abs=0.02)
+
+
 def test_particle_gibbs_on_given_mentions_starts_from_their_structure_and_keeps_the_best():
     model, proposal = tiny_models()
     given = {"R": [1, 1, 0, 1], "E": [1, 1, 0, 2], "L": [2, 1, 1, 1]}  # the pipeline's clusters: two entities

@@ -71,13 +71,20 @@ class MentionTypeHead(nn.Module):
 
 
 class EntityHead(nn.Module):
-    """p(E_t = e | R_t = 1, h) proportional to exp(h^T W_entity e_e + w_dist^T f(e)), known entities and new (eq. 4)."""
+    """p(E_t = e | R_t = 1, h) proportional to exp(h^T W_entity e_e + w_dist^T f(e)), known entities and new (eq. 4).
+
+    ``new_entity_bias`` (0: eq. 4 as trained) is added to the new entity's logit: a decision-time shift of how
+    readily the model opens an entity, chosen on dev where the posterior is used as a resolver
+    (``python -m inference.posterior --new-entity-bias``), as entity prediction chooses its own; not a parameter,
+    and not saved with the weights.
+    """
 
     def __init__(self, hidden_size: int, distance: str) -> None:
         super().__init__()
         self.bilinear = nn.Linear(hidden_size, hidden_size, bias=False)
         self.distance = distance
         self.distance_weights = nn.Parameter(torch.zeros(2 if distance == "paper" else 1))
+        self.new_entity_bias = 0.0
 
     def forward(
         self, h: torch.Tensor, entities: EntityTable, position: int | torch.Tensor, sentence: torch.Tensor,
@@ -107,14 +114,21 @@ class EntityHead(nn.Module):
             count = entities.count[..., None]
             scores = scores + self.distance_term(column(position), sentence[..., None], last_position, last_sentence,
                                                  entities.slots() < count)
-            return Categorical(logits=torch.where(entities.slots() <= count, scores, IMPOSSIBLE))
+            return Categorical(logits=self.logits(scores, entities.slots(), count))
         if not isinstance(position, int):
             raise TypeError("the rows that draw E are scored at one step of every document: position is an int")
         # sentence[0]: each document's sentence, the same for all its particles
         scores = entities.scored_rows(rows, projected, sentence[0], partial(self.distance_term, position))
-        available = entities.slots() <= entities.count[rows][:, None]  # known entities and the candidate
         # K may be 0, which validation refuses
-        return Categorical(logits=torch.where(available, scores, IMPOSSIBLE), validate_args=False)
+        return Categorical(logits=self.logits(scores, entities.slots(), entities.count[rows][:, None]),
+                           validate_args=False)
+
+    def logits(self, scores: torch.Tensor, slots: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
+        """Eq. 4's logits from the ``scores`` of entity ``slots`` when ``count`` entities are known: the new
+        entity's (slot ``count``) shifted by :attr:`new_entity_bias`, the slots past it impossible."""
+        if self.new_entity_bias:
+            scores = scores + self.new_entity_bias * (slots == count)
+        return torch.where(slots <= count, scores, IMPOSSIBLE)
 
     def distance_term(self, position: int | torch.Tensor, sentence: torch.Tensor, last_position: torch.Tensor,
                       last_sentence: torch.Tensor, known: torch.Tensor) -> torch.Tensor:

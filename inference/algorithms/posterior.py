@@ -57,7 +57,9 @@ class PosteriorConfig(HintOptions):
     (particle Gibbs when more than 1), SMC resampling below
     ``ess_threshold`` x particles, ``batch_tokens`` particles x padded tokens per batch. The outputs of
     :func:`analyse`, in the folder ``out``: ``samples`` structures per document, spans and antecedents of at
-    least ``min_probability``, ``max_spans`` spans per heatmap, ``top_antecedents`` per span."""
+    least ``min_probability``, ``max_spans`` spans per heatmap, ``top_antecedents`` per span.
+    ``new_entity_bias``: added to the new entity's logit in the model's p(E) (eq. 4; see
+    :class:`~generative.entitynlm.heads.EntityHead`), the posterior's resolver setting chosen on dev."""
 
     text: str | None = None
     file: str | None = None
@@ -80,6 +82,7 @@ class PosteriorConfig(HintOptions):
     seed: int = 0
     resample: str = "sentence"
     sweeps: int = 1
+    new_entity_bias: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -522,11 +525,13 @@ def posterior_proposal(checkpoint: Checkpoint, proposal: str | None = None) -> s
     return EntityNLMConfig(**checkpoint.config).proposal
 
 
-def load_model(checkpoint: str | None, proposal: str | None, device: torch.device
+def load_model(checkpoint: str | None, proposal: str | None, device: torch.device, new_entity_bias: float = 0.0
                ) -> tuple[Checkpoint, EntityNLM, EntityProposal]:
-    """The checkpoint (None: the bundled one), its model and the ``proposal`` (None: :func:`posterior_proposal`)."""
+    """The checkpoint (None: the bundled one), its model (with ``new_entity_bias`` on its p(E)) and the
+    ``proposal`` (None: :func:`posterior_proposal`)."""
     _, loaded = entitynlm_checkpoint(checkpoint)
     model, chosen = entitynlm_modules(loaded, device, posterior_proposal(loaded, proposal))
+    model.heads.entity.new_entity_bias = new_entity_bias
     return loaded, model, chosen
 
 
@@ -595,7 +600,7 @@ def analyse(config: PosteriorConfig) -> dict:
     device = resolve_device(config.device)
     set_seed(config.seed)
     originals = input_documents(config.text, config.file, config.conll)
-    checkpoint, model, proposal = load_model(config.checkpoint, config.proposal, device)
+    checkpoint, model, proposal = load_model(config.checkpoint, config.proposal, device, config.new_entity_bias)
     names = [document_name(document) for document in originals]
     results = original_posteriors(model, proposal, originals, checkpoint, config.particles, config.method,
                                   config.batch_tokens, device, ess_threshold=config.ess_threshold,
@@ -639,7 +644,7 @@ def evaluate_map(config: PosteriorConfig) -> dict:
     device = resolve_device(config.device)
     settings = config.hints()
     pipeline = settings.pipeline() if settings.used else None
-    checkpoint, model, proposal = load_model(config.checkpoint, config.proposal, device)
+    checkpoint, model, proposal = load_model(config.checkpoint, config.proposal, device, config.new_entity_bias)
     gold = prepared_documents(config.corpus, config.split, config.data_dir, checkpoint.preprocess,
                               checkpoint.vocabulary, quiet=True)
     tokens = sum(len(document.tokens) + len(document.sentences) for document in gold)

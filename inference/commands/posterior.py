@@ -32,6 +32,7 @@ With --evaluate it instead scores the MAP structure as a standalone resolver aga
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Sequence
 
 from generative.entitynlm.model import PROPOSAL_CONTEXTS
@@ -87,6 +88,10 @@ def build_parser() -> Parser:
     parser.add_argument("--link-temperature", type=real(0, include_low=False), default=1.0,
                         help="--given-mentions: divide the local link conditionals' scores by this (choose it on "
                              "dev: the report gives the calibration error at several)")
+    parser.add_argument("--new-entity-bias", type=real(-math.inf), default=0.0,
+                        help="add this to the new entity's logit in the model's p(E) (eq. 4): above 0 the posterior "
+                             "opens entities more readily, below 0 it links more. A resolver setting, chosen on dev "
+                             "(0: the model as trained)")
     parser.add_argument("--samples", type=integer(1), default=20,
                         help="structures drawn per document into samples.conll")
     parser.add_argument("--ess-threshold", type=float, default=0.5,

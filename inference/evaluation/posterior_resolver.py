@@ -177,7 +177,7 @@ def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
     device = resolve_device(config.device)
     settings = config.hints()
     pipeline = settings.pipeline()  # the mentions are its, whatever the proposal's weight on its hints
-    checkpoint, model, proposal = load_model(config.checkpoint, config.proposal, device)
+    checkpoint, model, proposal = load_model(config.checkpoint, config.proposal, device, config.new_entity_bias)
     gold = prepared_documents(config.corpus, config.split, config.data_dir, checkpoint.preprocess,
                               checkpoint.vocabulary, quiet=True)
     hints = corpus_hints(settings, pipeline, config.corpus, config.split, config.data_dir, gold,
@@ -194,6 +194,7 @@ def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
     labels = np.concatenate([label for _, label in pairs])
     calibration = Calibration(np.concatenate([p for p, _ in pairs]), labels)
     scorer = entitynlm_modules(noise_free(checkpoint), device)[0]
+    scorer.heads.entity.new_entity_bias = config.new_entity_bias
     links = [local_links(scorer, checkpoint, posterior.map_structure, device, window)
              for posterior in progress_bar(results, desc="local link probabilities", unit="document")]
 
@@ -207,7 +208,7 @@ def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
         "corpus": config.corpus, "split": config.split, "documents": len(gold), "particles": config.particles,
         "method": config.method, "resample": config.resample, "sweeps": config.sweeps, "proposal": proposal.context,
         "hint_weight": settings.weight, "hint_temperature": settings.temperature, "lookahead": settings.lookahead,
-        "device": str(device),
+        "new_entity_bias": config.new_entity_bias, "device": str(device),
         "mentions": sum(len(document.mentions) for document in given),
         "gold_mentions": sum(len(document.mentions) for document in gold),
         "pipeline": {"scores": pipeline.to_json(), "conll_f1": pipeline.conll_f1},

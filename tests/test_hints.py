@@ -296,3 +296,24 @@ def test_copying_only_the_rows_read_later_changes_no_number(monkeypatch):
     windowed = estimate()
     monkeypatch.setattr(CorefHints, "rows_read_later", lambda self: [slice(None)] * self.row.shape[1])
     assert estimate() == windowed
+
+
+def test_the_posterior_command_gives_its_new_entity_bias_to_the_sampled_model_and_the_link_scorer(monkeypatch,
+                                                                                                  tmp_path):
+    from inference.commands.posterior import main
+    from inference.evaluation import posterior_resolver
+
+    seen = []
+    sampled, scored = posterior_resolver.posteriors, posterior_resolver.local_links
+
+    def watched(function):
+        return lambda model, *args, **kwargs: seen.append(model.heads.entity.new_entity_bias) or function(
+            model, *args, **kwargs)
+
+    monkeypatch.setattr(posterior_resolver, "posteriors", watched(sampled))
+    monkeypatch.setattr(posterior_resolver, "local_links", watched(scored))
+    out = tmp_path / "result.json"
+    assert main(["--evaluate", "--given-mentions", "pipeline", "--corpus", "sample", "--split", "test",
+                 "--particles", "4", "--hint-weight", "0.9", "--new-entity-bias", "1.5", "--json", str(out)]) == 0
+    assert seen == [1.5] * 3  # the sampler's model, then the scorer of each test document's local links
+    assert json.loads(out.read_text())["new_entity_bias"] == 1.5

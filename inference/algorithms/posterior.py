@@ -628,7 +628,8 @@ def analyse(config: PosteriorConfig) -> dict:
             summary.append({"document": original.id, "part": original.part, "log_marginal": posterior.log_marginal,
                             "ess": posterior.ess, "mean_sentence_end_ess": posterior.stage_ess,
                             "resamplings": posterior.resamplings, "particles": config.particles,
-                            "method": config.method, "proposal": proposal.context, "heatmap": heatmap})
+                            "method": config.method, "proposal": proposal.context,
+                            "new_entity_bias": config.new_entity_bias, "heatmap": heatmap})
         (folder / "samples.conll").write_text(format_conll(samples), encoding="utf-8")
         (folder / "map.conll").write_text(format_conll(maps), encoding="utf-8")
         (folder / "marginals.json").write_text(json.dumps(marginals, indent=1) + "\n", encoding="utf-8")
@@ -651,7 +652,8 @@ def evaluate_map(config: PosteriorConfig) -> dict:
     hints = (corpus_hints(settings, pipeline, config.corpus, config.split, config.data_dir, gold,
                           checkpoint.preprocess) if pipeline else None)
     result = {"corpus": config.corpus, "split": config.split, "documents": len(gold), "tokens": tokens,
-              "particles": config.particles, "proposal": proposal.context, "device": str(device), "methods": {}}
+              "particles": config.particles, "proposal": proposal.context, "new_entity_bias": config.new_entity_bias,
+              "device": str(device), "methods": {}}
     for method in METHODS if config.method == "both" else [config.method]:
         set_seed(config.seed)
         started = time.perf_counter()

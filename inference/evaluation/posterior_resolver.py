@@ -231,7 +231,8 @@ def format_pipeline_mentions(result: dict) -> str:
     """The two resolvers' scores on the same mentions and the posterior's calibration, as the command prints."""
     lines = [f"{result['corpus']}/{result['split']}: {result['documents']} documents, the pipeline's "
              f"{result['mentions']} mentions (gold {result['gold_mentions']}), {result['particles']} particles "
-             f"({result['method']}, resampling at each {result['resample']}), hint weight {result['hint_weight']}",
+             f"({result['method']}, resampling at each {result['resample']}, {result['sweeps']} sweep(s)), hint weight "
+             f"{result['hint_weight']}, new-entity bias {result['new_entity_bias']:g}",
              f"{'resolver':<16} {'MUC F1':>7} {'B3 F1':>7} {'CEAFe F1':>9} {'CoNLL F1':>9}"]
     for name, key in (("pipeline", "pipeline"), ("posterior MAP", "posterior_map")):
         scores = result[key]["scores"]

@@ -169,6 +169,17 @@ def test_posterior_with_issue_27s_sampler_is_the_commands(entitynlm, posterior, 
     assert settled.log_marginal != posterior.log_marginal  # the options reach the sampler
 
 
+def test_posterior_with_a_new_entity_bias_is_the_commands_and_leaves_the_model_as_trained(entitynlm, posterior,
+                                                                                         tmp_path):
+    biased = entitynlm.posterior(TEXT, particles=40, seed=1, new_entity_bias=2.0)
+    args = posterior_command.parse_args(["--text", TEXT, "--particles", "40", "--seed", "1", "--method", "smc",
+                                         "--new-entity-bias", "2", "--out", str(tmp_path / "out")])
+    (summary,) = posterior_command.run(args)["summary"]
+    assert biased.log_marginal == summary["log_marginal"] != posterior.log_marginal
+    again = entitynlm.posterior(TEXT, particles=40, seed=1)  # the bias was for that call alone
+    assert again.log_marginal == posterior.log_marginal
+
+
 def test_generate_is_seeded_and_decodes_its_entities(entitynlm, rnnlm):
     generated = entitynlm.generate(tokens=15, seed=2)
     assert len(generated.R) == len(generated.document.tokens) >= 15

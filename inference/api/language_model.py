@@ -337,23 +337,29 @@ class LanguageModel:
 
     def posterior(self, text: str | Document, particles: int = 500, sampler: str = "smc", seed: int = 0,
                   proposal: str | None = None, resample: str = "sentence",
-                  hints: HintSettings = HintSettings()) -> PosteriorCoreference:
+                  hints: HintSettings = HintSettings(), new_entity_bias: float = 0.0) -> PosteriorCoreference:
         """EntityNLM's posterior p(R, E, L | x) over the coreference structure of one text (a Document's own
         mentions are ignored), from ``particles`` particles: ``sampler`` "smc" resamples at sentence ends
         (more effective samples), "is" resamples once at the end (SIR, whose MAP structure was the better
         resolver on LitBank and OntoGUM, see ``python -m inference.posterior --help``). ``proposal``: forward or
         bidirectional (default: forward where the checkpoint has it, as the command). ``resample`` and ``hints``
         as the command's ``--resample``, ``--hint-*`` and ``--lookahead`` options (issue 27's sampler:
-        ``resample="token", hints=HintSettings(0.5, 4.0)``); ``resample`` is SMC's: SIR never resamples."""
+        ``resample="token", hints=HintSettings(0.5, 4.0)``); ``resample`` is SMC's: SIR never resamples.
+        ``new_entity_bias``: as the command's ``--new-entity-bias`` (added to the new entity's logit in p(E))."""
         self._require_entitynlm("posterior")
         check_sampling(particles, sampler, resample)
         if not isinstance(text, (str, Document)):
             raise ValueError(f"posterior takes one text (a str or a Document), not a {type(text).__name__}")
         model, guide = self.modules(posterior_proposal(self.checkpoint, proposal))
-        with kept_random_state():
-            (result,) = original_posteriors(model, guide, as_documents(text), self.checkpoint, particles,
-                                            POSTERIOR_METHODS[sampler], device=self.device, progress=False,
-                                            resample=resample, hint_settings=hints, seed=seed)
+        entity, model_bias = model.heads.entity, model.heads.entity.new_entity_bias
+        entity.new_entity_bias = new_entity_bias  # for this call: the modules are kept for the next ones
+        try:
+            with kept_random_state():
+                (result,) = original_posteriors(model, guide, as_documents(text), self.checkpoint, particles,
+                                                POSTERIOR_METHODS[sampler], device=self.device, progress=False,
+                                                resample=resample, hint_settings=hints, seed=seed)
+        finally:
+            entity.new_entity_bias = model_bias
         return PosteriorCoreference.of(result, sampler, guide.context)
 
     def generate(self, tokens: int = 50, seed: int = 0) -> Generated:

@@ -12,6 +12,8 @@ table that outgrows its first allocation).
 
 from __future__ import annotations
 
+from functools import partial
+
 import pyro
 import pytest
 import torch
@@ -191,8 +193,8 @@ def test_importance_sampling_by_the_lockstep_loop_is_estimate_marginal(seed):
         traced = estimate_marginal(model.model, proposal.guide, batch, 16)
         assert torch.equal(lockstep.log_weights, traced.log_weights)
         # SIR's annotations are those draws; its weights the same up to the order of the sums
-        sir, oracle = run_both(lambda: sample_structures(model, proposal, batch, 16, eos, "never"),
-                               lambda: pyro_sample_structures(model, proposal, batch, 16, eos, "never"), seed)
+        sir, oracle = run_both(partial(sample_structures, model, proposal, batch, 16, eos, "never"),
+                               partial(pyro_sample_structures, model, proposal, batch, 16, eos, "never"), seed)
         assert_equal_structures(sir, oracle, ("R", "E", "L", "resamplings"))
         torch.testing.assert_close(sir.log_weights, oracle.log_weights, rtol=1e-6, atol=1e-5)
         assert torch.equal(sir.log_weights, lockstep.log_weights)

@@ -321,7 +321,7 @@ def test_sparse_marginals_equal_the_dense_ones_on_small_documents(seed):
             listed = [(len(spans) if x.span is None else spans.index(x.span), x.probability)
                       for x in ranking.antecedents]
             assert len(listed) == min(len(expected), top or len(expected))
-            for b, q in listed:  # the most probable ones
+            for _, q in listed:  # the most probable ones
                 assert q >= max((q for _, q in expected[len(listed):]), default=0.0) - 1e-12
             for b, q in listed:
                 assert q == pytest.approx(closest[a, b])

@@ -30,6 +30,8 @@ def real(low: float, high: float = math.inf, *, include_low: bool = True) -> Cal
     """An option type: a finite number from ``low`` (included unless ``include_low`` is False) to below ``high``."""
     if high < math.inf:
         wanted = f"in [{low:g}, {high:g})" if include_low else f"in ({low:g}, {high:g})"
+    elif low == -math.inf:
+        wanted = "a finite number"
     else:
         wanted = f"at least {low:g}" if include_low else f"greater than {low:g}"
 

@@ -402,6 +402,8 @@ ROWS = [
     row("inference.posterior", "--evaluate --reliability {out}/r.png", "--reliability needs --given-mentions"),
     row("inference.posterior", "--evaluate --link-temperature 2", "--link-temperature needs --given-mentions"),
     row("inference.posterior", "--evaluate --given-mentions pipeline --link-temperature 0", "--link-temperature"),
+    row("inference.posterior", f"--text {TEXT} --new-entity-bias many --out {{out}}", "--new-entity-bias"),
+    row("inference.posterior", f"--text {TEXT} --new-entity-bias inf --out {{out}}", "must be a finite number"),
     row("inference.posterior", "--evaluate --given-mentions pipeline --hint-resolver {binary}", "{binary}"),
     row("entitylm-posterior", "--conll {empty} --out {out}", "{empty}:1:"),
     # ---- reranking and entity prediction --------------------------------------------------------------------

@@ -1,12 +1,21 @@
-"""Reweighted wake-sleep on EntityNLM: wake-theta's gradient is the gradient of log p(x) (checked against the
-enumerated marginal of a tiny model), and the refine command updates exactly the modules its --wake names."""
+"""Reweighted wake-sleep on EntityNLM: wake-theta's gradient is the gradient of log p(x), the coref wake's that of
+log p(E_gold | x, R, L) (each checked against the enumeration of a tiny model), and the refine command updates
+exactly the modules its --wake names."""
 
 from __future__ import annotations
 
 import pyro
+import pytest
 import torch
 
-from inference.algorithms.refine import wake_theta_loss
+from inference.algorithms.refine import (
+    coref_quality,
+    given_gold_mentions,
+    sampled_annotation,
+    wake_coref_loss,
+    wake_theta_loss,
+)
+from inference.algorithms.smc import sample_structures
 from inference.commands import refine
 from inference.training.checkpoint import Checkpoint
 from tests.test_entitynlm import EOS, WORDS, annotations, tiny_batch, tiny_models
@@ -33,12 +42,62 @@ def test_wake_theta_follows_the_gradient_of_the_marginal_likelihood():
     assert not any(p.grad is not None and p.grad.abs().sum() > 0 for p in proposal.parameters())
 
 
+GIVEN = {"R": [1, 1, 0, 1], "E": [1, 1, 0, 1], "L": [2, 1, 1, 1]}  # two mentions, the second linked to the first
+
+
+def exact_conditional(model) -> torch.Tensor:
+    """log p(E_gold | x, R_gold, L_gold) by enumeration, with its gradient."""
+    every = list(annotations(len(WORDS), model.config.max_mention_length))
+    consistent = [(R, E, L) for R, E, L in every if R == GIVEN["R"] and L == GIVEN["L"]]
+    assert len(consistent) == 2  # the second mention: the first's entity, or a new one
+    joint = model.log_likelihood(tiny_batch([{"words": WORDS, "sentence": [0] * len(WORDS), "R": R, "E": E, "L": L}
+                                             for R, E, L in consistent]))
+    return joint[consistent.index((GIVEN["R"], GIVEN["E"], GIVEN["L"]))] - torch.logsumexp(joint, 0)
+
+
+def test_the_coref_wake_follows_the_gradient_of_the_gold_entities_conditional():
+    model, proposal = tiny_models()
+    batch = tiny_batch([{"words": WORDS, **GIVEN}])
+    exact = exact_conditional(model)
+    (-exact / batch.num_tokens).backward()
+    expected = gradient(model)
+    model.zero_grad()
+    pyro.set_rng_seed(0)
+    wake_coref_loss(model, proposal, batch, 20_000, EOS, supervised_weight=0.0).backward()
+    estimated = gradient(model)
+    assert torch.linalg.norm(estimated - expected) < 0.05 * torch.linalg.norm(expected)
+    assert not any(p.grad is not None and p.grad.abs().sum() > 0 for p in proposal.parameters())
+    # its evaluation: the same conditional, per gold mention (two here)
+    pyro.set_rng_seed(0)
+    quality = coref_quality(model, proposal, [batch], 20_000, EOS)
+    assert quality["coref_log_likelihood_per_mention"] == pytest.approx(exact.item() / 2, abs=0.01)
+
+
+def test_drawn_structures_of_a_padded_batch_score_as_each_document_alone():
+    model, proposal = tiny_models()
+    model.eval()  # no dropout: the scorings compare exactly
+    rows = [{"words": WORDS * 2, "R": [1, 1, 0, 0] * 2, "E": [1, 1, 0, 0, 1, 1, 0, 0], "L": [2, 1, 1, 1] * 2},
+            {"words": WORDS[:2], "R": [1, 1], "E": [1, 1], "L": [2, 1]}]  # a mention up to its end, then padding
+    padded = tiny_batch(rows)
+    pyro.set_rng_seed(0)
+    with torch.no_grad():
+        sampled = sample_structures(model, proposal, padded, 3, EOS, "never", mentions=given_gold_mentions(padded))
+        scores = model.log_joint(padded, sampled_annotation(sampled, padded))  # (3, 2)
+        for particle in range(3):
+            for b, row in enumerate(rows):
+                n = len(row["words"])
+                drawn = {site: getattr(sampled, site)[particle, b, :n].tolist() for site in ("R", "E", "L")}
+                alone = model.log_likelihood(tiny_batch([{"words": row["words"], **drawn}]))
+                assert drawn["R"] == row["R"] and drawn["L"] == row["L"]
+                assert scores[particle, b].item() == pytest.approx(alone.item(), abs=1e-4)
+
+
 def test_the_refine_command_updates_what_wake_names(tmp_path, capsys):
     from inference.training.checkpoint import pretrained
 
     bundled = Checkpoint.load(pretrained("entitynlm.pt"))
     proposal_key = "bidirectional_proposal"
-    for wake, changed in (("theta", {"model"}), ("phi", {proposal_key})):
+    for wake, changed in (("theta", {"model"}), ("phi", {proposal_key}), ("coref", {"model"})):
         out = tmp_path / f"{wake}.pt"
         argv = ["--checkpoint", str(pretrained("entitynlm.pt")), "--wake", wake, "--steps", "2", "--eval-every", "1",
                 "--eval-pieces", "4", "--particles", "4", "--out", str(out), "--device", "cpu"]

@@ -16,6 +16,14 @@ log p(x) (Le et al. 2019), plus ``--supervised-weight`` times the supervised log
 so that R, E and L keep the meaning the annotation gives them. The proposal stays fixed; ``--wake both`` updates
 both, each by its own objective.
 
+``--wake coref`` fine-tunes the model for the posterior as a resolver (issue 27: its MAP chooses entities given
+the mentions): it maximises the conditional log p(E_gold | x, R_gold, L_gold) = log p(x, z_gold) - log p(x, R_gold,
+L_gold), the second term's gradient the self-normalised estimate over entities drawn given the gold mentions (the
+same sampler as ``--given-mentions``), plus ``--supervised-weight`` times log p(x, z_gold). The gold structure is
+pulled up against the structures the posterior would choose on the same mentions: a CRF's likelihood, its
+normaliser sampled. It is evaluated, and its best step kept, by that conditional per gold mention on the dev
+pieces (log p(x, z_gold) - log p_hat(x, R, L), each piece's E summed out by ``--particles`` particles).
+
 Every ``--eval-every`` steps (and before the first) it measures on dev pieces the mean ESS fraction and the
 mean log p_hat(x) per token with ``--particles`` particles (higher is better: both sides are unbiased
 estimates of p(x), and a better proposal has less of the downward bias of log p_hat), keeps the best
@@ -40,7 +48,7 @@ from generative.entitynlm.model import EntityNLM, EntityProposal
 from generative.entitynlm.state import Annotation
 from generative.layers.batch import DocumentBatch, batches_by_length
 from inference.algorithms.importance import ImportanceEstimate, importance_log_densities, log_importance_weights
-from inference.algorithms.smc import sample_structures
+from inference.algorithms.smc import ParticleStructures, sample_structures
 from inference.data import prepared_documents
 from inference.runtime import changed_options, resolve_device, set_seed
 from inference.training.checkpoint import (
@@ -54,7 +62,7 @@ from inference.training.checkpoint import (
 
 # What a resumed refinement may change: how long it goes on, how often it evaluates, and where it runs.
 RESUMABLE_CHANGES = frozenset({"steps", "eval_every", "device", "data_dir", "json"})
-WAKES = ("phi", "theta", "both")
+WAKES = ("phi", "theta", "both", "coref")
 
 
 @dataclass(frozen=True)
@@ -98,6 +106,13 @@ def wake_phi_loss(model, proposal, batch: DocumentBatch, particles: int) -> torc
     return -(weights * log_q).sum() / batch.num_tokens
 
 
+def sampled_annotation(sampled: ParticleStructures, batch: DocumentBatch) -> Annotation:
+    """The particles' annotations as the known-annotation path scores them, the padding made the valid annotation
+    the batch's masks ignore (the sampler's counters run on past a document's end)."""
+    mask = batch.mask
+    return Annotation(sampled.R * mask, (sampled.E - 1).clamp(min=0) * mask, (sampled.L - 1).clamp(min=0) * mask)
+
+
 def wake_theta_loss(model: EntityNLM, proposal: EntityProposal, batch: DocumentBatch, particles: int, eos: int,
                     supervised_weight: float) -> torch.Tensor:
     """-(sum_i w_i log p(x, z_i) + supervised_weight * log p(x, z_gold)) per token: z_i drawn from the proposal
@@ -106,11 +121,51 @@ def wake_theta_loss(model: EntityNLM, proposal: EntityProposal, batch: DocumentB
     with torch.no_grad():
         sampled = sample_structures(model, proposal, batch, particles, eos, "never")
     weights = torch.softmax(sampled.log_weights, dim=0)
-    annotation = Annotation(sampled.R, (sampled.E - 1).clamp(min=0), sampled.L - 1)
-    objective = (weights * model.log_joint(batch, annotation)).sum()
+    objective = (weights * model.log_joint(batch, sampled_annotation(sampled, batch))).sum()
     if supervised_weight:
         objective = objective + supervised_weight * model.log_likelihood(batch).sum()
     return -objective / batch.num_tokens
+
+
+def given_gold_mentions(batch: DocumentBatch) -> Annotation:
+    """The batch's gold R and L as the sampler's ``mentions`` (E left to be sampled)."""
+    return Annotation(batch.R, None, batch.L - 1)
+
+
+def wake_coref_loss(model: EntityNLM, proposal: EntityProposal, batch: DocumentBatch, particles: int, eos: int,
+                    supervised_weight: float) -> torch.Tensor:
+    """-(log p(E_gold | x, R_gold, L_gold) + supervised_weight * log p(x, z_gold)) per token: log p(x, R, L)'s
+    gradient is sum_i w_i grad log p(x, R, E_i, L), the E_i drawn given the gold mentions by the lockstep sampler
+    (no gradient) and w_i their self-normalised weights, scored with gradient by the known-annotation path."""
+    with torch.no_grad():
+        sampled = sample_structures(model, proposal, batch, particles, eos, "never",
+                                    mentions=given_gold_mentions(batch))
+    weights = torch.softmax(sampled.log_weights, dim=0)
+    gold = model.log_likelihood(batch).sum()
+    drawn = (weights * model.log_joint(batch, sampled_annotation(sampled, batch))).sum()
+    objective = (1 + supervised_weight) * gold - drawn
+    return -objective / batch.num_tokens
+
+
+@torch.no_grad()
+def coref_quality(model: EntityNLM, proposal: EntityProposal, batches: list[DocumentBatch], particles: int,
+                  eos: int) -> dict[str, float]:
+    """log p(E_gold | x, R_gold, L_gold) per gold mention on ``batches`` (log p(x, R, L) estimated by ``particles``
+    particles given the gold mentions; its estimate's downward bias is alike at every step), and the mean ESS
+    fraction of those particles: what ``--wake coref`` should raise."""
+    proposal.eval()
+    model.eval()
+    conditional, mentions, ess = 0.0, 0, []
+    with torch.random.fork_rng():
+        torch.manual_seed(0)  # every evaluation draws alike
+        for batch in batches:
+            sampled = sample_structures(model, proposal, batch, particles, eos, "never", history=False,
+                                        mentions=given_gold_mentions(batch))
+            conditional += float((model.log_likelihood(batch) - sampled.log_marginal).sum())
+            previous_L = torch.cat([torch.ones_like(batch.L[:, :1]), batch.L[:, :-1]], dim=1)
+            mentions += int((batch.R.bool() & (previous_L == 1) & batch.mask).sum())  # mention starts
+            ess.append(sampled.ess / particles)
+    return {"ess_fraction": float(torch.cat(ess).mean()), "coref_log_likelihood_per_mention": conditional / mentions}
 
 
 @torch.no_grad()
@@ -140,7 +195,8 @@ def refine_proposal(config: RefineConfig) -> dict:
     model, proposal = entitynlm_modules(checkpoint, device, config.proposal)
     context = proposal.context
     eos = checkpoint.vocabulary.index(EOS)
-    updated = {"phi": [proposal], "theta": [model], "both": [proposal, model]}[config.wake]
+    updated = {"phi": [proposal], "theta": [model], "both": [proposal, model], "coref": [model]}[config.wake]
+    score = "coref_log_likelihood_per_mention" if config.wake == "coref" else "log_likelihood_per_token"
     for module in (model, proposal):
         for parameter in module.parameters():
             parameter.requires_grad_(module in updated)
@@ -176,10 +232,12 @@ def refine_proposal(config: RefineConfig) -> dict:
         print(f"resumed from {state_path} at step {state['step']}", file=sys.stderr)
 
     def evaluate() -> None:
-        quality = {"step": state["step"], **proposal_quality(model, proposal, dev, config.particles)}
+        measured = (coref_quality(model, proposal, dev, config.particles, eos) if config.wake == "coref"
+                    else proposal_quality(model, proposal, dev, config.particles))
+        quality = {"step": state["step"], **measured}
         state["history"].append(quality)
         print(json.dumps(quality), file=sys.stderr)
-        if state["best"] is None or quality["log_likelihood_per_token"] > state["best"]["log_likelihood_per_token"]:
+        if state["best"] is None or quality[score] > state["best"][score]:
             state["best"] = quality
             best_weights.update(module_weights(proposal))
             best_model.update(module_weights(model))
@@ -198,7 +256,8 @@ def refine_proposal(config: RefineConfig) -> dict:
         if model in updated:
             proposal.eval()
             model.train()
-            loss = loss + wake_theta_loss(model, proposal, batch, config.particles, eos, config.supervised_weight)
+            model_loss = wake_coref_loss if config.wake == "coref" else wake_theta_loss
+            loss = loss + model_loss(model, proposal, batch, config.particles, eos, config.supervised_weight)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()

@@ -5,6 +5,8 @@
         --corpus litbank+ontogum --data-dir DATA --out runs/entitynlm/refined.pt
     python -m inference.refine --checkpoint runs/entitynlm/model.pt --wake theta --supervised-weight 1 \\
         --corpus litbank --data-dir DATA --out runs/entitynlm/marginal.pt      # the model, on log p(x)
+    python -m inference.refine --checkpoint runs/entitynlm/model.pt --wake coref --supervised-weight 1 \\
+        --corpus ontogum --data-dir DATA --out runs/entitynlm/coref.pt         # the model, on p(E | x, R, L)
 """
 
 from __future__ import annotations
@@ -40,10 +42,12 @@ def build_parser() -> Parser:
     parser.add_argument("--eval-every", type=integer(1), default=50, help="evaluate on dev every this many steps")
     parser.add_argument("--wake", choices=WAKES, default="phi",
                         help="what is updated: phi, the proposal (wake-phi); theta, the model on the marginal "
-                             "likelihood (wake-theta, with the supervised term); both")
+                             "likelihood (wake-theta, with the supervised term); both; coref, the model on the gold "
+                             "entities' conditional given the gold mentions, log p(E | x, R, L) (for the posterior "
+                             "as a resolver)")
     parser.add_argument("--supervised-weight", type=real(0), default=1.0,
-                        help="--wake theta or both: the weight of the supervised log p(x, z_gold) beside wake-theta's "
-                             "objective (0: wake-theta alone)")
+                        help="--wake theta, both or coref: the weight of the supervised log p(x, z_gold) beside "
+                             "wake-theta's (or the conditional's) objective (0: that objective alone)")
     parser.add_argument("--eval-pieces", type=integer(1), default=200, help="dev pieces the evaluation uses")
     add_device_seed_json(parser, "also write the before/after figures as JSON")
     return parser

@@ -72,8 +72,8 @@ def test_given_mentions_sample_only_entities_and_weigh_by_the_exact_conditional(
     consistent = [i for i, (R, _, L) in enumerate(every) if R == given["R"] and L == given["L"]]
     exact = torch.logsumexp(joint[consistent], 0)  # log p(x, R, L): E summed out
     pyro.set_rng_seed(2)
-    sampled = sample_structures(model, proposal, batch, 20_000, EOS, "token", mentions=Annotation(
-        batch.R, None, batch.L - 1), hints=hinted(batch, 0.5))
+    sampled = sample_structures(model, proposal, batch, 20_000, EOS, "token", mentions=Annotation.mentions_of(batch),
+                                 hints=hinted(batch, 0.5))
     assert (sampled.R[:, 0] == torch.tensor(given["R"])).all()
     assert (sampled.L[:, 0] == torch.tensor(given["L"])).all()
     assert len(set(sampled.E[:, 0, 3].tolist())) == 2  # the last mention: the first's entity, or a new one
@@ -99,8 +99,7 @@ def test_the_new_entity_bias_shifts_the_odds_of_a_new_entity_by_itself_and_the_s
     unbiased_new = torch.softmax(joint[[every.index(linked), every.index(new)]], 0)[1].item()
     batch = tiny_batch([{"words": WORDS, "R": R, "E": [1, 1, 0, 1], "L": L}])
     pyro.set_rng_seed(2)
-    sampled = sample_structures(model, proposal, batch, 20_000, EOS, "never", mentions=Annotation(
-        batch.R, None, batch.L - 1))
+    sampled = sample_structures(model, proposal, batch, 20_000, EOS, "never", mentions=Annotation.mentions_of(batch))
     share_new = (torch.softmax(sampled.log_weights[:, 0], 0) * (sampled.E[:, 0, 3] == 2)).sum().item()
     assert abs(posterior_new - unbiased_new) > 0.1
     assert share_new == pytest.approx(posterior_new, abs=0.02)
@@ -114,7 +113,7 @@ def test_particle_gibbs_on_given_mentions_starts_from_their_structure_and_keeps_
     start_joint = joint[every.index((given["R"], given["E"], given["L"]))]
     pyro.set_rng_seed(0)
     chain = particle_gibbs(model, proposal, batch, 3, EOS, 4, "token", start=Annotation.of(batch),
-                           mentions=Annotation(batch.R, None, batch.L - 1))
+                           mentions=Annotation.mentions_of(batch))
     assert chain.particles == 12 and chain.E[0, 0].tolist() == given["E"]  # the first pass keeps the start
     assert chain.log_joint[0, 0].item() == pytest.approx(start_joint.item(), abs=1e-4)
     assert chain.log_joint.max().item() >= start_joint.item() - 1e-4  # the MAP is at least as likely as the start

@@ -8,13 +8,8 @@ import pyro
 import pytest
 import torch
 
-from inference.algorithms.refine import (
-    coref_quality,
-    given_gold_mentions,
-    sampled_annotation,
-    wake_coref_loss,
-    wake_theta_loss,
-)
+from generative.entitynlm.state import Annotation
+from inference.algorithms.refine import coref_quality, wake_coref_loss, wake_theta_loss
 from inference.algorithms.smc import sample_structures
 from inference.commands import refine
 from inference.training.checkpoint import Checkpoint
@@ -80,8 +75,8 @@ def test_drawn_structures_of_a_padded_batch_score_as_each_document_alone():
     padded = tiny_batch(rows)
     pyro.set_rng_seed(0)
     with torch.no_grad():
-        sampled = sample_structures(model, proposal, padded, 3, EOS, "never", mentions=given_gold_mentions(padded))
-        scores = model.log_joint(padded, sampled_annotation(sampled, padded))  # (3, 2)
+        sampled = sample_structures(model, proposal, padded, 3, EOS, "never", mentions=Annotation.mentions_of(padded))
+        scores = model.log_joint(padded, sampled.annotations(padded.mask))  # (3, 2)
         for particle in range(3):
             for b, row in enumerate(rows):
                 n = len(row["words"])

@@ -62,6 +62,12 @@ def repeat_rows(value: torch.Tensor, rows: int) -> torch.Tensor:
     return value.repeat(copies, *([1] * (value.dim() - 1))) if copies > 1 else value
 
 
+def mention_may_start(length: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Where a mention may start, so that the R site counts: the ``valid`` tokens (rows, steps) at t = 0 or after
+    one whose remaining mention length ``length`` (including the token) is 1, outside a mention or at its end."""
+    return (F.pad(length[:, :-1], (1, 0), value=1) == 1) & valid
+
+
 def annotation_terms(
     heads: EntityHeads,
     config: EntityNLMConfig,
@@ -83,9 +89,7 @@ def annotation_terms(
     rows, steps = R.shape
     valid, sentence = repeat_rows(batch.mask, rows), repeat_rows(batch.sentence, rows)
     choice_states, update_states = repeat_rows(choice_states, rows), repeat_rows(update_states, rows)
-    length = L + 1  # the remaining mention length, including the token
-    previous_length = F.pad(length[:, :-1], (1, 0), value=1)
-    may_start = (previous_length == 1) & valid  # the R site counts here
+    may_start = mention_may_start(L + 1, valid)  # the R site counts here
     in_mention = (R == 1) & valid
     starts = may_start & in_mention  # the E and L sites count here
 

@@ -453,6 +453,11 @@ class Annotation:
         return cls.of_stream(batch.R, batch.E, batch.L)
 
     @classmethod
+    def mentions_of(cls, batch: DocumentBatch) -> Annotation:
+        """The batch's gold mentions alone, R and L - 1 with E None: the sampler's ``mentions``, E to be drawn."""
+        return cls(batch.R, None, batch.L - 1)
+
+    @classmethod
     def of_stream(cls, R: torch.Tensor, E: torch.Tensor, L: torch.Tensor) -> Annotation:
         """The site values of a stream annotation (E numbered 1..K, 0 outside mentions; L the remaining length)."""
         return cls(R, (E - 1).clamp(min=0), L - 1)

@@ -145,7 +145,7 @@ def posteriors(
             set_seed(batch_seed(seed, number))
             batch = batches[number].to(device)
             batch_hint = None if hints is None else batch_hints(hint_settings, batch, hints, by_document)
-            mentions = Annotation(batch.R, None, batch.L - 1) if given_mentions else None
+            mentions = Annotation.mentions_of(batch) if given_mentions else None
             start = Annotation.of(batch) if given_mentions and sweeps > 1 else None
             sampled = particle_gibbs(model, proposal, batch, particles, vocabulary.index(EOS), sweeps,
                                      "never" if method == "sir" else resample, start,

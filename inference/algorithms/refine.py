@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -44,11 +45,12 @@ from coref.corpora.preprocess import EOS
 from coref.document import sentence_chunks
 from coref.io.atomic import atomic_path
 from coref.io.progress import progress
+from generative.entitynlm.annotated import mention_may_start
 from generative.entitynlm.model import EntityNLM, EntityProposal
 from generative.entitynlm.state import Annotation
 from generative.layers.batch import DocumentBatch, batches_by_length
 from inference.algorithms.importance import ImportanceEstimate, importance_log_densities, log_importance_weights
-from inference.algorithms.smc import ParticleStructures, sample_structures
+from inference.algorithms.smc import sample_structures
 from inference.data import prepared_documents
 from inference.runtime import changed_options, resolve_device, set_seed
 from inference.training.checkpoint import (
@@ -106,44 +108,35 @@ def wake_phi_loss(model, proposal, batch: DocumentBatch, particles: int) -> torc
     return -(weights * log_q).sum() / batch.num_tokens
 
 
-def sampled_annotation(sampled: ParticleStructures, batch: DocumentBatch) -> Annotation:
-    """The particles' annotations as the known-annotation path scores them, the padding made the valid annotation
-    the batch's masks ignore (the sampler's counters run on past a document's end)."""
-    mask = batch.mask
-    return Annotation(sampled.R * mask, (sampled.E - 1).clamp(min=0) * mask, (sampled.L - 1).clamp(min=0) * mask)
+def drawn_structures(model: EntityNLM, proposal: EntityProposal, batch: DocumentBatch, particles: int, eos: int,
+                     mentions: Annotation | None = None) -> tuple[torch.Tensor, Annotation]:
+    """Structures z_i drawn from the proposal by the lockstep sampler (no gradient; given ``mentions``, E alone):
+    their self-normalised weights w_i (N, B) and their annotations for the known-annotation path to score."""
+    with torch.no_grad():
+        sampled = sample_structures(model, proposal, batch, particles, eos, "never", mentions=mentions)
+    return sampled.normalized_weights(), sampled.annotations(batch.mask)
 
 
 def wake_theta_loss(model: EntityNLM, proposal: EntityProposal, batch: DocumentBatch, particles: int, eos: int,
                     supervised_weight: float) -> torch.Tensor:
-    """-(sum_i w_i log p(x, z_i) + supervised_weight * log p(x, z_gold)) per token: z_i drawn from the proposal
-    by the lockstep sampler (no gradient), w_i their self-normalised importance weights, log p(x, z_i) scored
-    with gradient by the known-annotation path (all particles in one run)."""
-    with torch.no_grad():
-        sampled = sample_structures(model, proposal, batch, particles, eos, "never")
-    weights = torch.softmax(sampled.log_weights, dim=0)
-    objective = (weights * model.log_joint(batch, sampled_annotation(sampled, batch))).sum()
+    """-(sum_i w_i log p(x, z_i) + supervised_weight * log p(x, z_gold)) per token: z_i and w_i by
+    :func:`drawn_structures`, log p(x, z_i) scored with gradient by the known-annotation path (all particles in one
+    run)."""
+    weights, drawn = drawn_structures(model, proposal, batch, particles, eos)
+    objective = (weights * model.log_joint(batch, drawn)).sum()
     if supervised_weight:
         objective = objective + supervised_weight * model.log_likelihood(batch).sum()
     return -objective / batch.num_tokens
 
 
-def given_gold_mentions(batch: DocumentBatch) -> Annotation:
-    """The batch's gold R and L as the sampler's ``mentions`` (E left to be sampled)."""
-    return Annotation(batch.R, None, batch.L - 1)
-
-
 def wake_coref_loss(model: EntityNLM, proposal: EntityProposal, batch: DocumentBatch, particles: int, eos: int,
                     supervised_weight: float) -> torch.Tensor:
     """-(log p(E_gold | x, R_gold, L_gold) + supervised_weight * log p(x, z_gold)) per token: log p(x, R, L)'s
-    gradient is sum_i w_i grad log p(x, R, E_i, L), the E_i drawn given the gold mentions by the lockstep sampler
-    (no gradient) and w_i their self-normalised weights, scored with gradient by the known-annotation path."""
-    with torch.no_grad():
-        sampled = sample_structures(model, proposal, batch, particles, eos, "never",
-                                    mentions=given_gold_mentions(batch))
-    weights = torch.softmax(sampled.log_weights, dim=0)
+    gradient is sum_i w_i grad log p(x, R, E_i, L), the E_i and w_i drawn given the gold mentions
+    (:func:`drawn_structures`), scored with gradient by the known-annotation path."""
+    weights, drawn = drawn_structures(model, proposal, batch, particles, eos, Annotation.mentions_of(batch))
     gold = model.log_likelihood(batch).sum()
-    drawn = (weights * model.log_joint(batch, sampled_annotation(sampled, batch))).sum()
-    objective = (1 + supervised_weight) * gold - drawn
+    objective = (1 + supervised_weight) * gold - (weights * model.log_joint(batch, drawn)).sum()
     return -objective / batch.num_tokens
 
 
@@ -160,10 +153,9 @@ def coref_quality(model: EntityNLM, proposal: EntityProposal, batches: list[Docu
         torch.manual_seed(0)  # every evaluation draws alike
         for batch in batches:
             sampled = sample_structures(model, proposal, batch, particles, eos, "never", history=False,
-                                        mentions=given_gold_mentions(batch))
+                                        mentions=Annotation.mentions_of(batch))
             conditional += float((model.log_likelihood(batch) - sampled.log_marginal).sum())
-            previous_L = torch.cat([torch.ones_like(batch.L[:, :1]), batch.L[:, :-1]], dim=1)
-            mentions += int((batch.R.bool() & (previous_L == 1) & batch.mask).sum())  # mention starts
+            mentions += int((mention_may_start(batch.L, batch.mask) & (batch.R == 1)).sum())  # their starts
             ess.append(sampled.ess / particles)
     return {"ess_fraction": float(torch.cat(ess).mean()), "coref_log_likelihood_per_mention": conditional / mentions}
 
@@ -196,7 +188,10 @@ def refine_proposal(config: RefineConfig) -> dict:
     context = proposal.context
     eos = checkpoint.vocabulary.index(EOS)
     updated = {"phi": [proposal], "theta": [model], "both": [proposal, model], "coref": [model]}[config.wake]
-    score = "coref_log_likelihood_per_mention" if config.wake == "coref" else "log_likelihood_per_token"
+    coref = config.wake == "coref"
+    model_loss = wake_coref_loss if coref else wake_theta_loss
+    measure = partial(coref_quality, eos=eos) if coref else proposal_quality
+    score = "coref_log_likelihood_per_mention" if coref else "log_likelihood_per_token"
     for module in (model, proposal):
         for parameter in module.parameters():
             parameter.requires_grad_(module in updated)
@@ -232,9 +227,7 @@ def refine_proposal(config: RefineConfig) -> dict:
         print(f"resumed from {state_path} at step {state['step']}", file=sys.stderr)
 
     def evaluate() -> None:
-        measured = (coref_quality(model, proposal, dev, config.particles, eos) if config.wake == "coref"
-                    else proposal_quality(model, proposal, dev, config.particles))
-        quality = {"step": state["step"], **measured}
+        quality = {"step": state["step"], **measure(model, proposal, dev, config.particles)}
         state["history"].append(quality)
         print(json.dumps(quality), file=sys.stderr)
         if state["best"] is None or quality[score] > state["best"][score]:
@@ -256,7 +249,6 @@ def refine_proposal(config: RefineConfig) -> dict:
         if model in updated:
             proposal.eval()
             model.train()
-            model_loss = wake_coref_loss if config.wake == "coref" else wake_theta_loss
             loss = loss + model_loss(model, proposal, batch, config.particles, eos, config.supervised_weight)
         optimizer.zero_grad()
         loss.backward()

@@ -100,6 +100,12 @@ class ParticleStructures:
     def normalized_weights(self) -> torch.Tensor:
         return torch.softmax(self.log_weights, dim=0)
 
+    def annotations(self, mask: torch.Tensor) -> Annotation:
+        """Every particle's annotation as site values (E as a slot, L - 1), (N, B, T), the padding (``mask`` (B, T)
+        False) made the valid annotation the known-annotation path's masks ignore: the sampler's counters run on
+        past a document's end."""
+        return Annotation.of_stream(self.R * mask, self.E * mask, torch.where(mask, self.L, 1))
+
     def reference(self, chosen: torch.Tensor) -> Annotation:
         """Particle ``chosen[b]``'s annotation of each document b as site values (E as a slot, L - 1), the
         reference of a conditional SMC pass."""

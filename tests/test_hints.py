@@ -222,8 +222,37 @@ def test_local_link_probabilities_are_the_models_conditionals():
     for i in range(j):
         (pair,) = np.flatnonzero((earlier == i) & (later == j))
         assert probabilities[pair] == pytest.approx(float(exact[labels[i] - 1]), rel=1e-4)
+    assert links.own_log_probabilities()[j] == pytest.approx(float(exact[labels[j] - 1].log()), abs=1e-4)
     flat = links.probabilities(temperature=1e6)  # tempered without bound: each of j's 3 candidates alike
     assert flat[(earlier == 0) & (later == j)] == pytest.approx(1 / 3, rel=1e-4)
+
+
+def test_a_mention_alone_has_each_partition_once_among_its_local_moves():
+    from coref.document import Mention
+    from generative.layers.batch import make_batch
+    from inference.evaluation.posterior_resolver import local_links
+    from inference.evaluation.rerank import noise_free
+    from inference.training.checkpoint import Checkpoint, entitynlm_modules, pretrained
+
+    checkpoint = noise_free(Checkpoint.load(pretrained("entitynlm.pt")))
+    model = entitynlm_modules(checkpoint, "cpu")[0]
+    words = "anna met tom . she gave him the book and he thanked her".split()
+    labels = [1, 2, 1, 3]  # "him" alone: joining anna's, tom's, or staying alone are its three partitions
+    spans = [(0, 1), (2, 3), (4, 5), (6, 7)]
+    document = Document("d", words, [(0, 4), (4, 13)], [Mention(s, e, c) for (s, e), c in zip(spans, labels)])
+    links = local_links(model, checkpoint, document, "cpu", window=30)
+    j = 3
+    assert sorted(links.cluster[links.mention == j].tolist()) == [1, 2, 3]
+    moved = [[*labels[:j], cluster] for cluster in (1, 2, 3)]
+    candidates = [document.replace(mentions=[Mention(s, e, c) for (s, e), c in zip(spans, row)]) for row in moved]
+    with torch.no_grad():
+        exact = torch.softmax(model.log_likelihood(make_batch(candidates, checkpoint.vocabulary)).double(), 0)
+    earlier, later = link_pairs(len(spans), 30)
+    probabilities = links.probabilities()
+    for i in range(j):
+        (pair,) = np.flatnonzero((earlier == i) & (later == j))
+        assert probabilities[pair] == pytest.approx(float(exact[labels[i] - 1]), rel=1e-4)
+    assert links.own_log_probabilities()[j] == pytest.approx(float(exact[2].log()), abs=1e-4)
 
 
 def test_the_api_estimates_with_token_resampling_and_hints():

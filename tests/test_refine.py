@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from generative.entitynlm.state import Annotation
-from inference.algorithms.refine import coref_quality, wake_coref_loss, wake_theta_loss
+from inference.algorithms.refine import coref_quality, pipeline_mention_documents, wake_coref_loss, wake_theta_loss
 from inference.algorithms.smc import sample_structures
 from inference.commands import refine
 from inference.training.checkpoint import Checkpoint
@@ -91,12 +91,48 @@ def test_the_refine_command_updates_what_wake_names(tmp_path, capsys):
 
     bundled = Checkpoint.load(pretrained("entitynlm.pt"))
     proposal_key = "bidirectional_proposal"
-    for wake, changed in (("theta", {"model"}), ("phi", {proposal_key}), ("coref", {"model"})):
-        out = tmp_path / f"{wake}.pt"
+    for wake, changed, more in (("theta", {"model"}, []), ("phi", {proposal_key}, []), ("coref", {"model"}, []),
+                                ("coref", {"model"}, ["--coref-mentions", "pipeline"])):
+        out = tmp_path / f"{wake}{len(more)}.pt"
         argv = ["--checkpoint", str(pretrained("entitynlm.pt")), "--wake", wake, "--steps", "2", "--eval-every", "1",
-                "--eval-pieces", "4", "--particles", "4", "--out", str(out), "--device", "cpu"]
+                "--eval-pieces", "4", "--particles", "4", "--out", str(out), "--device", "cpu", *more]
         assert refine.main(argv) == 0
         refined = Checkpoint.load(out)
         for key in ("model", proposal_key):
             same = all(torch.equal(refined.weights[key][name], value) for name, value in bundled.weights[key].items())
             assert same == (key not in changed) or refined.training["refinement"]["best"]["step"] == 0, (wake, key)
+
+
+def test_the_pipeline_mentions_carry_the_gold_entities_and_spurious_ones_stand_alone():
+    from inference.algorithms.hints import HintSettings, corpus_hints
+    from inference.data import prepared_documents
+    from inference.training.checkpoint import pretrained
+
+    checkpoint = Checkpoint.load(pretrained("entitynlm.pt"))
+    gold = prepared_documents("sample", "train", None, checkpoint.preprocess, checkpoint.vocabulary, quiet=True)
+    pipeline = HintSettings().pipeline()
+    labelled = pipeline_mention_documents(pipeline, "sample", "train", None, gold, checkpoint.preprocess)
+    hints = corpus_hints(HintSettings(), pipeline, "sample", "train", None, gold, checkpoint.preprocess)
+    matched = spurious = 0
+    for document, relabelled in zip(gold, labelled):
+        assert relabelled.tokens == document.tokens
+        assert [m.span for m in relabelled.mentions] == sorted(m.span for m in hints[document.key].response(
+            document).mentions)  # the pipeline's linked spans, all of them
+        entity = {m.span: m.entity for m in document.mentions}
+        for a in relabelled.mentions:
+            for b in relabelled.mentions:
+                if a.span != b.span:
+                    together = a.span in entity and b.span in entity and entity[a.span] == entity[b.span]
+                    assert (a.entity == b.entity) == together, (document.key, a, b)
+        matched += sum(m.span in entity for m in relabelled.mentions)
+        spurious += sum(m.span not in entity for m in relabelled.mentions)
+    assert matched and spurious  # both kinds occur, so both rules are checked
+
+
+def test_the_pipeline_mentions_are_for_the_coref_wake(tmp_path, capsys):
+    from inference.training.checkpoint import pretrained
+
+    argv = ["--checkpoint", str(pretrained("entitynlm.pt")), "--wake", "theta", "--coref-mentions", "pipeline",
+            "--steps", "1", "--out", str(tmp_path / "out.pt"), "--device", "cpu"]
+    assert refine.main(argv) != 0
+    assert "the pipeline's mentions are for --wake coref" in capsys.readouterr().err

@@ -21,8 +21,15 @@ the mentions): it maximises the conditional log p(E_gold | x, R_gold, L_gold) = 
 L_gold), the second term's gradient the self-normalised estimate over entities drawn given the gold mentions (the
 same sampler as ``--given-mentions``), plus ``--supervised-weight`` times log p(x, z_gold). The gold structure is
 pulled up against the structures the posterior would choose on the same mentions: a CRF's likelihood, its
-normaliser sampled. It is evaluated, and its best step kept, by that conditional per gold mention on the dev
-pieces (log p(x, z_gold) - log p_hat(x, R, L), each piece's E summed out by ``--particles`` particles).
+normaliser sampled, the gold among the sample (particle 0, so that the objective saturates where the proposal
+misses what the model comes to prefer). It is evaluated on the dev pieces two ways: that conditional per gold
+mention as sampled (log p(x, z_gold) - log p_hat(x, R, L), each piece's E summed out by ``--particles``
+particles; it overestimates where the proposal misses mass, and can then exceed 0), and the exact local
+conditional of each gold mention given the others' (:func:`local_coref_quality`), by which the best step is kept. With
+``--coref-mentions pipeline`` the mentions are those the posterior is given as a resolver instead of the gold's:
+the coreference pipeline's (``--hint-detector``, ``--hint-resolver``; its linked outermost spans), each in the
+entity of the gold mention of the same span and a spurious one alone (the target the pipeline's ranker is
+trained on), on train and dev alike.
 
 Every ``--eval-every`` steps (and before the first) it measures on dev pieces the mean ESS fraction and the
 mean log p_hat(x) per token with ``--particles`` particles (higher is better: both sides are unbiased
@@ -35,23 +42,29 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from functools import partial
 from pathlib import Path
 
+import numpy as np
 import torch
 
-from coref.corpora.preprocess import EOS
-from coref.document import sentence_chunks
+from coref.corpora.preprocess import EOS, PreprocessConfig
+from coref.document import Document, sentence_chunks
 from coref.io.atomic import atomic_path
 from coref.io.progress import progress
+from coref.resolution.pipeline import CorefPipeline
+from coref.resolution.ranker import with_predicted_mentions
 from generative.entitynlm.annotated import mention_may_start
 from generative.entitynlm.model import EntityNLM, EntityProposal
 from generative.entitynlm.state import Annotation
 from generative.layers.batch import DocumentBatch, batches_by_length
+from inference.algorithms.hints import HintSettings, corpus_hints
 from inference.algorithms.importance import ImportanceEstimate, importance_log_densities, log_importance_weights
 from inference.algorithms.smc import sample_structures
 from inference.data import prepared_documents
+from inference.evaluation.posterior_resolver import local_links
+from inference.evaluation.rerank import noise_free
 from inference.runtime import changed_options, resolve_device, set_seed
 from inference.training.checkpoint import (
     PROPOSAL_WEIGHTS,
@@ -65,6 +78,7 @@ from inference.training.checkpoint import (
 # What a resumed refinement may change: how long it goes on, how often it evaluates, and where it runs.
 RESUMABLE_CHANGES = frozenset({"steps", "eval_every", "device", "data_dir", "json"})
 WAKES = ("phi", "theta", "both", "coref")
+COREF_MENTIONS = ("gold", "pipeline")
 
 
 @dataclass(frozen=True)
@@ -74,8 +88,9 @@ class RefineConfig:
     particles on pieces of about ``chunk`` tokens, ``batch_tokens`` padded tokens (x particles) per step, Adam at
     ``lr``; every ``eval_every`` steps an evaluation on ``eval_pieces`` dev pieces. ``wake``: what is updated
     (:data:`WAKES`: the proposal, the model, both), the model with ``supervised_weight`` times the supervised
-    objective beside wake-theta's. The options of ``python -m inference.refine``; a resumed run must keep all but
-    :data:`RESUMABLE_CHANGES`."""
+    objective beside wake-theta's; ``coref_mentions``: the mentions the coref wake is given (:data:`COREF_MENTIONS`;
+    the pipeline's from ``hint_detector`` and ``hint_resolver``, None: the bundled ones). The options of
+    ``python -m inference.refine``; a resumed run must keep all but :data:`RESUMABLE_CHANGES`."""
 
     checkpoint: str
     out: str
@@ -93,10 +108,19 @@ class RefineConfig:
     seed: int = 0
     wake: str = "phi"
     supervised_weight: float = 1.0
+    coref_mentions: str = "gold"
+    hint_detector: str | None = None
+    hint_resolver: str | None = None
 
     def __post_init__(self) -> None:
         if self.wake not in WAKES:
             raise ValueError(f"wake must be one of {WAKES}, got {self.wake!r}")
+        if self.coref_mentions not in COREF_MENTIONS:
+            raise ValueError(f"coref_mentions must be one of {COREF_MENTIONS}, got {self.coref_mentions!r}")
+        if self.coref_mentions != "gold" and self.wake != "coref":
+            raise ValueError("the pipeline's mentions are for --wake coref")
+        if (self.hint_detector or self.hint_resolver) and self.coref_mentions != "pipeline":
+            raise ValueError("--hint-detector and --hint-resolver are for --coref-mentions pipeline")
         if self.supervised_weight < 0:
             raise ValueError(f"the supervised weight must be at least 0, got {self.supervised_weight}")
 
@@ -109,11 +133,14 @@ def wake_phi_loss(model, proposal, batch: DocumentBatch, particles: int) -> torc
 
 
 def drawn_structures(model: EntityNLM, proposal: EntityProposal, batch: DocumentBatch, particles: int, eos: int,
-                     mentions: Annotation | None = None) -> tuple[torch.Tensor, Annotation]:
-    """Structures z_i drawn from the proposal by the lockstep sampler (no gradient; given ``mentions``, E alone):
-    their self-normalised weights w_i (N, B) and their annotations for the known-annotation path to score."""
+                     mentions: Annotation | None = None, reference: Annotation | None = None
+                     ) -> tuple[torch.Tensor, Annotation]:
+    """Structures z_i drawn from the proposal by the lockstep sampler (no gradient; given ``mentions``, E alone;
+    with ``reference``, particle 0 is that annotation): their self-normalised weights w_i (N, B) and their
+    annotations for the known-annotation path to score."""
     with torch.no_grad():
-        sampled = sample_structures(model, proposal, batch, particles, eos, "never", mentions=mentions)
+        sampled = sample_structures(model, proposal, batch, particles, eos, "never", mentions=mentions,
+                                    reference=reference)
     return sampled.normalized_weights(), sampled.annotations(batch.mask)
 
 
@@ -133,11 +160,25 @@ def wake_coref_loss(model: EntityNLM, proposal: EntityProposal, batch: DocumentB
                     supervised_weight: float) -> torch.Tensor:
     """-(log p(E_gold | x, R_gold, L_gold) + supervised_weight * log p(x, z_gold)) per token: log p(x, R, L)'s
     gradient is sum_i w_i grad log p(x, R, E_i, L), the E_i and w_i drawn given the gold mentions
-    (:func:`drawn_structures`), scored with gradient by the known-annotation path."""
-    weights, drawn = drawn_structures(model, proposal, batch, particles, eos, Annotation.mentions_of(batch))
+    (:func:`drawn_structures`), scored with gradient by the known-annotation path. The gold is particle 0 (the
+    normaliser's sample holds it, as a sampled softmax holds its target): where the proposal misses the entities
+    the model comes to prefer, the gold's weight grows and the gradient fades, instead of the model pushing down
+    every drawn structure without end."""
+    weights, drawn = drawn_structures(model, proposal, batch, particles, eos, Annotation.mentions_of(batch),
+                                      reference=Annotation.of(batch))
     gold = model.log_likelihood(batch).sum()
     objective = (1 + supervised_weight) * gold - (weights * model.log_joint(batch, drawn)).sum()
     return -objective / batch.num_tokens
+
+
+def pipeline_mention_documents(pipeline: CorefPipeline, corpus: str, split: str, data_dir: str | None,
+                               documents: Sequence[Document], config: PreprocessConfig) -> list[Document]:
+    """The preprocessed gold ``documents`` of a corpus split with ``pipeline``'s mentions (those the posterior is
+    given as a resolver: its linked outermost spans), each in the entity of the gold mention of the same span, a
+    spurious one alone: the entities the posterior should choose on the pipeline's mentions."""
+    hints = corpus_hints(HintSettings(), pipeline, corpus, split, data_dir, documents, config)
+    return [with_predicted_mentions(document, [mention.span for mention in hints[document.key].response(document)
+                                               .mentions]) for document in documents]
 
 
 @torch.no_grad()
@@ -158,6 +199,21 @@ def coref_quality(model: EntityNLM, proposal: EntityProposal, batches: list[Docu
             mentions += int((mention_may_start(batch.L, batch.mask) & (batch.R == 1)).sum())  # their starts
             ess.append(sampled.ess / particles)
     return {"ess_fraction": float(torch.cat(ess).mean()), "coref_log_likelihood_per_mention": conditional / mentions}
+
+
+@torch.no_grad()
+def local_coref_quality(model: EntityNLM, checkpoint: Checkpoint, pieces: Sequence[Document],
+                        device: torch.device) -> float:
+    """Mean log P(a mention's gold cluster | the other mentions' gold clusters, x) over every mention of ``pieces``:
+    each mention moved to each cluster of the 30 mentions before it, or a new one, each candidate scored exactly
+    (:func:`inference.evaluation.posterior_resolver.local_links`; ``model``'s weights in a noise-free copy). Exact,
+    so the model cannot raise it by moving mass where the sampler does not look, as the sampled conditional of
+    :func:`coref_quality` can; it is the conditional the resolver's local link probabilities read."""
+    scorer = entitynlm_modules(noise_free(checkpoint), device)[0]
+    scorer.load_state_dict(model.state_dict())
+    scorer.eval()
+    scores = [local_links(scorer, checkpoint, piece, device).own_log_probabilities() for piece in pieces]
+    return float(np.concatenate(scores).mean())
 
 
 @torch.no_grad()
@@ -190,15 +246,19 @@ def refine_proposal(config: RefineConfig) -> dict:
     updated = {"phi": [proposal], "theta": [model], "both": [proposal, model], "coref": [model]}[config.wake]
     coref = config.wake == "coref"
     model_loss = wake_coref_loss if coref else wake_theta_loss
-    measure = partial(coref_quality, eos=eos) if coref else proposal_quality
-    score = "coref_log_likelihood_per_mention" if coref else "log_likelihood_per_token"
+    score = "local_coref_log_likelihood_per_mention" if coref else "log_likelihood_per_token"
     for module in (model, proposal):
         for parameter in module.parameters():
             parameter.requires_grad_(module in updated)
+    pipeline = HintSettings(detector=config.hint_detector, resolver=config.hint_resolver).pipeline() if (
+        config.coref_mentions == "pipeline") else None
 
     def pieces(split: str) -> list:
         documents = prepared_documents(config.corpus, split, config.data_dir, checkpoint.preprocess,
                                        checkpoint.vocabulary, quiet=True)
+        if pipeline is not None:
+            documents = pipeline_mention_documents(pipeline, config.corpus, split, config.data_dir, documents,
+                                                   checkpoint.preprocess)
         return [piece for document in documents for piece in sentence_chunks(document, config.chunk)]
 
     per_step = max(1, config.batch_tokens // config.particles)
@@ -207,6 +267,12 @@ def refine_proposal(config: RefineConfig) -> dict:
     dev_pieces = [dev_pieces[i] for i in torch.randperm(len(dev_pieces), generator=torch.Generator().manual_seed(0))
                   [:config.eval_pieces].tolist()]
     dev = [b.to(device) for b in batches_by_length(dev_pieces, checkpoint.vocabulary, 20 * per_step)]
+
+    def measure(model: EntityNLM, proposal: EntityProposal, batches: list[DocumentBatch], particles: int) -> dict:
+        if not coref:
+            return proposal_quality(model, proposal, batches, particles)
+        return {**coref_quality(model, proposal, batches, particles, eos),
+                "local_coref_log_likelihood_per_mention": local_coref_quality(model, checkpoint, dev_pieces, device)}
     optimizer = torch.optim.Adam([p for module in updated for p in module.parameters()], lr=config.lr)
     state_path = Path(f"{config.out}.state")
     state = {"step": 0, "history": [], "best": None, "args": options}

@@ -7,6 +7,8 @@
         --corpus litbank --data-dir DATA --out runs/entitynlm/marginal.pt      # the model, on log p(x)
     python -m inference.refine --checkpoint runs/entitynlm/model.pt --wake coref --supervised-weight 1 \\
         --corpus ontogum --data-dir DATA --out runs/entitynlm/coref.pt         # the model, on p(E | x, R, L)
+    python -m inference.refine --checkpoint runs/entitynlm/model.pt --wake coref --supervised-weight 0 \
+        --coref-mentions pipeline --corpus ontogum --data-dir DATA --out runs/entitynlm/coref-pipeline.pt
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Sequence
 
 from generative.entitynlm.model import PROPOSAL_CONTEXTS
 from inference.algorithms import refine
-from inference.algorithms.refine import WAKES, RefineConfig, format_result, refine_proposal
+from inference.algorithms.refine import COREF_MENTIONS, WAKES, RefineConfig, format_result, refine_proposal
 from inference.checks import integer, output_file, real
 from inference.commands.cli import Parser, config_of, help_text, run_command
 from inference.commands.options import add_corpus_split, add_data_dir, add_device_seed_json
@@ -48,6 +50,14 @@ def build_parser() -> Parser:
     parser.add_argument("--supervised-weight", type=real(0), default=1.0,
                         help="--wake theta, both or coref: the weight of the supervised log p(x, z_gold) beside "
                              "wake-theta's (or the conditional's) objective (0: that objective alone)")
+    parser.add_argument("--coref-mentions", choices=COREF_MENTIONS, default="gold",
+                        help="--wake coref: the mentions its conditional is given: the gold's, or the coreference "
+                             "pipeline's (its linked outermost spans, each in the entity of the gold mention of the "
+                             "same span, a spurious one alone: the mentions the posterior resolves), on train and dev")
+    parser.add_argument("--hint-detector", metavar="MODEL",
+                        help="--coref-mentions pipeline: the pipeline's mention detector (default: the bundled one)")
+    parser.add_argument("--hint-resolver", metavar="MODEL",
+                        help="--coref-mentions pipeline: the pipeline's mention ranker (default: the bundled one)")
     parser.add_argument("--eval-pieces", type=integer(1), default=200, help="dev pieces the evaluation uses")
     add_device_seed_json(parser, "also write the before/after figures as JSON")
     return parser

@@ -124,7 +124,8 @@ def link_calibration(posterior: Posterior, gold: Document, window: int = WINDOW)
 @dataclass(frozen=True)
 class LocalLinks:
     """The scored moves of one MAP structure's mentions: mention ``mention[k]`` moved to cluster ``cluster[k]``
-    scores ``score[k]`` = log p(x, R, E, L); the pairs of :func:`link_pairs` and each one's earlier mention's cluster.
+    scores ``score[k]`` = log p(x, R, E, L); the pairs of :func:`link_pairs` and each one's earlier mention's cluster;
+    each mention's own cluster in the structure, ``own_cluster``.
     """
 
     mention: np.ndarray
@@ -132,6 +133,16 @@ class LocalLinks:
     score: np.ndarray
     later: np.ndarray
     earlier_cluster: np.ndarray
+    own_cluster: np.ndarray
+
+    def own_log_probabilities(self) -> np.ndarray:
+        """log P(each mention stays in its own cluster | the rest), normalised over its candidate moves: on a gold
+        structure, the exact local conditional of the gold (a pseudo-likelihood term per mention)."""
+        peak = np.full(len(self.own_cluster), -np.inf)
+        np.maximum.at(peak, self.mention, self.score)
+        total = np.bincount(self.mention, weights=np.exp(self.score - peak[self.mention]), minlength=len(peak))
+        own = self.cluster == self.own_cluster[self.mention]
+        return self.score[own] - peak[self.mention[own]] - np.log(total[self.mention[own]])
 
     def probabilities(self, temperature: float = 1.0) -> np.ndarray:
         """P(later joins earlier's cluster | the rest) for each pair, the scores divided by ``temperature`` (1:
@@ -148,7 +159,8 @@ class LocalLinks:
 def local_links(model: EntityNLM, checkpoint: Checkpoint, document: Document, device: torch.device,
                 window: int = WINDOW, chunk: int = 64) -> LocalLinks:
     """Every mention of ``document`` (its clusters: a MAP structure) moved to each cluster of the ``window``
-    mentions before it, or its own, or a new one alone, each candidate scored exactly (``chunk`` per run)."""
+    mentions before it, or its own, or a new one alone (unless its own is one already: each partition once), each
+    candidate scored exactly (``chunk`` per run)."""
     mentions = sorted(document.mentions)
     labels = np.array([mention.entity for mention in mentions])
     earlier, later = link_pairs(len(mentions), window)
@@ -156,7 +168,8 @@ def local_links(model: EntityNLM, checkpoint: Checkpoint, document: Document, de
     moves: list[tuple[int, int]] = []
     partitions = []
     for j in range(len(mentions)):
-        for cluster in [*dict.fromkeys([*labels[max(0, j - window):j].tolist(), int(labels[j])]), fresh]:
+        alone = [fresh] if (labels == labels[j]).sum() > 1 else []
+        for cluster in [*dict.fromkeys([*labels[max(0, j - window):j].tolist(), int(labels[j])]), *alone]:
             moved = labels.copy()
             moved[j] = cluster
             moves.append((j, cluster))
@@ -165,7 +178,7 @@ def local_links(model: EntityNLM, checkpoint: Checkpoint, document: Document, de
         model, checkpoint, document.replace(mentions=mentions), partitions[first:first + chunk], device)]
     mention, cluster = (np.array(values, dtype=np.int64).reshape(-1) for values in zip(*moves)) if moves else (
         np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
-    return LocalLinks(mention, cluster, np.array(scores), later, labels[earlier])
+    return LocalLinks(mention, cluster, np.array(scores), later, labels[earlier], labels)
 
 
 def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,

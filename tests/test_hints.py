@@ -201,7 +201,7 @@ def test_the_posterior_on_the_pipelines_mentions_is_scored_and_calibrated(tmp_pa
 def test_local_link_probabilities_are_the_models_conditionals():
     from coref.document import Mention
     from generative.layers.batch import make_batch
-    from inference.evaluation.posterior_resolver import local_links
+    from inference.evaluation.posterior_resolver import local_links, local_log_conditionals
     from inference.evaluation.rerank import noise_free
     from inference.training.checkpoint import Checkpoint, entitynlm_modules, pretrained
 
@@ -222,7 +222,8 @@ def test_local_link_probabilities_are_the_models_conditionals():
     for i in range(j):
         (pair,) = np.flatnonzero((earlier == i) & (later == j))
         assert probabilities[pair] == pytest.approx(float(exact[labels[i] - 1]), rel=1e-4)
-    assert links.own_log_probabilities()[j] == pytest.approx(float(exact[labels[j] - 1].log()), abs=1e-4)
+    own = local_log_conditionals(model, checkpoint, document, "cpu")  # each mention's own cluster, exactly
+    assert own[j].item() == pytest.approx(float(exact[labels[j] - 1].log()), abs=1e-4)
     flat = links.probabilities(temperature=1e6)  # tempered without bound: each of j's 3 candidates alike
     assert flat[(earlier == 0) & (later == j)] == pytest.approx(1 / 3, rel=1e-4)
 
@@ -230,7 +231,7 @@ def test_local_link_probabilities_are_the_models_conditionals():
 def test_a_mention_alone_has_each_partition_once_among_its_local_moves():
     from coref.document import Mention
     from generative.layers.batch import make_batch
-    from inference.evaluation.posterior_resolver import local_links
+    from inference.evaluation.posterior_resolver import local_links, local_log_conditionals
     from inference.evaluation.rerank import noise_free
     from inference.training.checkpoint import Checkpoint, entitynlm_modules, pretrained
 
@@ -252,7 +253,8 @@ def test_a_mention_alone_has_each_partition_once_among_its_local_moves():
     for i in range(j):
         (pair,) = np.flatnonzero((earlier == i) & (later == j))
         assert probabilities[pair] == pytest.approx(float(exact[labels[i] - 1]), rel=1e-4)
-    assert links.own_log_probabilities()[j] == pytest.approx(float(exact[2].log()), abs=1e-4)
+    assert local_log_conditionals(model, checkpoint, document, "cpu")[j].item() == pytest.approx(
+        float(exact[2].log()), abs=1e-4)
 
 
 def test_the_api_estimates_with_token_resampling_and_hints():

@@ -92,8 +92,9 @@ def test_the_refine_command_updates_what_wake_names(tmp_path, capsys):
     bundled = Checkpoint.load(pretrained("entitynlm.pt"))
     proposal_key = "bidirectional_proposal"
     for wake, changed, more in (("theta", {"model"}, []), ("phi", {proposal_key}, []), ("coref", {"model"}, []),
-                                ("coref", {"model"}, ["--coref-mentions", "pipeline"])):
-        out = tmp_path / f"{wake}{len(more)}.pt"
+                                ("coref", {"model"}, ["--coref-mentions", "pipeline"]),
+                                ("coref", {"model"}, ["--coref-objective", "local"])):
+        out = tmp_path / f"{wake}{'-'.join(more)}.pt"
         argv = ["--checkpoint", str(pretrained("entitynlm.pt")), "--wake", wake, "--steps", "2", "--eval-every", "1",
                 "--eval-pieces", "4", "--particles", "4", "--out", str(out), "--device", "cpu", *more]
         assert refine.main(argv) == 0
@@ -135,4 +136,30 @@ def test_the_pipeline_mentions_are_for_the_coref_wake(tmp_path, capsys):
     argv = ["--checkpoint", str(pretrained("entitynlm.pt")), "--wake", "theta", "--coref-mentions", "pipeline",
             "--steps", "1", "--out", str(tmp_path / "out.pt"), "--device", "cpu"]
     assert refine.main(argv) != 0
-    assert "the pipeline's mentions are for --wake coref" in capsys.readouterr().err
+    assert "--coref-mentions and --coref-objective are for --wake coref" in capsys.readouterr().err
+
+
+def test_the_local_coref_objective_raises_the_gold_clusters_local_conditionals():
+    from generative.layers.batch import make_batch
+    from inference.algorithms.refine import wake_coref_local_loss
+    from inference.data import prepared_documents
+    from inference.evaluation.posterior_resolver import local_log_conditionals
+    from inference.evaluation.rerank import noise_free
+    from inference.training.checkpoint import entitynlm_modules, pretrained
+
+    checkpoint = noise_free(Checkpoint.load(pretrained("entitynlm.pt")))
+    model = entitynlm_modules(checkpoint, "cpu")[0].eval()  # no dropout, no eq. 7 noise: deterministic
+    (document, *_) = prepared_documents("sample", "train", None, checkpoint.preprocess, checkpoint.vocabulary,
+                                        quiet=True)
+    batch = make_batch([document], checkpoint.vocabulary)
+    before = local_log_conditionals(model, checkpoint, document, "cpu")
+    loss = wake_coref_local_loss(model, checkpoint, [document], batch, supervised_weight=0.0)
+    assert loss.item() == pytest.approx(-before.sum().item() / batch.num_tokens, rel=1e-5)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for _ in range(5):
+        optimizer.zero_grad()
+        wake_coref_local_loss(model, checkpoint, [document], batch, supervised_weight=0.0).backward()
+        optimizer.step()
+    with torch.no_grad():
+        after = local_log_conditionals(model, checkpoint, document, "cpu")
+    assert after.sum() > before.sum() + 0.1

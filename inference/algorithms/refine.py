@@ -29,7 +29,9 @@ conditional of each gold mention given the others' (:func:`local_coref_quality`)
 ``--coref-mentions pipeline`` the mentions are those the posterior is given as a resolver instead of the gold's:
 the coreference pipeline's (``--hint-detector``, ``--hint-resolver``; its linked outermost spans), each in the
 entity of the gold mention of the same span and a spurious one alone (the target the pipeline's ranker is
-trained on), on train and dev alike.
+trained on), on train and dev alike. ``--coref-objective local`` trains on the exact local conditionals instead
+(:func:`wake_coref_local_loss`: each gold mention's cluster against its moves to the clusters before it or a new
+one, given the others': the pseudo-likelihood of the gold clusters, no sampler and no particles).
 
 Every ``--eval-every`` steps (and before the first) it measures on dev pieces the mean ESS fraction and the
 mean log p_hat(x) per token with ``--particles`` particles (higher is better: both sides are unbiased
@@ -46,7 +48,6 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from coref.corpora.preprocess import EOS, PreprocessConfig
@@ -63,7 +64,7 @@ from inference.algorithms.hints import HintSettings, corpus_hints
 from inference.algorithms.importance import ImportanceEstimate, importance_log_densities, log_importance_weights
 from inference.algorithms.smc import sample_structures
 from inference.data import prepared_documents
-from inference.evaluation.posterior_resolver import local_links
+from inference.evaluation.posterior_resolver import local_log_conditionals
 from inference.evaluation.rerank import noise_free
 from inference.runtime import changed_options, resolve_device, set_seed
 from inference.training.checkpoint import (
@@ -79,6 +80,7 @@ from inference.training.checkpoint import (
 RESUMABLE_CHANGES = frozenset({"steps", "eval_every", "device", "data_dir", "json"})
 WAKES = ("phi", "theta", "both", "coref")
 COREF_MENTIONS = ("gold", "pipeline")
+COREF_OBJECTIVES = ("sampled", "local")
 
 
 @dataclass(frozen=True)
@@ -89,8 +91,10 @@ class RefineConfig:
     ``lr``; every ``eval_every`` steps an evaluation on ``eval_pieces`` dev pieces. ``wake``: what is updated
     (:data:`WAKES`: the proposal, the model, both), the model with ``supervised_weight`` times the supervised
     objective beside wake-theta's; ``coref_mentions``: the mentions the coref wake is given (:data:`COREF_MENTIONS`;
-    the pipeline's from ``hint_detector`` and ``hint_resolver``, None: the bundled ones). The options of
-    ``python -m inference.refine``; a resumed run must keep all but :data:`RESUMABLE_CHANGES`."""
+    the pipeline's from ``hint_detector`` and ``hint_resolver``, None: the bundled ones), ``coref_objective`` its
+    objective (:data:`COREF_OBJECTIVES`: the conditional with a sampled normaliser, or the exact local
+    conditionals). The options of ``python -m inference.refine``; a resumed run must keep all but
+    :data:`RESUMABLE_CHANGES`."""
 
     checkpoint: str
     out: str
@@ -109,6 +113,7 @@ class RefineConfig:
     wake: str = "phi"
     supervised_weight: float = 1.0
     coref_mentions: str = "gold"
+    coref_objective: str = "sampled"
     hint_detector: str | None = None
     hint_resolver: str | None = None
 
@@ -117,8 +122,10 @@ class RefineConfig:
             raise ValueError(f"wake must be one of {WAKES}, got {self.wake!r}")
         if self.coref_mentions not in COREF_MENTIONS:
             raise ValueError(f"coref_mentions must be one of {COREF_MENTIONS}, got {self.coref_mentions!r}")
-        if self.coref_mentions != "gold" and self.wake != "coref":
-            raise ValueError("the pipeline's mentions are for --wake coref")
+        if self.coref_objective not in COREF_OBJECTIVES:
+            raise ValueError(f"coref_objective must be one of {COREF_OBJECTIVES}, got {self.coref_objective!r}")
+        if (self.coref_mentions != "gold" or self.coref_objective != "sampled") and self.wake != "coref":
+            raise ValueError("--coref-mentions and --coref-objective are for --wake coref")
         if (self.hint_detector or self.hint_resolver) and self.coref_mentions != "pipeline":
             raise ValueError("--hint-detector and --hint-resolver are for --coref-mentions pipeline")
         if self.supervised_weight < 0:
@@ -181,6 +188,17 @@ def pipeline_mention_documents(pipeline: CorefPipeline, corpus: str, split: str,
                                                .mentions]) for document in documents]
 
 
+def wake_coref_local_loss(model: EntityNLM, checkpoint: Checkpoint, pieces: Sequence[Document],
+                          batch: DocumentBatch, supervised_weight: float) -> torch.Tensor:
+    """-(sum over the mentions of ``pieces`` (``batch``'s documents) of log P(the gold cluster | the other
+    mentions' gold clusters, x) + supervised_weight * log p(x, z_gold)) per token: the pseudo-likelihood of the
+    gold clusters, each term normalised exactly over the mention's local moves (no sampler)."""
+    objective = sum(local_log_conditionals(model, checkpoint, piece, batch.words.device).sum() for piece in pieces)
+    if supervised_weight:
+        objective = objective + supervised_weight * model.log_likelihood(batch).sum()
+    return -objective / batch.num_tokens
+
+
 @torch.no_grad()
 def coref_quality(model: EntityNLM, proposal: EntityProposal, batches: list[DocumentBatch], particles: int,
                   eos: int) -> dict[str, float]:
@@ -206,14 +224,13 @@ def local_coref_quality(model: EntityNLM, checkpoint: Checkpoint, pieces: Sequen
                         device: torch.device) -> float:
     """Mean log P(a mention's gold cluster | the other mentions' gold clusters, x) over every mention of ``pieces``:
     each mention moved to each cluster of the 30 mentions before it, or a new one, each candidate scored exactly
-    (:func:`inference.evaluation.posterior_resolver.local_links`; ``model``'s weights in a noise-free copy). Exact,
-    so the model cannot raise it by moving mass where the sampler does not look, as the sampled conditional of
-    :func:`coref_quality` can; it is the conditional the resolver's local link probabilities read."""
+    (:func:`inference.evaluation.posterior_resolver.local_log_conditionals`; ``model``'s weights in a noise-free
+    copy). Exact, so the model cannot raise it by moving mass where the sampler does not look, as the sampled
+    conditional of :func:`coref_quality` can; it is the conditional the resolver's local link probabilities read."""
     scorer = entitynlm_modules(noise_free(checkpoint), device)[0]
     scorer.load_state_dict(model.state_dict())
     scorer.eval()
-    scores = [local_links(scorer, checkpoint, piece, device).own_log_probabilities() for piece in pieces]
-    return float(np.concatenate(scores).mean())
+    return float(torch.cat([local_log_conditionals(scorer, checkpoint, piece, device) for piece in pieces]).mean())
 
 
 @torch.no_grad()
@@ -262,7 +279,9 @@ def refine_proposal(config: RefineConfig) -> dict:
         return [piece for document in documents for piece in sentence_chunks(document, config.chunk)]
 
     per_step = max(1, config.batch_tokens // config.particles)
-    train = [b.to(device) for b in batches_by_length(pieces("train"), checkpoint.vocabulary, per_step)]
+    train_pieces = pieces("train")
+    train = [b.to(device) for b in batches_by_length(train_pieces, checkpoint.vocabulary, per_step)]
+    piece_of = {piece.key: piece for piece in train_pieces}
     dev_pieces = pieces("dev")
     dev_pieces = [dev_pieces[i] for i in torch.randperm(len(dev_pieces), generator=torch.Generator().manual_seed(0))
                   [:config.eval_pieces].tolist()]
@@ -315,7 +334,11 @@ def refine_proposal(config: RefineConfig) -> dict:
         if model in updated:
             proposal.eval()
             model.train()
-            loss = loss + model_loss(model, proposal, batch, config.particles, eos, config.supervised_weight)
+            if config.coref_objective == "local":
+                loss = loss + wake_coref_local_loss(model, checkpoint, [piece_of[key] for key in batch.keys], batch,
+                                                    config.supervised_weight)
+            else:
+                loss = loss + model_loss(model, proposal, batch, config.particles, eos, config.supervised_weight)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()

@@ -18,7 +18,14 @@ from collections.abc import Sequence
 
 from generative.entitynlm.model import PROPOSAL_CONTEXTS
 from inference.algorithms import refine
-from inference.algorithms.refine import COREF_MENTIONS, WAKES, RefineConfig, format_result, refine_proposal
+from inference.algorithms.refine import (
+    COREF_MENTIONS,
+    COREF_OBJECTIVES,
+    WAKES,
+    RefineConfig,
+    format_result,
+    refine_proposal,
+)
 from inference.checks import integer, output_file, real
 from inference.commands.cli import Parser, config_of, help_text, run_command
 from inference.commands.options import add_corpus_split, add_data_dir, add_device_seed_json
@@ -54,6 +61,10 @@ def build_parser() -> Parser:
                         help="--wake coref: the mentions its conditional is given: the gold's, or the coreference "
                              "pipeline's (its linked outermost spans, each in the entity of the gold mention of the "
                              "same span, a spurious one alone: the mentions the posterior resolves), on train and dev")
+    parser.add_argument("--coref-objective", choices=COREF_OBJECTIVES, default="sampled",
+                        help="--wake coref: its objective: the conditional of the gold entities, its normaliser "
+                             "sampled (the gold among the particles), or the exact local conditional of each "
+                             "mention's gold cluster given the others' (a pseudo-likelihood, no sampler)")
     parser.add_argument("--hint-detector", metavar="MODEL",
                         help="--coref-mentions pipeline: the pipeline's mention detector (default: the bundled one)")
     parser.add_argument("--hint-resolver", metavar="MODEL",

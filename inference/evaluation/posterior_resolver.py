@@ -47,7 +47,7 @@ from inference.algorithms.posterior import (
     without_singletons,
 )
 from inference.data import prepared_documents
-from inference.evaluation.rerank import candidate_log_joint, noise_free
+from inference.evaluation.rerank import candidate_log_joints, noise_free
 from inference.runtime import resolve_device, set_seed
 from inference.training.checkpoint import Checkpoint, entitynlm_modules
 
@@ -124,8 +124,7 @@ def link_calibration(posterior: Posterior, gold: Document, window: int = WINDOW)
 @dataclass(frozen=True)
 class LocalLinks:
     """The scored moves of one MAP structure's mentions: mention ``mention[k]`` moved to cluster ``cluster[k]``
-    scores ``score[k]`` = log p(x, R, E, L); the pairs of :func:`link_pairs` and each one's earlier mention's cluster;
-    each mention's own cluster in the structure, ``own_cluster``.
+    scores ``score[k]`` = log p(x, R, E, L); the pairs of :func:`link_pairs` and each one's earlier mention's cluster.
     """
 
     mention: np.ndarray
@@ -133,16 +132,6 @@ class LocalLinks:
     score: np.ndarray
     later: np.ndarray
     earlier_cluster: np.ndarray
-    own_cluster: np.ndarray
-
-    def own_log_probabilities(self) -> np.ndarray:
-        """log P(each mention stays in its own cluster | the rest), normalised over its candidate moves: on a gold
-        structure, the exact local conditional of the gold (a pseudo-likelihood term per mention)."""
-        peak = np.full(len(self.own_cluster), -np.inf)
-        np.maximum.at(peak, self.mention, self.score)
-        total = np.bincount(self.mention, weights=np.exp(self.score - peak[self.mention]), minlength=len(peak))
-        own = self.cluster == self.own_cluster[self.mention]
-        return self.score[own] - peak[self.mention[own]] - np.log(total[self.mention[own]])
 
     def probabilities(self, temperature: float = 1.0) -> np.ndarray:
         """P(later joins earlier's cluster | the rest) for each pair, the scores divided by ``temperature`` (1:
@@ -156,29 +145,68 @@ class LocalLinks:
         return np.array([joins.get(pair, 0.0) for pair in zip(self.later.tolist(), self.earlier_cluster.tolist())])
 
 
+@dataclass(frozen=True)
+class LocalMoves:
+    """Every local move of a structure's mentions (``document``'s, sorted; ``labels`` their clusters): mention
+    ``mention[k]`` moved to cluster ``cluster[k]`` is the partition ``partitions[k]``. Each mention moves to each
+    cluster of the ``window`` mentions before it, or stays in its own, or leaves for a new one alone (unless its
+    own is one already: each partition once)."""
+
+    document: Document
+    labels: np.ndarray
+    mention: np.ndarray
+    cluster: np.ndarray
+    partitions: list
+
+    @classmethod
+    def of(cls, document: Document, window: int = WINDOW) -> LocalMoves:
+        mentions = sorted(document.mentions)
+        labels = np.array([mention.entity for mention in mentions], dtype=np.int64)
+        fresh = int(labels.max(initial=0)) + 1
+        moves: list[tuple[int, int]] = []
+        partitions = []
+        for j in range(len(mentions)):
+            alone = [fresh] if (labels == labels[j]).sum() > 1 else []
+            for cluster in [*dict.fromkeys([*labels[max(0, j - window):j].tolist(), int(labels[j])]), *alone]:
+                moved = labels.copy()
+                moved[j] = cluster
+                moves.append((j, cluster))
+                partitions.append(frozenset(frozenset(np.flatnonzero(moved == label) + 1) for label in set(moved)))
+        mention, cluster = (np.array(values, dtype=np.int64) for values in zip(*moves)) if moves else (
+            np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+        return cls(document.replace(mentions=mentions), labels, mention, cluster, partitions)
+
+    def scores(self, model: EntityNLM, checkpoint: Checkpoint, device: torch.device, chunk: int = 64
+               ) -> torch.Tensor:
+        """log p(x, R, E, L) of every move, scored exactly (``chunk`` per run; with gradient where autograd is on)."""
+        return torch.cat([candidate_log_joints(model, checkpoint, self.document, self.partitions[first:first + chunk],
+                                               device) for first in range(0, len(self.partitions), chunk)]
+                         or [torch.zeros(0, device=device)])
+
+
 def local_links(model: EntityNLM, checkpoint: Checkpoint, document: Document, device: torch.device,
                 window: int = WINDOW, chunk: int = 64) -> LocalLinks:
-    """Every mention of ``document`` (its clusters: a MAP structure) moved to each cluster of the ``window``
-    mentions before it, or its own, or a new one alone (unless its own is one already: each partition once), each
+    """Every mention of ``document`` (its clusters: a MAP structure) moved as :class:`LocalMoves` says, each
     candidate scored exactly (``chunk`` per run)."""
-    mentions = sorted(document.mentions)
-    labels = np.array([mention.entity for mention in mentions])
-    earlier, later = link_pairs(len(mentions), window)
-    fresh = int(labels.max(initial=0)) + 1
-    moves: list[tuple[int, int]] = []
-    partitions = []
-    for j in range(len(mentions)):
-        alone = [fresh] if (labels == labels[j]).sum() > 1 else []
-        for cluster in [*dict.fromkeys([*labels[max(0, j - window):j].tolist(), int(labels[j])]), *alone]:
-            moved = labels.copy()
-            moved[j] = cluster
-            moves.append((j, cluster))
-            partitions.append(frozenset(frozenset(np.flatnonzero(moved == label) + 1) for label in set(moved)))
-    scores = [score for first in range(0, len(partitions), chunk) for score in candidate_log_joint(
-        model, checkpoint, document.replace(mentions=mentions), partitions[first:first + chunk], device)]
-    mention, cluster = (np.array(values, dtype=np.int64).reshape(-1) for values in zip(*moves)) if moves else (
-        np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
-    return LocalLinks(mention, cluster, np.array(scores), later, labels[earlier], labels)
+    moves = LocalMoves.of(document, window)
+    earlier, later = link_pairs(len(moves.labels), window)
+    with torch.no_grad():
+        scores = moves.scores(model, checkpoint, device, chunk).cpu().numpy()
+    return LocalLinks(moves.mention, moves.cluster, scores, later, moves.labels[earlier])
+
+
+def local_log_conditionals(model: EntityNLM, checkpoint: Checkpoint, document: Document, device: torch.device,
+                           window: int = WINDOW) -> torch.Tensor:
+    """log P(each mention stays in its own cluster | the other mentions' clusters, x), normalised exactly over its
+    :class:`LocalMoves` (with gradient where autograd is on): on a gold structure, its pseudo-likelihood terms."""
+    moves = LocalMoves.of(document, window)
+    scores = moves.scores(model, checkpoint, device)
+    mention = torch.from_numpy(moves.mention).to(scores.device)
+    peak = torch.full((len(moves.labels),), -torch.inf, device=scores.device).scatter_reduce(
+        0, mention, scores.detach(), "amax")
+    total = torch.zeros_like(peak).index_add(0, mention, torch.exp(scores - peak[mention]))
+    own = torch.from_numpy(moves.cluster == moves.labels[moves.mention]).to(scores.device)
+    return scores[own] - peak - total.log()  # each mention's own move comes once, in mention order
 
 
 def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,

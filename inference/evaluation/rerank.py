@@ -174,16 +174,24 @@ def check_same_mentions(resolver_document: Document, model_document: Document) -
         )
 
 
-def candidate_log_joint(
+def candidate_log_joints(
     model: EntityNLM, checkpoint: Checkpoint, document: Document, partitions: Sequence[Partition], device: torch.device
-) -> list[float]:
-    """log p(R, E, L, X) (eq. 12) of ``document``'s words under each partition of its mentions, in one run."""
+) -> torch.Tensor:
+    """log p(R, E, L, X) (eq. 12) of ``document``'s words under each partition of its mentions, in one run: a
+    (P,) tensor, with its gradient where autograd is on."""
     candidates = [document_with_clusters(document, partition) for partition in partitions]
     stacked = Annotation.of(make_batch(candidates, checkpoint.vocabulary))  # (P, T): candidate p as document p
     per_particle = Annotation(*(values.unsqueeze(1).to(device) for values in (stacked.R, stacked.E, stacked.L)))
     words = make_batch([document], checkpoint.vocabulary).to(device)
+    return model.log_joint(words, per_particle)[:, 0]
+
+
+def candidate_log_joint(
+    model: EntityNLM, checkpoint: Checkpoint, document: Document, partitions: Sequence[Partition], device: torch.device
+) -> list[float]:
+    """:func:`candidate_log_joints` as numbers, without gradient."""
     with torch.no_grad():
-        return model.log_joint(words, per_particle)[:, 0].tolist()
+        return candidate_log_joints(model, checkpoint, document, partitions, device).tolist()
 
 
 def gold_mention_documents(document: Document, checkpoint: Checkpoint) -> tuple[Document, Document]:

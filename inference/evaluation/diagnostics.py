@@ -118,10 +118,11 @@ def particle_terms(model: EntityNLM, batch: DocumentBatch, structures: ParticleS
     :meth:`EntityNLM.token_log_probs` on groups of particles of at most ``max_rows_tokens`` rows x steps."""
     particles = structures.particles
     chunk = max(1, max_rows_tokens // max(1, batch.size * batch.steps))
+    annotations = structures.annotations(batch.mask)  # the padding valid: the sampler's counters run past the end
     words, latent = [], []
     for start in range(0, particles, chunk):
-        R, E, L = (value[start:start + chunk] for value in (structures.R, structures.E, structures.L))
-        terms = model.token_log_probs(batch, Annotation.of_stream(R, E, L))
+        terms = model.token_log_probs(batch, Annotation(*(value[start:start + chunk] for value in (
+            annotations.R, annotations.E, annotations.L))))
         words.append(terms.X.view(-1, batch.size, batch.steps))
         latent.append(terms.structure.view(-1, batch.size, batch.steps))
     return torch.cat(words), torch.cat(latent)

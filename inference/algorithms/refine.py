@@ -262,7 +262,6 @@ def refine_proposal(config: RefineConfig) -> dict:
     eos = checkpoint.vocabulary.index(EOS)
     updated = {"phi": [proposal], "theta": [model], "both": [proposal, model], "coref": [model]}[config.wake]
     coref = config.wake == "coref"
-    model_loss = wake_coref_loss if coref else wake_theta_loss
     score = "local_coref_log_likelihood_per_mention" if coref else "log_likelihood_per_token"
     for module in (model, proposal):
         for parameter in module.parameters():
@@ -281,11 +280,22 @@ def refine_proposal(config: RefineConfig) -> dict:
     per_step = max(1, config.batch_tokens // config.particles)
     train_pieces = pieces("train")
     train = [b.to(device) for b in batches_by_length(train_pieces, checkpoint.vocabulary, per_step)]
-    piece_of = {piece.key: piece for piece in train_pieces}
     dev_pieces = pieces("dev")
     dev_pieces = [dev_pieces[i] for i in torch.randperm(len(dev_pieces), generator=torch.Generator().manual_seed(0))
                   [:config.eval_pieces].tolist()]
     dev = [b.to(device) for b in batches_by_length(dev_pieces, checkpoint.vocabulary, 20 * per_step)]
+
+    if config.coref_objective == "local":
+        piece_of = {piece.key: piece for piece in train_pieces}
+
+        def model_loss(batch: DocumentBatch) -> torch.Tensor:
+            return wake_coref_local_loss(model, checkpoint, [piece_of[key] for key in batch.keys], batch,
+                                         config.supervised_weight)
+    else:
+        sampled_loss = wake_coref_loss if coref else wake_theta_loss
+
+        def model_loss(batch: DocumentBatch) -> torch.Tensor:
+            return sampled_loss(model, proposal, batch, config.particles, eos, config.supervised_weight)
 
     def measure(model: EntityNLM, proposal: EntityProposal, batches: list[DocumentBatch], particles: int) -> dict:
         if not coref:
@@ -334,11 +344,7 @@ def refine_proposal(config: RefineConfig) -> dict:
         if model in updated:
             proposal.eval()
             model.train()
-            if config.coref_objective == "local":
-                loss = loss + wake_coref_local_loss(model, checkpoint, [piece_of[key] for key in batch.keys], batch,
-                                                    config.supervised_weight)
-            else:
-                loss = loss + model_loss(model, proposal, batch, config.particles, eos, config.supervised_weight)
+            loss = loss + model_loss(batch)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()

@@ -7,7 +7,7 @@
         --corpus litbank --data-dir DATA --out runs/entitynlm/marginal.pt      # the model, on log p(x)
     python -m inference.refine --checkpoint runs/entitynlm/model.pt --wake coref --supervised-weight 1 \\
         --corpus ontogum --data-dir DATA --out runs/entitynlm/coref.pt         # the model, on p(E | x, R, L)
-    python -m inference.refine --checkpoint runs/entitynlm/model.pt --wake coref --supervised-weight 0 \
+    python -m inference.refine --checkpoint runs/entitynlm/model.pt --wake coref --supervised-weight 0 \\
         --coref-mentions pipeline --corpus ontogum --data-dir DATA --out runs/entitynlm/coref-pipeline.pt
 """
 

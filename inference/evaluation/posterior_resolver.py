@@ -26,6 +26,7 @@ grow linearly with the mentions (the candidates' scoring, O(mentions x window x 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -148,40 +149,44 @@ class LocalLinks:
 @dataclass(frozen=True)
 class LocalMoves:
     """Every local move of a structure's mentions (``document``'s, sorted; ``labels`` their clusters): mention
-    ``mention[k]`` moved to cluster ``cluster[k]`` is the partition ``partitions[k]``. Each mention moves to each
+    ``mention[k]`` moved to cluster ``cluster[k]``, the partition :meth:`partition` (k). Each mention moves to each
     cluster of the ``window`` mentions before it, or stays in its own, or leaves for a new one alone (unless its
-    own is one already: each partition once)."""
+    own is one already: each partition once). The partitions are built a chunk at a time, as they are scored, so
+    memory stays linear in the mentions."""
 
     document: Document
     labels: np.ndarray
     mention: np.ndarray
     cluster: np.ndarray
-    partitions: list
 
     @classmethod
     def of(cls, document: Document, window: int = WINDOW) -> LocalMoves:
         mentions = sorted(document.mentions)
         labels = np.array([mention.entity for mention in mentions], dtype=np.int64)
         fresh = int(labels.max(initial=0)) + 1
+        size = Counter(labels.tolist())
         moves: list[tuple[int, int]] = []
-        partitions = []
         for j in range(len(mentions)):
-            alone = [fresh] if (labels == labels[j]).sum() > 1 else []
-            for cluster in [*dict.fromkeys([*labels[max(0, j - window):j].tolist(), int(labels[j])]), *alone]:
-                moved = labels.copy()
-                moved[j] = cluster
-                moves.append((j, cluster))
-                partitions.append(frozenset(frozenset(np.flatnonzero(moved == label) + 1) for label in set(moved)))
+            alone = [fresh] if size[int(labels[j])] > 1 else []
+            moves += [(j, cluster) for cluster in [
+                *dict.fromkeys([*labels[max(0, j - window):j].tolist(), int(labels[j])]), *alone]]
         mention, cluster = (np.array(values, dtype=np.int64) for values in zip(*moves)) if moves else (
             np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
-        return cls(document.replace(mentions=mentions), labels, mention, cluster, partitions)
+        return cls(document.replace(mentions=mentions), labels, mention, cluster)
+
+    def partition(self, k: int) -> frozenset:
+        """Move ``k`` as a partition of the mentions (numbered from 1)."""
+        moved = self.labels.copy()
+        moved[self.mention[k]] = self.cluster[k]
+        return frozenset(frozenset(np.flatnonzero(moved == label) + 1) for label in set(moved.tolist()))
 
     def scores(self, model: EntityNLM, checkpoint: Checkpoint, device: torch.device, chunk: int = 64
                ) -> torch.Tensor:
         """log p(x, R, E, L) of every move, scored exactly (``chunk`` per run; with gradient where autograd is on)."""
-        return torch.cat([candidate_log_joints(model, checkpoint, self.document, self.partitions[first:first + chunk],
-                                               device) for first in range(0, len(self.partitions), chunk)]
-                         or [torch.zeros(0, device=device)])
+        moves = len(self.mention)
+        return torch.cat([candidate_log_joints(model, checkpoint, self.document, [
+            self.partition(k) for k in range(first, min(first + chunk, moves))], device)
+            for first in range(0, moves, chunk)] or [torch.zeros(0, device=device)])
 
 
 def local_links(model: EntityNLM, checkpoint: Checkpoint, document: Document, device: torch.device,

@@ -150,6 +150,8 @@ ROWS = [
     row("coref.mentions", "train --corpus sample --dropout 1.5 --out {out}/m.pt",
         "argument --dropout: must be in [0, 1)"),
     row("coref.mentions", "train --corpus sample --out {unwritable}", "{unwritable}"),
+    row("coref.mentions", "train --corpus sample --held-out-fold 2/2 --out {out}/m.pt",
+        "argument --held-out-fold: expected F/K with K >= 2 and 0 <= F < K, got '2/2'"),
     row("coref.mentions", "train --corpus litbank --data-dir {data_cut} --out {out}/m.pt", CUT),
     row("coref.mentions", "train --corpus litbank --data-dir {missing} --out {out}/m.pt", "{missing}"),
     row("coref.mentions", "evaluate --model {missing} --corpus sample --split test",
@@ -361,6 +363,15 @@ ROWS = [
         "--hint-detector and --hint-resolver are for --coref-mentions pipeline"),
     row("inference.refine", "--checkpoint {bundled} --out {out}/r.pt --wake coref --coref-mentions pipeline "
         "--hint-detector {truncated}", "{truncated}"),
+    row("inference.refine", "--checkpoint {bundled} --out {out}/r.pt --wake coref --cross-fit-detectors {detector} "
+        "{detector} --cross-fit-resolvers {resolver} {resolver}",
+        "--cross-fit-detectors and --cross-fit-resolvers are for --coref-mentions pipeline"),
+    row("inference.refine", "--checkpoint {bundled} --out {out}/r.pt --wake coref --coref-mentions pipeline "
+        "--cross-fit-detectors {detector} {detector} --cross-fit-resolvers {resolver}",
+        "--cross-fit-detectors and --cross-fit-resolvers name the same number of models, at least 2"),
+    row("inference.refine", "--checkpoint {bundled} --out {out}/r.pt --wake coref --coref-mentions pipeline "
+        "--cross-fit-detectors {detector} {detector} --cross-fit-resolvers {resolver} {resolver}",
+        "the cross-fit models must hold out the folds 0/2, 1/2, one pair each; they hold out no fold"),
     row("inference.refine", "--checkpoint {bundled} --out {refine_state}/r.pt",
         "{refine_state}/r.pt.state: not an entitylm refinement state"),
     row("entitylm-refine", "--checkpoint {truncated} --out {out}/r.pt", "{truncated}: not an entitylm checkpoint"),

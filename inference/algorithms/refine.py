@@ -29,7 +29,9 @@ conditional of each gold mention given the others' (:func:`local_coref_quality`)
 ``--coref-mentions pipeline`` the mentions are those the posterior is given as a resolver instead of the gold's:
 the coreference pipeline's (``--hint-detector``, ``--hint-resolver``; its linked outermost spans), each in the
 entity of the gold mention of the same span and a spurious one alone (the target the pipeline's ranker is
-trained on), on train and dev alike. ``--coref-objective local`` trains on the exact local conditionals instead
+trained on), on train and dev alike; with ``--cross-fit-detectors`` and ``--cross-fit-resolvers`` (K pipelines, the
+one of fold F trained with ``--held-out-fold F/K``) each train document's mentions are those of the pipeline that
+never saw it, as wrong as those met on unseen text (:mod:`coref.corpora.folds`). ``--coref-objective local`` trains on the exact local conditionals instead
 (:func:`wake_coref_local_loss`: each gold mention's cluster against its moves to the clusters before it or a new
 one, given the others': the pseudo-likelihood of the gold clusters, no sampler and no particles).
 
@@ -50,6 +52,7 @@ from pathlib import Path
 
 import torch
 
+from coref.corpora.folds import Fold
 from coref.corpora.preprocess import EOS, PreprocessConfig
 from coref.document import Document, sentence_chunks
 from coref.io.atomic import atomic_path
@@ -116,6 +119,8 @@ class RefineConfig:
     coref_objective: str = "sampled"
     hint_detector: str | None = None
     hint_resolver: str | None = None
+    cross_fit_detectors: Sequence[str] = ()
+    cross_fit_resolvers: Sequence[str] = ()
 
     def __post_init__(self) -> None:
         if self.wake not in WAKES:
@@ -128,6 +133,12 @@ class RefineConfig:
             raise ValueError("--coref-mentions and --coref-objective are for --wake coref")
         if (self.hint_detector or self.hint_resolver) and self.coref_mentions != "pipeline":
             raise ValueError("--hint-detector and --hint-resolver are for --coref-mentions pipeline")
+        if (self.cross_fit_detectors or self.cross_fit_resolvers) and self.coref_mentions != "pipeline":
+            raise ValueError("--cross-fit-detectors and --cross-fit-resolvers are for --coref-mentions pipeline")
+        if len(self.cross_fit_detectors) != len(self.cross_fit_resolvers) or len(self.cross_fit_detectors) == 1:
+            raise ValueError("--cross-fit-detectors and --cross-fit-resolvers name the same number of models, at "
+                             f"least 2 (one pipeline per fold), got {len(self.cross_fit_detectors)} and "
+                             f"{len(self.cross_fit_resolvers)}")
         if self.supervised_weight < 0:
             raise ValueError(f"the supervised weight must be at least 0, got {self.supervised_weight}")
 
@@ -186,6 +197,36 @@ def pipeline_mention_documents(pipeline: CorefPipeline, corpus: str, split: str,
     hints = corpus_hints(HintSettings(), pipeline, corpus, split, data_dir, documents, config)
     return [with_predicted_mentions(document, [mention.span for mention in hints[document.key].response(document)
                                                .mentions]) for document in documents]
+
+
+def cross_fit_pipelines(detectors: Sequence[str], resolvers: Sequence[str]) -> dict[Fold, CorefPipeline]:
+    """The pipeline of each fold F of K (K the number of models), its detector and its resolver both trained with
+    fold F held out (``--held-out-fold F/K``): the pipeline to predict the documents of fold F."""
+    pipelines = {}
+    for detector, resolver in zip(detectors, resolvers):
+        pipeline = CorefPipeline.load(detector, resolver)
+        held_out = {pipeline.detector.info.get("held_out_fold"), pipeline.ranker.settings.get("held_out_fold")}
+        if len(held_out) != 1:
+            raise ValueError(f"{detector} and {resolver} were trained with different folds held out "
+                             f"({' and '.join(fold or 'no fold' for fold in held_out)}): pair each fold's detector with its resolver")
+        pipelines[held_out.pop()] = pipeline
+    wanted = [str(Fold(index, len(detectors))) for index in range(len(detectors))]
+    if sorted(pipelines, key=str) != wanted:
+        raise ValueError(f"the cross-fit models must hold out the folds {', '.join(wanted)}, one pair each; they "
+                         f"hold out {', '.join(fold or 'no fold' for fold in pipelines)}")
+    return {Fold.parse(fold): pipeline for fold, pipeline in pipelines.items()}
+
+
+def cross_fit_mention_documents(pipelines: dict[Fold, CorefPipeline], corpus: str, split: str, data_dir: str | None,
+                                documents: Sequence[Document], config: PreprocessConfig) -> list[Document]:
+    """:func:`pipeline_mention_documents` with each document's mentions from the pipeline of its fold (one that
+    never saw it), in the order of ``documents``."""
+    labelled = {}
+    for fold, pipeline in pipelines.items():
+        held_out = [document for document in documents if fold.holds(document)]
+        labelled.update((document.key, document) for document in pipeline_mention_documents(
+            pipeline, corpus, split, data_dir, held_out, config))
+    return [labelled[document.key] for document in documents]
 
 
 def wake_coref_local_loss(model: EntityNLM, checkpoint: Checkpoint, pieces: Sequence[Document],
@@ -268,11 +309,16 @@ def refine_proposal(config: RefineConfig) -> dict:
             parameter.requires_grad_(module in updated)
     pipeline = HintSettings(detector=config.hint_detector, resolver=config.hint_resolver).pipeline() if (
         config.coref_mentions == "pipeline") else None
+    cross_fit = cross_fit_pipelines(config.cross_fit_detectors, config.cross_fit_resolvers) if (
+        config.cross_fit_detectors) else None
 
     def pieces(split: str) -> list:
         documents = prepared_documents(config.corpus, split, config.data_dir, checkpoint.preprocess,
                                        checkpoint.vocabulary, quiet=True)
-        if pipeline is not None:
+        if cross_fit is not None and split == "train":
+            documents = cross_fit_mention_documents(cross_fit, config.corpus, split, config.data_dir, documents,
+                                                    checkpoint.preprocess)
+        elif pipeline is not None:
             documents = pipeline_mention_documents(pipeline, config.corpus, split, config.data_dir, documents,
                                                    checkpoint.preprocess)
         return [piece for document in documents for piece in sentence_chunks(document, config.chunk)]

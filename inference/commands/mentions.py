@@ -4,7 +4,7 @@ docstring, below in ``--help``, describes the model and its training).
 Command line::
 
     python -m coref.mentions train --corpus litbank [--data-dir DIR] --out runs/mentions/litbank.pt [--epochs N]
-        [--lowercase]
+        [--lowercase] [--held-out-fold F/K]
     python -m coref.mentions evaluate --model M --corpus litbank --split dev [--data-dir DIR] [--json OUT]
 """
 
@@ -34,6 +34,7 @@ from inference.checks import integer, real
 from inference.commands.cli import Parser, command_parser, help_text, run_subcommand
 from inference.commands.options import (
     add_command,
+    add_held_out_fold,
     add_json,
     add_model_split,
     add_model_training,
@@ -47,6 +48,8 @@ def _train_command(args: argparse.Namespace) -> int:
     """Train a mention detector on a corpus's train split, choosing the epoch and the threshold on dev, and write
     it (one torch file) atomically."""
     train = load_corpus(args.corpus, "train", args.data_dir).documents
+    if args.held_out_fold:
+        train = args.held_out_fold.outside(train)
     dev = load_corpus(args.corpus, "dev", args.data_dir).documents
     config = MentionDetectorConfig(
         vocabulary_size=args.vocabulary_size, hidden_size=args.hidden_size, layers=args.layers,
@@ -54,12 +57,15 @@ def _train_command(args: argparse.Namespace) -> int:
     )
     if not config.max_width:
         config = replace(config, max_width=choose_max_width(train, config.coverage))
-    print(f"{args.corpus}: {len(train)} training documents, {len(dev)} dev documents; max width "
+    print(f"{args.corpus}: {len(train)} training documents"
+          + (f" (fold {args.held_out_fold} held out)" if args.held_out_fold else "")
+          + f", {len(dev)} dev documents; max width "
           f"{config.max_width} covers {100 * width_coverage(train, config.max_width):.2f}% of training mentions"
           + ("; tokens lowercased" if config.lowercase else ""), flush=True)
     model = train_detector(train, dev, config, epochs=args.epochs, seed=args.seed, batch_tokens=args.batch_tokens,
                            log=lambda line: tqdm.write(line, file=sys.stdout))
     model.info["corpus"] = args.corpus
+    model.info["held_out_fold"] = str(args.held_out_fold) if args.held_out_fold else None
     model.save(args.out)
     info = model.info
     print(f"trained in {info['training_seconds']:.1f} s; best epoch {info['best_epoch']}, dev mention F1 "
@@ -95,6 +101,7 @@ def build_parser() -> Parser:
     train = add_command(commands, "train", _train_command,
                         help="train on a corpus's train split, choosing epoch and threshold on dev")
     add_training_corpus(train)
+    add_held_out_fold(train)
     add_model_training(train, 10, "passes over the training sentences",
                        "seed of the initial weights and the batch shuffling")
     train.add_argument("--batch-tokens", type=integer(1), default=2000,

@@ -11,6 +11,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
+from coref.corpora.folds import Fold
 from inference.checks import integer, output_file, real
 from inference.commands.cli import Parser
 from inference.training.options import Check, defaults, option
@@ -97,6 +98,14 @@ def add_training_corpus(parser: argparse.ArgumentParser) -> None:
     trained on (their train splits, dev for selection)."""
     parser.add_argument("--corpus", required=True, help=ANNOTATED_CORPORA_HELP)
     add_data_dir(parser)
+
+
+def add_held_out_fold(parser: argparse.ArgumentParser) -> None:
+    """``--held-out-fold F/K``: train without fold F of K of the train split (cross-fitting,
+    :mod:`coref.corpora.folds`)."""
+    parser.add_argument("--held-out-fold", type=Fold.parse, metavar="F/K",
+                        help="train without fold F of K of the train split (each document's fold fixed by its name), "
+                             "so that the model predicts fold F as it predicts unseen text (cross-fitting)")
 
 
 def add_model_training(parser: argparse.ArgumentParser, epochs: int, epochs_help: str, seed_help: str) -> None:

@@ -9,6 +9,9 @@
         --corpus ontogum --data-dir DATA --out runs/entitynlm/coref.pt         # the model, on p(E | x, R, L)
     python -m inference.refine --checkpoint runs/entitynlm/model.pt --wake coref --supervised-weight 0 \\
         --coref-mentions pipeline --corpus ontogum --data-dir DATA --out runs/entitynlm/coref-pipeline.pt
+    python -m inference.refine --checkpoint runs/entitynlm/model.pt --wake coref --supervised-weight 0 \\
+        --coref-mentions pipeline --coref-objective local --cross-fit-detectors D0 D1 --cross-fit-resolvers R0 R1 \\
+        --corpus ontogum --data-dir DATA --out runs/entitynlm/coref-cross-fit.pt
 """
 
 from __future__ import annotations
@@ -69,6 +72,13 @@ def build_parser() -> Parser:
                         help="--coref-mentions pipeline: the pipeline's mention detector (default: the bundled one)")
     parser.add_argument("--hint-resolver", metavar="MODEL",
                         help="--coref-mentions pipeline: the pipeline's mention ranker (default: the bundled one)")
+    parser.add_argument("--cross-fit-detectors", nargs="+", metavar="MODEL",
+                        help="--coref-mentions pipeline: K mention detectors, each trained with a fold F/K of train "
+                             "held out (python -m coref.mentions train --held-out-fold F/K): each train document's "
+                             "mentions come from the pipeline that never saw it (dev's still from --hint-detector)")
+    parser.add_argument("--cross-fit-resolvers", nargs="+", metavar="MODEL",
+                        help="with --cross-fit-detectors: the K mention rankers, each trained with its fold held "
+                             "out on the mentions of that fold's detector")
     parser.add_argument("--eval-pieces", type=integer(1), default=200, help="dev pieces the evaluation uses")
     add_device_seed_json(parser, "also write the before/after figures as JSON")
     return parser
@@ -76,7 +86,8 @@ def build_parser() -> Parser:
 
 def run(args: argparse.Namespace) -> dict:
     """The refinement the options ask for."""
-    return refine_proposal(config_of(RefineConfig, args))
+    return refine_proposal(config_of(RefineConfig, args, cross_fit_detectors=args.cross_fit_detectors or (),
+                                     cross_fit_resolvers=args.cross_fit_resolvers or ()))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

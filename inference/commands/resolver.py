@@ -4,6 +4,7 @@
 Command line::
 
     python -m coref.resolver train --corpus litbank [--data-dir DIR] --out runs/resolver/litbank.pt [--lowercase]
+        [--detector D [--held-out-fold F/K]]
     python -m coref.resolver predict --model M --corpus litbank --split test [--data-dir DIR] --out pred.conll
 """
 
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from coref.corpora.folds import Fold
 from coref.corpora.preprocess import drop_singletons
 from coref.corpora.registry import load_corpus
 from coref.document import Document
@@ -39,7 +41,14 @@ from coref.resolution.ranker import (
 )
 from inference.checks import output_file, real
 from inference.commands.cli import Parser, command_parser, help_text, run_subcommand
-from inference.commands.options import add_command, add_json, add_model_split, add_model_training, add_training_corpus
+from inference.commands.options import (
+    add_command,
+    add_held_out_fold,
+    add_json,
+    add_model_split,
+    add_model_training,
+    add_training_corpus,
+)
 from inference.training.resolution import train_ranker
 
 SINGLETON_SHARE = 0.01  # the share of training mentions that are singletons from which a corpus annotates them
@@ -69,14 +78,16 @@ class _Split:
 
 
 def _load(corpus: str, split: str, data_dir: DataDir, detector: str | None = None,
-          threshold: float | None = None) -> _Split:
+          threshold: float | None = None, held_out: Fold | None = None) -> _Split:
     """Gold mentions: EntityNLM's preprocessed documents and their parses. With a mention ``detector``: the
     documents as annotated, their mentions the detector's at ``threshold`` (default: its own; labelled by the
-    gold), no parses (raw text has none)."""
+    gold), no parses (raw text has none). Without the documents of the ``held_out`` fold."""
     if detector is None:
         documents = resolver_documents(corpus, split, data_dir)
+        documents = held_out.outside(documents) if held_out else documents
         return _Split(documents, resolver_syntax(corpus, split, data_dir, documents), documents)
     gold = load_corpus(corpus, split, data_dir).documents
+    gold = held_out.outside(gold) if held_out else gold
     probabilities = MentionDetector.load(detector).span_probabilities(gold, threshold=threshold)
     return _Split([with_predicted_mentions(document, sorted(found)) for document, found in zip(gold, probabilities)],
                   [None] * len(gold), gold, probabilities)
@@ -99,10 +110,16 @@ def _train_command(args: argparse.Namespace) -> int:
                          f"{mode} it too")
     if args.mention_threshold is not None and not args.detector:
         raise ValueError("--mention-threshold needs a --detector whose mentions the ranker is trained on")
-    train = _load(args.corpus, "train", args.data_dir, args.detector, args.mention_threshold)
+    if args.held_out_fold and args.detector:
+        fold = MentionDetector.load(args.detector).info.get("held_out_fold")
+        if fold != str(args.held_out_fold):
+            raise ValueError(f"{args.detector} was trained with fold {fold} held out, not {args.held_out_fold}: "
+                             "train the resolver of a fold on the mentions of that fold's detector")
+    train = _load(args.corpus, "train", args.data_dir, args.detector, args.mention_threshold, args.held_out_fold)
     dev = _load(args.corpus, "dev", args.data_dir, args.detector, args.mention_threshold)
     parsed = sum(parse is not None for parse in train.syntax)
-    print(f"{args.corpus}: {len(train.documents)} training documents ({parsed} parsed), {len(dev.documents)} dev "
+    print(f"{args.corpus}: {len(train.documents)} training documents ({parsed} parsed"
+          + (f"; fold {args.held_out_fold} held out" if args.held_out_fold else "") + f"), {len(dev.documents)} dev "
           f"documents" + (f", mentions from {args.detector}" if args.detector else "")
           + ("; tokens lowercased" if args.lowercase else ""))
     # Trained on predicted mentions of a corpus that annotates singletons, the model writes them too. A corpus
@@ -127,7 +144,8 @@ def _train_command(args: argparse.Namespace) -> int:
     training = time.perf_counter() - started - sum(scoring)
     model.settings.update(corpus=args.corpus, keep_singletons=keep_singletons, mention_threshold=args.mention_threshold,
                           singleton_threshold=args.singleton_threshold,
-                          detector=Path(args.detector).name if args.detector else None)
+                          detector=Path(args.detector).name if args.detector else None,
+                          held_out_fold=str(args.held_out_fold) if args.held_out_fold else None)
     model.save(args.out)
     print(f"trained in {training:.1f} s (+ {sum(scoring):.1f} s scoring dev); model saved to {args.out}")
     return 0
@@ -159,6 +177,7 @@ def build_parser() -> Parser:
     train = add_command(commands, "train", _train_command,
                         help="train on a corpus's train split, scoring dev after each epoch")
     add_training_corpus(train)
+    add_held_out_fold(train)
     add_model_training(train, 5, "passes over the training documents (cort: 5)", "seed of the document shuffling")
     train.add_argument("--cost-scaling", type=real(0), default=100.0,
                        help="factor of the cost of a wrong decision in cost-augmented decoding (cort: 100)")

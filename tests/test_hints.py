@@ -186,10 +186,11 @@ def test_the_posterior_on_the_pipelines_mentions_is_scored_and_calibrated(tmp_pa
     out, figure = tmp_path / "result.json", tmp_path / "reliability.png"
     argv = ["--evaluate", "--given-mentions", "pipeline", "--particles", "6", "--method", "smc", "--device", "cpu",
             "--hint-weight", "0.3", "--lookahead", "0.5", "--sweeps", "2", "--reliability", str(figure),
-            "--json", str(out)]
+            "--local-search", "2", "--json", str(out)]
     assert posterior.main(argv) == 0
     printed = capsys.readouterr().out
     result = json.loads(out.read_text())
+    assert result["local_search"] == 2 and f"moved {result['moved_by_local_search']} mentions" in printed
     assert result["mentions"] > 0 and result["calibration"]["pairs"] > 0 and result["lookahead"] == 0.5
     assert result["sweeps"] == 2
     assert 0 <= result["calibration"]["ece"] <= 1
@@ -255,6 +256,33 @@ def test_a_mention_alone_has_each_partition_once_among_its_local_moves():
         assert probabilities[pair] == pytest.approx(float(exact[labels[i] - 1]), rel=1e-4)
     assert local_log_conditionals(model, checkpoint, document, "cpu")[j].item() == pytest.approx(
         float(exact[2].log()), abs=1e-4)
+
+
+def test_the_local_search_climbs_to_a_structure_no_single_move_improves():
+    from coref.document import Mention
+    from inference.evaluation.posterior_resolver import IMPROVEMENT, LocalMoves, local_links, local_mode
+    from inference.evaluation.rerank import candidate_log_joint, noise_free
+    from inference.training.checkpoint import Checkpoint, entitynlm_modules, pretrained
+
+    checkpoint = noise_free(Checkpoint.load(pretrained("entitynlm.pt")))
+    model = entitynlm_modules(checkpoint, "cpu")[0]
+    words = "anna met tom . she gave him the book and he thanked her".split()
+    spans = [(0, 1), (2, 3), (4, 5), (6, 7), (10, 11), (12, 13)]
+    document = Document("d", words, [(0, 4), (4, 13)], [Mention(s, e, 1) for s, e in spans])  # one cluster
+
+    def joint(structure: Document) -> float:
+        moves = LocalMoves.of(structure)
+        return candidate_log_joint(model, checkpoint, moves.document, [moves.partition_after([])], "cpu")[0]
+
+    moves = LocalMoves.of(document)
+    two_alone = [int(np.flatnonzero((moves.mention == j) & (moves.cluster == 2))[0]) for j in (1, 4)]  # new ones
+    assert {frozenset({2}), frozenset({5})} <= moves.partition_after(two_alone)  # each alone in its own
+    climbed, moved = local_mode(model, checkpoint, document, "cpu", rounds=100)
+    assert moved > 0 and joint(climbed) > joint(document)
+    assert [m.span for m in climbed.mentions] == spans
+    links = local_links(model, checkpoint, climbed, "cpu")
+    assert links.score.max() <= joint(climbed) + IMPROVEMENT  # a local mode: no single move raises the joint
+    assert local_mode(model, checkpoint, climbed, "cpu", rounds=100)[1] == 0
 
 
 def test_the_api_estimates_with_token_resampling_and_hints():

@@ -88,6 +88,10 @@ def build_parser() -> Parser:
     parser.add_argument("--link-temperature", type=real(0, include_low=False), default=1.0,
                         help="--given-mentions: divide the local link conditionals' scores by this (choose it on "
                              "dev: the report gives the calibration error at several)")
+    parser.add_argument("--local-search", type=integer(0), default=0, metavar="ROUNDS",
+                        help="--given-mentions: climb the particles' MAP by at most this many rounds of iterated "
+                             "conditional modes (each round makes the single-mention moves that raise the exact "
+                             "joint; 0: the particles' MAP as it is)")
     parser.add_argument("--new-entity-bias", type=real(-math.inf), default=0.0,
                         help="add this to the new entity's logit in the model's p(E) (eq. 4): above 0 the posterior "
                              "opens entities more readily, below 0 it links more. A resolver setting, chosen on dev "
@@ -133,6 +137,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
          "--given-mentions scores one method: choose --method sir or smc"),
         (args.reliability is not None and args.given_mentions is None, "--reliability needs --given-mentions"),
         (args.link_temperature != 1.0 and args.given_mentions is None, "--link-temperature needs --given-mentions"),
+        (args.local_search and args.given_mentions is None, "--local-search needs --given-mentions"),
     ]
     for problem, message in problems:
         if problem:
@@ -146,7 +151,7 @@ def run(args: argparse.Namespace) -> dict:
     config = config_of(PosteriorConfig, args)
     if args.given_mentions:
         return evaluate_on_pipeline_mentions(config, reliability=args.reliability,
-                                             link_temperature=args.link_temperature)
+                                             link_temperature=args.link_temperature, local_search=args.local_search)
     return evaluate_map(config) if args.evaluate else analyse(config)
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +38,7 @@ from matplotlib.figure import Figure
 from coref.document import Document
 from coref.io.progress import progress as progress_bar
 from coref.metrics.coreference import evaluate
+from coref.resolution.kbest import document_with_clusters
 from generative.entitynlm.model import EntityNLM
 from inference.algorithms.hints import corpus_hints
 from inference.algorithms.posterior import (
@@ -48,12 +50,13 @@ from inference.algorithms.posterior import (
     without_singletons,
 )
 from inference.data import prepared_documents
-from inference.evaluation.rerank import candidate_log_joints, noise_free
+from inference.evaluation.rerank import candidate_log_joint, candidate_log_joints, noise_free
 from inference.runtime import resolve_device, set_seed
 from inference.training.checkpoint import Checkpoint, entitynlm_modules
 
 WINDOW = 30  # each mention is paired with this many mentions before it
 BINS = 10
+IMPROVEMENT = 1e-3  # nats: a move raises the joint by more than the scores' rounding between runs
 TEMPERATURES = (0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)  # the local conditionals' temperatures reported
 
 
@@ -176,8 +179,16 @@ class LocalMoves:
 
     def partition(self, k: int) -> frozenset:
         """Move ``k`` as a partition of the mentions (numbered from 1)."""
+        return self.partition_after([k])
+
+    def partition_after(self, ks: Sequence[int]) -> frozenset:
+        """The partition of the mentions (numbered from 1) after moves ``ks``, of distinct mentions, all made (each
+        mention that leaves for a new cluster alone in its own)."""
         moved = self.labels.copy()
-        moved[self.mention[k]] = self.cluster[k]
+        fresh = int(self.labels.max(initial=0)) + 1
+        for k in ks:
+            j = int(self.mention[k])
+            moved[j] = self.cluster[k] if self.cluster[k] < fresh else fresh + j
         return frozenset(frozenset(np.flatnonzero(moved == label) + 1) for label in set(moved.tolist()))
 
     def scores(self, model: EntityNLM, checkpoint: Checkpoint, device: torch.device, chunk: int = 64
@@ -200,6 +211,31 @@ def local_links(model: EntityNLM, checkpoint: Checkpoint, document: Document, de
     return LocalLinks(moves.mention, moves.cluster, scores, later, moves.labels[earlier])
 
 
+def local_mode(model: EntityNLM, checkpoint: Checkpoint, document: Document, device: torch.device,
+               rounds: int, window: int = WINDOW, chunk: int = 64) -> tuple[Document, int]:
+    """``document``'s clusters (a MAP structure) climbed by iterated conditional modes on log p(x, R, E, L), scored
+    exactly as :func:`local_links` scores them: each round scores every :class:`LocalMoves` move and makes every
+    one that raises the joint, all at once where together they raise it too, else the best alone; until no move
+    raises it or after ``rounds`` rounds. A search for the MAP beyond the particles': the joint never falls.
+    Returns the structure (its mentions sorted) and the number of mentions moved."""
+    moved = 0
+    for _ in range(rounds):
+        moves = LocalMoves.of(document, window)
+        with torch.no_grad():
+            scores = moves.scores(model, checkpoint, device, chunk).cpu().numpy()
+        now = scores[moves.cluster == moves.labels[moves.mention]].max()  # each mention's stay: this partition
+        order = np.lexsort((-scores, moves.mention))  # by mention, its best move first
+        best = order[np.r_[True, moves.mention[order][1:] != moves.mention[order][:-1]]]
+        better = best[scores[best] > now + IMPROVEMENT]
+        if not len(better):
+            break
+        together, alone = [moves.partition_after(better), moves.partition_after([better[np.argmax(scores[better])]])]
+        joint = candidate_log_joint(model, checkpoint, moves.document, [together], device)[0]
+        document = document_with_clusters(moves.document, together if joint > now + IMPROVEMENT else alone)
+        moved += len(better) if joint > now + IMPROVEMENT else 1
+    return LocalMoves.of(document, window).document, moved
+
+
 def local_log_conditionals(model: EntityNLM, checkpoint: Checkpoint, document: Document, device: torch.device,
                            window: int = WINDOW) -> torch.Tensor:
     """log P(each mention stays in its own cluster | the other mentions' clusters, x), normalised exactly over its
@@ -215,11 +251,13 @@ def local_log_conditionals(model: EntityNLM, checkpoint: Checkpoint, document: D
 
 
 def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
-                                  reliability: str | Path | None = None, link_temperature: float = 1.0) -> dict:
+                                  reliability: str | Path | None = None, link_temperature: float = 1.0,
+                                  local_search: int = 0) -> dict:
     """The posterior's MAP structure and link marginals on the pipeline's mentions of the corpus split, beside
     the pipeline's own clusters (module docstring); ``reliability``: write the reliability diagram there (PNG);
     ``link_temperature``: the local conditionals' temperature (their calibration error is also reported at each of
-    :data:`TEMPERATURES`, to choose it on dev)."""
+    :data:`TEMPERATURES`, to choose it on dev); ``local_search``: climb each particle MAP by at most this many
+    rounds of :func:`local_mode` (0: the particles' own)."""
     device = resolve_device(config.device)
     settings = config.hints()
     pipeline = settings.pipeline()  # the mentions are its, whatever the proposal's weight on its hints
@@ -241,20 +279,26 @@ def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
     calibration = Calibration(np.concatenate([p for p, _ in pairs]), labels)
     scorer = entitynlm_modules(noise_free(checkpoint), device)[0]
     scorer.heads.entity.new_entity_bias = config.new_entity_bias
-    links = [local_links(scorer, checkpoint, posterior.map_structure, device, window)
-             for posterior in progress_bar(results, desc="local link probabilities", unit="document")]
+    maps, moved = [posterior.map_structure for posterior in results], 0
+    if local_search:
+        for number, posterior in enumerate(progress_bar(results, desc="local search", unit="document")):
+            maps[number], moves = local_mode(scorer, checkpoint, posterior.map_structure, device, local_search, window)
+            moved += moves
+    links = [local_links(scorer, checkpoint, structure, device, window)
+             for structure in progress_bar(maps, desc="local link probabilities", unit="document")]
 
     def local_calibration(temperature: float) -> Calibration:
         return Calibration(np.concatenate([link.probabilities(temperature) for link in links]), labels)
 
     local = local_calibration(link_temperature)
     pipeline, posterior_map = evaluate(gold, [without_singletons(d) for d in given]), evaluate(
-        gold, [without_singletons(posterior.map_structure) for posterior in results])
+        gold, [without_singletons(structure) for structure in maps])
     result = {
         "corpus": config.corpus, "split": config.split, "documents": len(gold), "particles": config.particles,
         "method": config.method, "resample": config.resample, "sweeps": config.sweeps, "proposal": proposal.context,
         "hint_weight": settings.weight, "hint_temperature": settings.temperature, "lookahead": settings.lookahead,
-        "new_entity_bias": config.new_entity_bias, "device": str(device),
+        "new_entity_bias": config.new_entity_bias, "local_search": local_search, "moved_by_local_search": moved,
+        "device": str(device),
         "mentions": sum(len(document.mentions) for document in given),
         "gold_mentions": sum(len(document.mentions) for document in gold),
         "pipeline": {"scores": pipeline.to_json(), "conll_f1": pipeline.conll_f1},
@@ -278,7 +322,9 @@ def format_pipeline_mentions(result: dict) -> str:
     lines = [f"{result['corpus']}/{result['split']}: {result['documents']} documents, the pipeline's "
              f"{result['mentions']} mentions (gold {result['gold_mentions']}), {result['particles']} particles "
              f"({result['method']}, resampling at each {result['resample']}, {result['sweeps']} sweep(s)), hint weight "
-             f"{result['hint_weight']}, new-entity bias {result['new_entity_bias']:g}",
+             f"{result['hint_weight']}, new-entity bias {result['new_entity_bias']:g}"
+             + (f"; local search ({result['local_search']} rounds at most) moved {result['moved_by_local_search']} "
+                f"mentions" if result["local_search"] else ""),
              f"{'resolver':<16} {'MUC F1':>7} {'B3 F1':>7} {'CEAFe F1':>9} {'CoNLL F1':>9}"]
     for name, key in (("pipeline", "pipeline"), ("posterior MAP", "posterior_map")):
         scores = result[key]["scores"]

@@ -31,9 +31,10 @@ the coreference pipeline's (``--hint-detector``, ``--hint-resolver``; its linked
 entity of the gold mention of the same span and a spurious one alone (the target the pipeline's ranker is
 trained on), on train and dev alike; with ``--cross-fit-detectors`` and ``--cross-fit-resolvers`` (K pipelines, the
 one of fold F trained with ``--held-out-fold F/K``) each train document's mentions are those of the pipeline that
-never saw it, as wrong as those met on unseen text (:mod:`coref.corpora.folds`). ``--coref-objective local`` trains on the exact local conditionals instead
-(:func:`wake_coref_local_loss`: each gold mention's cluster against its moves to the clusters before it or a new
-one, given the others': the pseudo-likelihood of the gold clusters, no sampler and no particles).
+never saw it, as wrong as those met on unseen text (:mod:`coref.corpora.folds`). ``--coref-objective local``
+trains on the exact local conditionals instead (:func:`wake_coref_local_loss`: each gold mention's cluster against
+its moves to the clusters before it or a new one, given the others': the pseudo-likelihood of the gold clusters,
+no sampler and no particles).
 
 Every ``--eval-every`` steps (and before the first) it measures on dev pieces the mean ESS fraction and the
 mean log p_hat(x) per token with ``--particles`` particles (higher is better: both sides are unbiased
@@ -207,8 +208,9 @@ def cross_fit_pipelines(detectors: Sequence[str], resolvers: Sequence[str]) -> d
         pipeline = CorefPipeline.load(detector, resolver)
         held_out = {pipeline.detector.info.get("held_out_fold"), pipeline.ranker.settings.get("held_out_fold")}
         if len(held_out) != 1:
-            raise ValueError(f"{detector} and {resolver} were trained with different folds held out "
-                             f"({' and '.join(fold or 'no fold' for fold in held_out)}): pair each fold's detector with its resolver")
+            folds = " and ".join(fold or "no fold" for fold in held_out)
+            raise ValueError(f"{detector} and {resolver} were trained with different folds held out ({folds}): "
+                             "pair each fold's detector with its resolver")
         pipelines[held_out.pop()] = pipeline
     wanted = [str(Fold(index, len(detectors))) for index in range(len(detectors))]
     if sorted(pipelines, key=str) != wanted:

@@ -4,7 +4,9 @@ The coreference pipeline finds the mentions (its detector, outermost, linked one
 kind, which has no singletons) and resolves them (its ranker, greedy). On the same mentions, given to EntityNLM
 as observed R and L, the posterior p(E | x, R, L) is sampled (:func:`inference.algorithms.smc.sample_structures`
 with ``mentions``); its MAP structure (the particle of highest p(x, R, E, L)) is scored against the gold beside
-the pipeline's own clusters, by CoNLL F1 on the same documents and tokens.
+the pipeline's own clusters, by CoNLL F1 on the same documents and tokens. With ``local_search`` the particles'
+MAP is climbed further by iterated conditional modes (:func:`local_mode`, the exact joint of each single-mention
+move, as the local conditionals below score them) and both MAPs are reported: the particles' and the climbed one.
 
 Calibration: for each mention and each of the ``window`` mentions before it, the probability that the two are one
 entity against whether the gold says so (both spans gold mentions of one entity), two ways:
@@ -293,6 +295,7 @@ def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
     local = local_calibration(link_temperature)
     pipeline, posterior_map = evaluate(gold, [without_singletons(d) for d in given]), evaluate(
         gold, [without_singletons(structure) for structure in maps])
+    particle_map = evaluate(gold, [without_singletons(posterior.map_structure) for posterior in results])
     result = {
         "corpus": config.corpus, "split": config.split, "documents": len(gold), "particles": config.particles,
         "method": config.method, "resample": config.resample, "sweeps": config.sweeps, "proposal": proposal.context,
@@ -303,6 +306,7 @@ def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
         "gold_mentions": sum(len(document.mentions) for document in gold),
         "pipeline": {"scores": pipeline.to_json(), "conll_f1": pipeline.conll_f1},
         "posterior_map": {"scores": posterior_map.to_json(), "conll_f1": posterior_map.conll_f1},
+        "particle_map": {"scores": particle_map.to_json(), "conll_f1": particle_map.conll_f1},  # before the search
         "calibration": {"window": window, "pairs": len(calibration.labels), "ece": calibration.ece,
                         "coreferent_share": float(calibration.labels.mean()) if len(calibration.labels) else 0.0,
                         "bins": calibration.table(), "link_temperature": link_temperature, "local_ece": local.ece,
@@ -326,7 +330,8 @@ def format_pipeline_mentions(result: dict) -> str:
              + (f"; local search ({result['local_search']} rounds at most) moved {result['moved_by_local_search']} "
                 f"mentions" if result["local_search"] else ""),
              f"{'resolver':<16} {'MUC F1':>7} {'B3 F1':>7} {'CEAFe F1':>9} {'CoNLL F1':>9}"]
-    for name, key in (("pipeline", "pipeline"), ("posterior MAP", "posterior_map")):
+    searched = [("particles' MAP", "particle_map")] if result["local_search"] else []
+    for name, key in (("pipeline", "pipeline"), *searched, ("posterior MAP", "posterior_map")):
         scores = result[key]["scores"]
         lines.append(f"{name:<16} {100 * scores['muc']['f1']:>7.2f} {100 * scores['bcub']['f1']:>7.2f} "
                      f"{100 * scores['ceafe']['f1']:>9.2f} {100 * result[key]['conll_f1']:>9.2f}")

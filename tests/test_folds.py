@@ -5,6 +5,7 @@ document with the mentions of the pipeline that never saw it."""
 from __future__ import annotations
 
 import argparse
+import json
 
 import pytest
 
@@ -98,7 +99,7 @@ def test_each_train_document_gets_the_mentions_of_the_pipeline_of_its_fold():
     assert any(a.mentions != b.mentions for a, b in zip(*alone.values()))  # the two pipelines differ somewhere
 
 
-def test_the_refine_command_trains_on_cross_fit_mentions(fold_models, tmp_path):
+def test_the_refine_command_trains_on_cross_fit_mentions(fold_models, tmp_path, capsys):
     (detector0, resolver0), (detector1, resolver1) = fold_models
     out = tmp_path / "cross-fit.pt"
     argv = ["--checkpoint", str(pretrained("entitynlm.pt")), "--wake", "coref", "--coref-mentions", "pipeline",
@@ -108,3 +109,4 @@ def test_the_refine_command_trains_on_cross_fit_mentions(fold_models, tmp_path):
     assert refine.main(argv) == 0
     options = Checkpoint.load(out).training["refinement"]["args"]
     assert list(options["cross_fit_detectors"]) == [detector0, detector1]
+    assert set(json.loads(capsys.readouterr().out)["pipeline_mentions"]) == {"train", "dev"}

@@ -9,7 +9,13 @@ import pytest
 import torch
 
 from generative.entitynlm.state import Annotation
-from inference.algorithms.refine import coref_quality, pipeline_mention_documents, wake_coref_loss, wake_theta_loss
+from inference.algorithms.refine import (
+    coref_quality,
+    pipeline_mention_counts,
+    pipeline_mention_documents,
+    wake_coref_loss,
+    wake_theta_loss,
+)
 from inference.algorithms.smc import sample_structures
 from inference.commands import refine
 from inference.training.checkpoint import Checkpoint
@@ -128,6 +134,10 @@ def test_the_pipeline_mentions_carry_the_gold_entities_and_spurious_ones_stand_a
         matched += sum(m.span in entity for m in relabelled.mentions)
         spurious += sum(m.span not in entity for m in relabelled.mentions)
     assert matched and spurious  # both kinds occur, so both rules are checked
+    annotated = sum(len(document.mentions) for document in gold)
+    assert pipeline_mention_counts(gold, labelled) == pytest.approx(
+        {"mentions": matched + spurious, "spurious_share": spurious / (matched + spurious),
+         "gold_found_share": matched / annotated})
 
 
 def test_the_pipeline_mentions_are_for_the_coref_wake(tmp_path, capsys):

@@ -231,6 +231,19 @@ def cross_fit_mention_documents(pipelines: dict[Fold, CorefPipeline], corpus: st
     return [labelled[document.key] for document in documents]
 
 
+def pipeline_mention_counts(gold: Sequence[Document], labelled: Sequence[Document]) -> dict[str, float]:
+    """How the pipeline's mentions (``labelled``) stand against the ``gold`` mentions of the same documents: how
+    many, the share that are spurious (no gold mention of their span) and the share of gold mentions found."""
+    found = spurious = 0
+    for document, relabelled in zip(gold, labelled):
+        spans = {mention.span for mention in document.mentions}
+        spurious += sum(mention.span not in spans for mention in relabelled.mentions)
+        found += sum(mention.span in spans for mention in relabelled.mentions)
+    mentions, annotated = found + spurious, sum(len(document.mentions) for document in gold)
+    return {"mentions": mentions, "spurious_share": spurious / max(mentions, 1),
+            "gold_found_share": found / max(annotated, 1)}
+
+
 def wake_coref_local_loss(model: EntityNLM, checkpoint: Checkpoint, pieces: Sequence[Document],
                           batch: DocumentBatch, supervised_weight: float) -> torch.Tensor:
     """-(sum over the mentions of ``pieces`` (``batch``'s documents) of log P(the gold cluster | the other
@@ -314,15 +327,21 @@ def refine_proposal(config: RefineConfig) -> dict:
     cross_fit = cross_fit_pipelines(config.cross_fit_detectors, config.cross_fit_resolvers) if (
         config.cross_fit_detectors) else None
 
+    mention_counts = {}  # of the pipeline's mentions, by split
+
     def pieces(split: str) -> list:
         documents = prepared_documents(config.corpus, split, config.data_dir, checkpoint.preprocess,
                                        checkpoint.vocabulary, quiet=True)
+        gold = documents
         if cross_fit is not None and split == "train":
             documents = cross_fit_mention_documents(cross_fit, config.corpus, split, config.data_dir, documents,
                                                     checkpoint.preprocess)
         elif pipeline is not None:
             documents = pipeline_mention_documents(pipeline, config.corpus, split, config.data_dir, documents,
                                                    checkpoint.preprocess)
+        if documents is not gold:
+            mention_counts[split] = pipeline_mention_counts(gold, documents)
+            print(f"{split}: {json.dumps(mention_counts[split])}", file=sys.stderr)
         return [piece for document in documents for piece in sentence_chunks(document, config.chunk)]
 
     per_step = max(1, config.batch_tokens // config.particles)
@@ -409,10 +428,11 @@ def refine_proposal(config: RefineConfig) -> dict:
                             "optimizer": optimizer.state_dict(), "state": state, "best_weights": best_weights,
                             "best_model": best_model, "rng": torch.get_rng_state()}, temporary)
     return {"checkpoint": str(path), "proposal": context, "wake": config.wake, "out": config.out,
-            "steps": state["step"],
+            "steps": state["step"], **({"pipeline_mentions": mention_counts} if mention_counts else {}),
             "before": state["history"][0], "best": state["best"], "history": state["history"]}
 
 
 def format_result(result: dict) -> str:
     """The figures before and at best, as the command prints them."""
-    return json.dumps({k: result[k] for k in ("proposal", "wake", "steps", "before", "best")}, indent=2)
+    keys = ("proposal", "wake", "steps", "pipeline_mentions", "before", "best")
+    return json.dumps({k: result[k] for k in keys if k in result}, indent=2)

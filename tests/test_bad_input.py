@@ -372,6 +372,10 @@ ROWS = [
     row("inference.refine", "--checkpoint {bundled} --out {out}/r.pt --wake coref --coref-mentions pipeline "
         "--cross-fit-detectors {detector} {detector} --cross-fit-resolvers {resolver} {resolver}",
         "the cross-fit models must hold out the folds 0/2, 1/2, one pair each; they hold out no fold"),
+    row("inference.refine", "--checkpoint {bundled} --out {out}/r.pt --wake coref --coref-mentions pipeline "
+        "--pipeline-margin 1", "--pipeline-margin is for --coref-mentions pipeline --coref-objective local"),
+    row("inference.refine", "--checkpoint {bundled} --out {out}/r.pt --pipeline-margin -1",
+        "argument --pipeline-margin"),
     row("inference.refine", "--checkpoint {bundled} --out {refine_state}/r.pt",
         "{refine_state}/r.pt.state: not an entitylm refinement state"),
     row("entitylm-refine", "--checkpoint {truncated} --out {out}/r.pt", "{truncated}: not an entitylm checkpoint"),

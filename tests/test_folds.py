@@ -90,13 +90,13 @@ def test_each_train_document_gets_the_mentions_of_the_pipeline_of_its_fold():
                                                              {**bundled.ranker.settings, "mention_threshold": 0.9}))
     pipelines = {Fold(0, 2): bundled, Fold(1, 2): stricter}
     labelled = cross_fit_mention_documents(pipelines, "sample", "train", None, documents, checkpoint.preprocess)
-    assert [d.key for d in labelled] == [d.key for d in documents]
+    assert [pair[0].key for pair in labelled] == [d.key for d in documents]
     alone = {fold: pipeline_mention_documents(pipeline, "sample", "train", None, documents, checkpoint.preprocess)
              for fold, pipeline in pipelines.items()}
-    for position, document in enumerate(labelled):
-        fold = next(fold for fold in pipelines if fold.holds(document))
-        assert document.mentions == alone[fold][position].mentions
-    assert any(a.mentions != b.mentions for a, b in zip(*alone.values()))  # the two pipelines differ somewhere
+    for position, pair in enumerate(labelled):
+        fold = next(fold for fold in pipelines if fold.holds(pair[0]))
+        assert pair == alone[fold][position]  # the gold's entities and the pipeline's, of its fold's mentions
+    assert any(a != b for a, b in zip(*alone.values()))  # the two pipelines differ somewhere
 
 
 def test_the_refine_command_trains_on_cross_fit_mentions(fold_models, tmp_path, capsys):

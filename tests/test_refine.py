@@ -99,7 +99,9 @@ def test_the_refine_command_updates_what_wake_names(tmp_path, capsys):
     proposal_key = "bidirectional_proposal"
     for wake, changed, more in (("theta", {"model"}, []), ("phi", {proposal_key}, []), ("coref", {"model"}, []),
                                 ("coref", {"model"}, ["--coref-mentions", "pipeline"]),
-                                ("coref", {"model"}, ["--coref-objective", "local"])):
+                                ("coref", {"model"}, ["--coref-objective", "local"]),
+                                ("coref", {"model"}, ["--coref-mentions", "pipeline", "--coref-objective", "local",
+                                                      "--pipeline-margin", "1"])):
         out = tmp_path / f"{wake}{'-'.join(more)}.pt"
         argv = ["--checkpoint", str(pretrained("entitynlm.pt")), "--wake", wake, "--steps", "2", "--eval-every", "1",
                 "--eval-pieces", "4", "--particles", "4", "--out", str(out), "--device", "cpu", *more]
@@ -118,7 +120,8 @@ def test_the_pipeline_mentions_carry_the_gold_entities_and_spurious_ones_stand_a
     checkpoint = Checkpoint.load(pretrained("entitynlm.pt"))
     gold = prepared_documents("sample", "train", None, checkpoint.preprocess, checkpoint.vocabulary, quiet=True)
     pipeline = HintSettings().pipeline()
-    labelled = pipeline_mention_documents(pipeline, "sample", "train", None, gold, checkpoint.preprocess)
+    pairs = pipeline_mention_documents(pipeline, "sample", "train", None, gold, checkpoint.preprocess)
+    labelled = [document for document, _ in pairs]
     hints = corpus_hints(HintSettings(), pipeline, "sample", "train", None, gold, checkpoint.preprocess)
     matched = spurious = 0
     for document, relabelled in zip(gold, labelled):
@@ -134,6 +137,8 @@ def test_the_pipeline_mentions_carry_the_gold_entities_and_spurious_ones_stand_a
         matched += sum(m.span in entity for m in relabelled.mentions)
         spurious += sum(m.span not in entity for m in relabelled.mentions)
     assert matched and spurious  # both kinds occur, so both rules are checked
+    assert [list(clustered.mentions) for _, clustered in pairs] == [
+        sorted(hints[document.key].response(document).mentions) for document in gold]  # in the pipeline's entities
     annotated = sum(len(document.mentions) for document in gold)
     assert pipeline_mention_counts(gold, labelled) == pytest.approx(
         {"mentions": matched + spurious, "spurious_share": spurious / (matched + spurious),
@@ -173,3 +178,40 @@ def test_the_local_coref_objective_raises_the_gold_clusters_local_conditionals()
     with torch.no_grad():
         after = local_log_conditionals(model, checkpoint, document, "cpu")
     assert after.sum() > before.sum() + 0.1
+
+
+def test_the_pipeline_margin_is_the_logistic_loss_of_the_gold_against_the_pipelines_clusters():
+    from generative.layers.batch import make_batch
+    from inference.algorithms.hints import HintSettings
+    from inference.algorithms.refine import wake_coref_local_loss
+    from inference.data import prepared_documents
+    from inference.evaluation.rerank import noise_free
+    from inference.training.checkpoint import entitynlm_modules, pretrained
+
+    checkpoint = noise_free(Checkpoint.load(pretrained("entitynlm.pt")))
+    model = entitynlm_modules(checkpoint, "cpu")[0].eval()  # no dropout, no eq. 7 noise: deterministic
+    gold = prepared_documents("sample", "train", None, checkpoint.preprocess, checkpoint.vocabulary, quiet=True)
+    pairs = [pair for pair in pipeline_mention_documents(HintSettings().pipeline(), "sample", "train", None, gold,
+                                                         checkpoint.preprocess)
+             if pair[0].partition() != pair[1].partition()][:2]
+    assert pairs  # the pipeline errs somewhere on the sample
+    batch = make_batch([labelled for labelled, _ in pairs], checkpoint.vocabulary)
+    rivals = make_batch([clustered for _, clustered in pairs], checkpoint.vocabulary)
+    pieces = [labelled for labelled, _ in pairs]
+
+    def margin() -> torch.Tensor:
+        return model.log_likelihood(batch) - model.log_likelihood(rivals)  # log p(x, z_gold) - log p(x, z_pipeline)
+
+    with torch.no_grad():
+        local = wake_coref_local_loss(model, checkpoint, pieces, batch, 0.0)
+        both = wake_coref_local_loss(model, checkpoint, pieces, batch, 0.0, rivals, margin_weight=2.0)
+        before = margin()
+    expected = local + 2.0 * torch.nn.functional.softplus(-before).sum() / batch.num_tokens
+    assert both.item() == pytest.approx(expected.item(), rel=1e-5)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for _ in range(5):  # the margin alone: the gold's joint pulled up against the pipeline's
+        optimizer.zero_grad()
+        (wake_coref_local_loss(model, checkpoint, pieces, batch, 0.0, rivals, margin_weight=1.0) - local).backward()
+        optimizer.step()
+    with torch.no_grad():
+        assert (margin() > before).all()

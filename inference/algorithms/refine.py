@@ -63,7 +63,7 @@ from coref.resolution.ranker import with_predicted_mentions
 from generative.entitynlm.annotated import mention_may_start
 from generative.entitynlm.model import EntityNLM, EntityProposal
 from generative.entitynlm.state import Annotation
-from generative.layers.batch import DocumentBatch, batches_by_length
+from generative.layers.batch import DocumentBatch, batches_by_length, make_batch
 from inference.algorithms.hints import HintSettings, corpus_hints
 from inference.algorithms.importance import ImportanceEstimate, importance_log_densities, log_importance_weights
 from inference.algorithms.smc import sample_structures
@@ -122,6 +122,7 @@ class RefineConfig:
     hint_resolver: str | None = None
     cross_fit_detectors: Sequence[str] = ()
     cross_fit_resolvers: Sequence[str] = ()
+    pipeline_margin: float = 0.0
 
     def __post_init__(self) -> None:
         if self.wake not in WAKES:
@@ -142,6 +143,10 @@ class RefineConfig:
                              f"{len(self.cross_fit_resolvers)}")
         if self.supervised_weight < 0:
             raise ValueError(f"the supervised weight must be at least 0, got {self.supervised_weight}")
+        if self.pipeline_margin < 0:
+            raise ValueError(f"the pipeline margin's weight must be at least 0, got {self.pipeline_margin}")
+        if self.pipeline_margin and (self.coref_mentions, self.coref_objective) != ("pipeline", "local"):
+            raise ValueError("--pipeline-margin is for --coref-mentions pipeline --coref-objective local")
 
 
 def wake_phi_loss(model, proposal, batch: DocumentBatch, particles: int) -> torch.Tensor:
@@ -191,13 +196,17 @@ def wake_coref_loss(model: EntityNLM, proposal: EntityProposal, batch: DocumentB
 
 
 def pipeline_mention_documents(pipeline: CorefPipeline, corpus: str, split: str, data_dir: str | None,
-                               documents: Sequence[Document], config: PreprocessConfig) -> list[Document]:
+                               documents: Sequence[Document], config: PreprocessConfig
+                               ) -> list[tuple[Document, Document]]:
     """The preprocessed gold ``documents`` of a corpus split with ``pipeline``'s mentions (those the posterior is
     given as a resolver: its linked outermost spans), each in the entity of the gold mention of the same span, a
-    spurious one alone: the entities the posterior should choose on the pipeline's mentions."""
+    spurious one alone (the entities the posterior should choose on the pipeline's mentions); beside each, the same
+    mentions in the pipeline's own entities (where the posterior's sampler starts)."""
     hints = corpus_hints(HintSettings(), pipeline, corpus, split, data_dir, documents, config)
-    return [with_predicted_mentions(document, [mention.span for mention in hints[document.key].response(document)
-                                               .mentions]) for document in documents]
+    resolved = [hints[document.key].response(document) for document in documents]
+    return [(with_predicted_mentions(document, [mention.span for mention in clustered.mentions]),
+             clustered.replace(mentions=sorted(clustered.mentions)))
+            for document, clustered in zip(documents, resolved)]
 
 
 def cross_fit_pipelines(detectors: Sequence[str], resolvers: Sequence[str]) -> dict[Fold, CorefPipeline]:
@@ -220,13 +229,14 @@ def cross_fit_pipelines(detectors: Sequence[str], resolvers: Sequence[str]) -> d
 
 
 def cross_fit_mention_documents(pipelines: dict[Fold, CorefPipeline], corpus: str, split: str, data_dir: str | None,
-                                documents: Sequence[Document], config: PreprocessConfig) -> list[Document]:
+                                documents: Sequence[Document], config: PreprocessConfig
+                                ) -> list[tuple[Document, Document]]:
     """:func:`pipeline_mention_documents` with each document's mentions from the pipeline of its fold (one that
     never saw it), in the order of ``documents``."""
     labelled = {}
     for fold, pipeline in pipelines.items():
         held_out = [document for document in documents if fold.holds(document)]
-        labelled.update((document.key, document) for document in pipeline_mention_documents(
+        labelled.update((pair[0].key, pair) for pair in pipeline_mention_documents(
             pipeline, corpus, split, data_dir, held_out, config))
     return [labelled[document.key] for document in documents]
 
@@ -245,13 +255,22 @@ def pipeline_mention_counts(gold: Sequence[Document], labelled: Sequence[Documen
 
 
 def wake_coref_local_loss(model: EntityNLM, checkpoint: Checkpoint, pieces: Sequence[Document],
-                          batch: DocumentBatch, supervised_weight: float) -> torch.Tensor:
+                          batch: DocumentBatch, supervised_weight: float, rivals: DocumentBatch | None = None,
+                          margin_weight: float = 0.0) -> torch.Tensor:
     """-(sum over the mentions of ``pieces`` (``batch``'s documents) of log P(the gold cluster | the other
     mentions' gold clusters, x) + supervised_weight * log p(x, z_gold)) per token: the pseudo-likelihood of the
-    gold clusters, each term normalised exactly over the mention's local moves (no sampler)."""
+    gold clusters, each term normalised exactly over the mention's local moves (no sampler). With ``rivals`` (the
+    same pieces in the pipeline's own clusters), plus ``margin_weight`` times sum log(1 + p(x, z_pipeline) /
+    p(x, z_gold)): the logistic loss of the gold clusters against the structure the posterior's sampler starts
+    from, whose gradient lies where the two differ (where the pipeline errs)."""
     objective = sum(local_log_conditionals(model, checkpoint, piece, batch.words.device).sum() for piece in pieces)
     if supervised_weight:
         objective = objective + supervised_weight * model.log_likelihood(batch).sum()
+    if margin_weight:  # both structures as two particles of one run, so that they share its dropout
+        gold, rival = Annotation.of(batch), Annotation.of(rivals)
+        joint = model.log_joint(batch, Annotation(*(torch.stack([a, b]) for a, b in (
+            (gold.R, rival.R), (gold.E, rival.E), (gold.L, rival.L)))))
+        objective = objective - margin_weight * torch.nn.functional.softplus(joint[1] - joint[0]).sum()
     return -objective / batch.num_tokens
 
 
@@ -328,20 +347,24 @@ def refine_proposal(config: RefineConfig) -> dict:
         config.cross_fit_detectors) else None
 
     mention_counts = {}  # of the pipeline's mentions, by split
+    rival_of = {}  # each train piece in the pipeline's own clusters, by key
 
     def pieces(split: str) -> list:
         documents = prepared_documents(config.corpus, split, config.data_dir, checkpoint.preprocess,
                                        checkpoint.vocabulary, quiet=True)
-        gold = documents
-        if cross_fit is not None and split == "train":
-            documents = cross_fit_mention_documents(cross_fit, config.corpus, split, config.data_dir, documents,
+        if pipeline is not None:
+            if cross_fit is not None and split == "train":
+                pairs = cross_fit_mention_documents(cross_fit, config.corpus, split, config.data_dir, documents,
                                                     checkpoint.preprocess)
-        elif pipeline is not None:
-            documents = pipeline_mention_documents(pipeline, config.corpus, split, config.data_dir, documents,
+            else:
+                pairs = pipeline_mention_documents(pipeline, config.corpus, split, config.data_dir, documents,
                                                    checkpoint.preprocess)
-        if documents is not gold:
-            mention_counts[split] = pipeline_mention_counts(gold, documents)
+            mention_counts[split] = pipeline_mention_counts(documents, [labelled for labelled, _ in pairs])
             print(f"{split}: {json.dumps(mention_counts[split])}", file=sys.stderr)
+            if split == "train":
+                rival_of.update((piece.key, piece) for _, clustered in pairs
+                                for piece in sentence_chunks(clustered, config.chunk))
+            documents = [labelled for labelled, _ in pairs]
         return [piece for document in documents for piece in sentence_chunks(document, config.chunk)]
 
     per_step = max(1, config.batch_tokens // config.particles)
@@ -356,8 +379,10 @@ def refine_proposal(config: RefineConfig) -> dict:
         piece_of = {piece.key: piece for piece in train_pieces}
 
         def model_loss(batch: DocumentBatch) -> torch.Tensor:
+            rivals = make_batch([rival_of[key] for key in batch.keys], checkpoint.vocabulary).to(device) if (
+                config.pipeline_margin) else None
             return wake_coref_local_loss(model, checkpoint, [piece_of[key] for key in batch.keys], batch,
-                                         config.supervised_weight)
+                                         config.supervised_weight, rivals, config.pipeline_margin)
     else:
         sampled_loss = wake_coref_loss if coref else wake_theta_loss
 

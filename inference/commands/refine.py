@@ -79,6 +79,10 @@ def build_parser() -> Parser:
     parser.add_argument("--cross-fit-resolvers", nargs="+", metavar="MODEL",
                         help="with --cross-fit-detectors: the K mention rankers, each trained with its fold held "
                              "out on the mentions of that fold's detector")
+    parser.add_argument("--pipeline-margin", type=real(0), default=0.0, metavar="WEIGHT",
+                        help="--coref-mentions pipeline --coref-objective local: add this times the logistic loss of "
+                             "the gold clusters against the pipeline's own on the same mentions, log(1 + p(x, "
+                             "z_pipeline) / p(x, z_gold)) per piece (0: none)")
     parser.add_argument("--eval-pieces", type=integer(1), default=200, help="dev pieces the evaluation uses")
     add_device_seed_json(parser, "also write the before/after figures as JSON")
     return parser

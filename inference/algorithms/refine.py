@@ -34,7 +34,8 @@ one of fold F trained with ``--held-out-fold F/K``) each train document's mentio
 never saw it, as wrong as those met on unseen text (:mod:`coref.corpora.folds`). ``--coref-objective local``
 trains on the exact local conditionals instead (:func:`wake_coref_local_loss`: each gold mention's cluster against
 its moves to the clusters before it or a new one, given the others': the pseudo-likelihood of the gold clusters,
-no sampler and no particles).
+no sampler and no particles); ``--pipeline-margin`` adds the logistic loss of the gold clusters against the
+pipeline's own on the same mentions, where the posterior's sampler starts.
 
 Every ``--eval-every`` steps (and before the first) it measures on dev pieces the mean ESS fraction and the
 mean log p_hat(x) per token with ``--particles`` particles (higher is better: both sides are unbiased
@@ -97,8 +98,10 @@ class RefineConfig:
     objective beside wake-theta's; ``coref_mentions``: the mentions the coref wake is given (:data:`COREF_MENTIONS`;
     the pipeline's from ``hint_detector`` and ``hint_resolver``, None: the bundled ones), ``coref_objective`` its
     objective (:data:`COREF_OBJECTIVES`: the conditional with a sampled normaliser, or the exact local
-    conditionals). The options of ``python -m inference.refine``; a resumed run must keep all but
-    :data:`RESUMABLE_CHANGES`."""
+    conditionals); ``cross_fit_detectors`` and ``cross_fit_resolvers``: the pipelines of the folds of train (each
+    train document's mentions from the one that never saw it); ``pipeline_margin``: the weight of the gold
+    clusters' logistic loss against the pipeline's own. The options of ``python -m inference.refine``; a resumed
+    run must keep all but :data:`RESUMABLE_CHANGES`."""
 
     checkpoint: str
     out: str
@@ -361,7 +364,7 @@ def refine_proposal(config: RefineConfig) -> dict:
                                                    checkpoint.preprocess)
             mention_counts[split] = pipeline_mention_counts(documents, [labelled for labelled, _ in pairs])
             print(f"{split}: {json.dumps(mention_counts[split])}", file=sys.stderr)
-            if split == "train":
+            if split == "train" and config.pipeline_margin:
                 rival_of.update((piece.key, piece) for _, clustered in pairs
                                 for piece in sentence_chunks(clustered, config.chunk))
             documents = [labelled for labelled, _ in pairs]

@@ -190,7 +190,7 @@ def test_the_posterior_on_the_pipelines_mentions_is_scored_and_calibrated(tmp_pa
     assert posterior.main(argv) == 0
     printed = capsys.readouterr().out
     result = json.loads(out.read_text())
-    assert result["local_search"] == 2 and f"moved {result['moved_by_local_search']} mentions" in printed
+    assert result["local_search"] == 2 and f"made {result['moved_by_local_search']} single-mention moves" in printed
     assert "particles' MAP" in printed and 0 <= result["particle_map"]["conll_f1"] <= 1
     assert result["mentions"] > 0 and result["calibration"]["pairs"] > 0 and result["lookahead"] == 0.5
     assert result["sweeps"] == 2

@@ -104,14 +104,15 @@ def _evaluations(split: _Split, predictions: Sequence[Document]) -> dict[str, Co
 def _train_command(args: argparse.Namespace) -> int:
     """Train on a corpus's train split (cort's latent structured perceptron), scoring dev after each epoch, and
     write the model (.pt) atomically."""
-    if args.detector and MentionDetector.load(args.detector).config.lowercase != args.lowercase:
+    detector = MentionDetector.load(args.detector) if args.detector else None
+    if detector and detector.config.lowercase != args.lowercase:
         mode = "without" if args.lowercase else "with"  # the detector's
         raise ValueError(f"{args.detector} was trained {mode} --lowercase: train the resolver on its mentions "
                          f"{mode} it too")
     if args.mention_threshold is not None and not args.detector:
         raise ValueError("--mention-threshold needs a --detector whose mentions the ranker is trained on")
-    if args.held_out_fold and args.detector:
-        fold = MentionDetector.load(args.detector).info.get("held_out_fold")
+    if args.held_out_fold and detector:
+        fold = detector.info.get("held_out_fold")
         if fold != str(args.held_out_fold):
             raise ValueError(f"{args.detector} was trained with fold {fold} held out, not {args.held_out_fold}: "
                              "train the resolver of a fold on the mentions of that fold's detector")

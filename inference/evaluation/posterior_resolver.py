@@ -219,7 +219,8 @@ def local_mode(model: EntityNLM, checkpoint: Checkpoint, document: Document, dev
     exactly as :func:`local_links` scores them: each round scores every :class:`LocalMoves` move and makes every
     one that raises the joint, all at once where together they raise it too, else the best alone; until no move
     raises it or after ``rounds`` rounds. A search for the MAP beyond the particles': the joint never falls.
-    Returns the structure (its mentions sorted) and the number of mentions moved."""
+    Returns the structure (its mentions sorted) and the number of single-mention moves made (a mention moved in
+    two rounds counts twice)."""
     moved = 0
     for _ in range(rounds):
         moves = LocalMoves.of(document, window)
@@ -295,7 +296,6 @@ def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
     local = local_calibration(link_temperature)
     pipeline, posterior_map = evaluate(gold, [without_singletons(d) for d in given]), evaluate(
         gold, [without_singletons(structure) for structure in maps])
-    particle_map = evaluate(gold, [without_singletons(posterior.map_structure) for posterior in results])
     result = {
         "corpus": config.corpus, "split": config.split, "documents": len(gold), "particles": config.particles,
         "method": config.method, "resample": config.resample, "sweeps": config.sweeps, "proposal": proposal.context,
@@ -306,7 +306,6 @@ def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
         "gold_mentions": sum(len(document.mentions) for document in gold),
         "pipeline": {"scores": pipeline.to_json(), "conll_f1": pipeline.conll_f1},
         "posterior_map": {"scores": posterior_map.to_json(), "conll_f1": posterior_map.conll_f1},
-        "particle_map": {"scores": particle_map.to_json(), "conll_f1": particle_map.conll_f1},  # before the search
         "calibration": {"window": window, "pairs": len(calibration.labels), "ece": calibration.ece,
                         "coreferent_share": float(calibration.labels.mean()) if len(calibration.labels) else 0.0,
                         "bins": calibration.table(), "link_temperature": link_temperature, "local_ece": local.ece,
@@ -314,6 +313,9 @@ def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
                         "local_ece_by_temperature": {str(t): local_calibration(t).ece for t in TEMPERATURES}},
         "ess": [posterior.ess for posterior in results], "seconds": seconds,
     }
+    if local_search:  # the particles' own MAP beside the climbed one
+        particle_map = evaluate(gold, [without_singletons(posterior.map_structure) for posterior in results])
+        result["particle_map"] = {"scores": particle_map.to_json(), "conll_f1": particle_map.conll_f1}
     if reliability is not None:
         title = f"{config.corpus}/{config.split}: {len(labels)} mention pairs, {config.particles} particles"
         reliability_figure({"particles": calibration, "local": local}, title).savefig(reliability, dpi=120)
@@ -327,8 +329,8 @@ def format_pipeline_mentions(result: dict) -> str:
              f"{result['mentions']} mentions (gold {result['gold_mentions']}), {result['particles']} particles "
              f"({result['method']}, resampling at each {result['resample']}, {result['sweeps']} sweep(s)), hint weight "
              f"{result['hint_weight']}, new-entity bias {result['new_entity_bias']:g}"
-             + (f"; local search ({result['local_search']} rounds at most) moved {result['moved_by_local_search']} "
-                f"mentions" if result["local_search"] else ""),
+             + (f"; local search ({result['local_search']} rounds at most) made {result['moved_by_local_search']} "
+                f"single-mention moves" if result["local_search"] else ""),
              f"{'resolver':<16} {'MUC F1':>7} {'B3 F1':>7} {'CEAFe F1':>9} {'CoNLL F1':>9}"]
     searched = [("particles' MAP", "particle_map")] if result["local_search"] else []
     for name, key in (("pipeline", "pipeline"), *searched, ("posterior MAP", "posterior_map")):

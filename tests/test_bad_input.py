@@ -171,6 +171,10 @@ ROWS = [
         "{missing}: no such mention detector file"),
     row("coref.resolver", "predict --model {resolver} --detector {resolver} --corpus sample --split test "
         "--out {out}/p.conll", "{resolver}: not a mention detector"),
+    row("coref.resolver", "train --corpus sample --held-out-fold 0/1 --out {out}/m.pt",
+        "argument --held-out-fold: expected F/K with K >= 2 and 0 <= F < K, got '0/1'"),
+    row("coref.resolver", "train --corpus sample --detector {detector} --held-out-fold 0/2 --out {out}/m.pt",
+        "{detector} was trained with no fold held out, not 0/2"),
     row("coref.resolver", "train --corpus sample --detector {detector} --lowercase --out {out}/m.npz",
         "{detector} was trained without --lowercase"),
     row("coref.resolver", "train --corpus sample --mention-threshold 0.2 --out {out}/m.pt",

@@ -114,7 +114,8 @@ def _train_command(args: argparse.Namespace) -> int:
     if args.held_out_fold and detector:
         fold = detector.info.get("held_out_fold")
         if fold != str(args.held_out_fold):
-            raise ValueError(f"{args.detector} was trained with fold {fold} held out, not {args.held_out_fold}: "
+            trained = f"fold {fold}" if fold else "no fold"
+            raise ValueError(f"{args.detector} was trained with {trained} held out, not {args.held_out_fold}: "
                              "train the resolver of a fold on the mentions of that fold's detector")
     train = _load(args.corpus, "train", args.data_dir, args.detector, args.mention_threshold, args.held_out_fold)
     dev = _load(args.corpus, "dev", args.data_dir, args.detector, args.mention_threshold)

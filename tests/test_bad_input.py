@@ -378,6 +378,9 @@ ROWS = [
         "the cross-fit models must hold out the folds 0/2, 1/2, one pair each; they hold out no fold"),
     row("inference.refine", "--checkpoint {bundled} --out {out}/r.pt --wake coref --coref-mentions pipeline "
         "--pipeline-margin 1", "--pipeline-margin is for --coref-mentions pipeline --coref-objective local"),
+    row("inference.refine", "--checkpoint {bundled} --out {out}/r.pt --entity-words -1", "argument --entity-words"),
+    row("inference.refine", "--checkpoint {bundled} --out {out}/r.pt --entity-words 8",
+        "--entity-words gives the model a part to train: it is for --wake theta, both or coref"),
     row("inference.refine", "--checkpoint {bundled} --out {out}/r.pt --pipeline-margin -1",
         "argument --pipeline-margin"),
     row("inference.refine", "--checkpoint {bundled} --out {refine_state}/r.pt",

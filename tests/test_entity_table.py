@@ -1,7 +1,7 @@
-"""The entity table's two storages hold the same vectors and last-seen steps -- dense rows per particle (what
-autograd follows) and pointers into a pool that particles share (the sampler's) -- through writes, widening,
-resamplings and the pool's clean-ups; and a resampling copies of the hinted proposal's memory only the pipeline
-mentions a later step reads."""
+"""The entity table's two storages hold the same vectors, last-seen steps and remembered words -- dense rows per
+particle (what autograd follows) and pointers into a pool that particles share (the sampler's) -- through writes,
+widening, resamplings and the pool's clean-ups; and a resampling copies of the hinted proposal's memory only the
+pipeline mentions a later step reads."""
 
 from __future__ import annotations
 
@@ -30,9 +30,9 @@ from tests.test_lockstep import tiny_sentences_batch
 
 def test_pooled_embeddings_read_what_dense_ones_hold_through_writes_resamplings_and_clean_ups(monkeypatch):
     generator = torch.Generator().manual_seed(0)
-    particles, documents, width, size = 6, 2, 5, 3
-    dense = DenseEmbeddings(torch.zeros(particles, documents, width, size))
-    pooled = PooledEmbeddings.empty(particles, documents, width, size, torch.zeros(1))
+    particles, documents, width, size, memory = 6, 2, 5, 3, 2
+    dense = DenseEmbeddings(torch.zeros(particles, documents, width, size), memory)
+    pooled = PooledEmbeddings.empty(particles, documents, width, size, torch.zeros(1), memory)
     written, pools = 0, set()
     mentioned = torch.zeros(particles, documents, width, dtype=torch.bool)
     for step in range(400):
@@ -40,6 +40,7 @@ def test_pooled_embeddings_read_what_dense_ones_hold_through_writes_resamplings_
         slot = torch.randint(0, width, (particles, documents), generator=generator)
         rows = torch.randn(particles, documents, size, generator=generator)
         seen = (torch.full((particles, documents), step), torch.randint(0, 50, (particles, documents)))
+        words = torch.randint(0, 9, (particles, documents, memory), generator=generator)  # what each remembers
         # a mention (last seen written) or, every fourth step, a new-entity candidate, which goes to a slot no
         # mention has written (last seen not written)
         candidate = step % 4 == 0
@@ -47,11 +48,13 @@ def test_pooled_embeddings_read_what_dense_ones_hold_through_writes_resamplings_
             where &= ~mentioned.gather(2, slot[..., None])[..., 0]
         written_rows = where.nonzero(as_tuple=True)
         seen_rows = None if candidate else tuple(value[written_rows] for value in seen)
+        remembered = None if candidate else words  # a candidate remembers nothing
         for storage in (dense, pooled):
             if step % 2:  # the writes of whole (P, B) rows, and of the K rows that write (the same)
-                storage.put(where, slot, rows, seen)
+                storage.put(where, slot, rows, seen, remembered)
             else:
-                storage.put_rows(written_rows, slot[written_rows], rows[written_rows], seen_rows)
+                storage.put_rows(written_rows, slot[written_rows], rows[written_rows], seen_rows,
+                                 None if candidate else words[written_rows])
         if not candidate:
             mentioned[(*written_rows, slot[written_rows])] = True
         written += len(written_rows[0])
@@ -71,6 +74,7 @@ def test_pooled_embeddings_read_what_dense_ones_hold_through_writes_resamplings_
         for pooled_seen, dense_seen in zip(pooled.last_seen(width), dense.last_seen(width)):
             assert torch.equal(pooled_seen, dense_seen)
         assert torch.equal(pooled.mentioned[pooled.pointer[..., :width]], mentioned)
+        assert torch.equal(pooled.words[pooled.pointer[..., :width]], dense.words[..., :width, :])
     slot = torch.randint(0, width, (particles, documents), generator=generator)
     assert torch.equal(pooled.at(slot), dense.at(slot))
     # e_current's slot (-1: none yet, a zero vector), each distinct pooled vector of a document once
@@ -79,6 +83,14 @@ def test_pooled_embeddings_read_what_dense_ones_hold_through_writes_resamplings_
     distinct = pooled.distinct(slot)
     assert torch.equal(distinct.dense(), dense.distinct(slot).dense())
     assert torch.equal(dense.distinct(slot).dense()[slot < 0], torch.zeros(int((slot < 0).sum()), size))
+    # read with the words remembered where the flag holds: a pointer read with and without them is two rows
+    flag = torch.rand(particles, documents, generator=generator) < 0.5
+    for storage in (pooled, dense):
+        read = storage.distinct(slot, flag)
+        words = read.words.gather(0, read.index[..., None].expand(-1, -1, memory))
+        assert torch.equal(read.dense(), dense.distinct(slot).dense())
+        assert torch.equal(words, torch.where(flag[..., None], dense.words_at(slot), -1))
+    assert torch.equal(dense.words_at(slot)[slot < 0], torch.full((int((slot < 0).sum()), memory), -1))
     assert distinct.values.shape[0] <= particles - 2
     for document in range(documents):
         used = distinct.index[:, document].unique()
@@ -99,6 +111,8 @@ def test_pooled_embeddings_read_what_dense_ones_hold_through_writes_resamplings_
             torch.testing.assert_close(pooled.scored_rows(rows, width, projected, sentence, distance, None), expected)
     slots = torch.randint(0, width, (3, 4), generator=generator)
     assert torch.equal(pooled.at_rows(rows, slots), dense.at_rows(rows, slots))
+    assert torch.equal(pooled.words_at_rows(rows, slots), dense.words_at_rows(rows, slots))
+    assert torch.equal(pooled.words_at_rows(rows, slots[:, 0]), dense.words_at_rows(rows, slots[:, 0]))
     # vectors no slot pointed at were dropped (several pools), and the pool stays within about twice the table
     assert len(pools) > 2 and pooled.used < written
     assert len(pooled.pool) <= 2 * (particles * documents * (width + 1) + 1) + particles * documents * GROWTH_INTERVAL

@@ -70,9 +70,12 @@ def tiny_models(seed: int = 0, **changes) -> tuple[EntityNLM, EntityProposal]:
     pyro.clear_param_store()
     config = EntityNLMConfig(**{**TINY.to_dict(), **changes})
     model, proposal = EntityNLM(config, COUNTS).eval(), EntityProposal(config).eval()
-    with torch.no_grad():  # make the distance weights matter
+    with torch.no_grad():  # make the distance weights matter, and the copy of an entity's words where there is one
         model.heads.entity.distance_weights.normal_()
         proposal.heads.entity.distance_weights.normal_()
+        if model.word_copy is not None:
+            model.word_copy.gate.weight.normal_()
+            model.word_copy.gate.bias.zero_()
     return model, proposal
 
 
@@ -109,8 +112,9 @@ def exact_log_marginal(model: EntityNLM, words: list[int], sentence: list[int] |
 WORDS = [4, 0, 5, 4]
 
 
-def test_enumerated_joint_is_a_distribution_over_annotations_and_words():
-    model, _ = tiny_models()
+@pytest.mark.parametrize("entity_words", [0, 2])
+def test_enumerated_joint_is_a_distribution_over_annotations_and_words(entity_words):
+    model, _ = tiny_models(entity_words=entity_words)
     # summing p(x, z) over all z and all x of length 2 gives 1 (mentions may run past the end: z covers them)
     total = torch.logsumexp(torch.stack([exact_log_marginal(model, list(x))[0]
                                          for x in itertools.product(range(6), repeat=2)]), 0)
@@ -201,9 +205,9 @@ def _single_log_weight(model: EntityNLM, proposal: EntityProposal, batch: Docume
     return (log_p - log_q).item()
 
 
-@pytest.mark.parametrize("new_entity_scale", [0.0, 0.01])
-def test_particle_vectorised_run_equals_a_loop_of_single_particle_runs(new_entity_scale):
-    model, proposal = tiny_models(new_entity_scale=new_entity_scale)
+@pytest.mark.parametrize("new_entity_scale,entity_words", [(0.0, 0), (0.01, 0), (0.01, 2)])
+def test_particle_vectorised_run_equals_a_loop_of_single_particle_runs(new_entity_scale, entity_words):
+    model, proposal = tiny_models(new_entity_scale=new_entity_scale, entity_words=entity_words)
     batch = tiny_batch([{"words": [4, 0, 5, 4, 1, 4]}])
     pyro.set_rng_seed(3)
     with torch.no_grad():
@@ -256,8 +260,9 @@ def test_reference_code_variants_run_and_normalise(changes):
     assert total.item() == pytest.approx(0.0, abs=1e-5)
 
 
-def test_generated_documents_carry_a_consistent_annotation():
-    model, _ = tiny_models(new_entity_scale=0.01)
+@pytest.mark.parametrize("entity_words", [0, 3])
+def test_generated_documents_carry_a_consistent_annotation(entity_words):
+    model, _ = tiny_models(new_entity_scale=0.01, entity_words=entity_words)
     pyro.set_rng_seed(0)
     words, annotation = model.generate(30, BOS, EOS)
     assert len(words) >= 30 and annotation.L[-1] == 1 and all(0 <= w < 6 for w in words)

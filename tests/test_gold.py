@@ -36,9 +36,11 @@ def models(vocabulary: Vocabulary, context: str = "forward", **changes) -> tuple
     config = EntityNLMConfig(**{"vocab_size": len(vocabulary), "embedding_size": 12, "hidden_size": 16,
                                 "dropout": 0.0, "new_entity_scale": 0.3, **changes})
     model, proposal = EntityNLM(config, list(vocabulary.counts)), EntityProposal(config, context=context)
-    with torch.no_grad():  # make the distance weights matter
+    with torch.no_grad():  # make the distance weights matter, and the copy of an entity's words where there is one
         for heads in (model.heads, proposal.heads):
             heads.entity.distance_weights.normal_()
+        if model.word_copy is not None:
+            model.word_copy.gate.weight.normal_()
     return model.double(), proposal.double()
 
 
@@ -78,7 +80,8 @@ def assert_same(program, fast) -> None:
 
 
 @pytest.mark.parametrize("corpus", ["litbank", "ontogum"])
-@pytest.mark.parametrize("options", [{}, {"distance": "reference", "update": "reference", "context": "bidirectional"}])
+@pytest.mark.parametrize("options", [{}, {"distance": "reference", "update": "reference", "context": "bidirectional"},
+                                     {"entity_words": 4}])
 def test_fast_joint_equals_program_on_real_documents(corpus, options, data_dir):
     documents, vocabulary = real_documents(corpus, data_dir)
     batch = make_batch(documents, vocabulary)

@@ -157,9 +157,9 @@ def assert_equal_structures(fast: ParticleStructures, oracle: ParticleStructures
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("ess_threshold", [1.0, 0.5])
-@pytest.mark.parametrize("new_entity_scale", [0.0, 0.01])
-def test_smc_equals_the_pyro_program_on_tiny_documents(seed, ess_threshold, new_entity_scale):
-    model, proposal = tiny_models(new_entity_scale=new_entity_scale)
+@pytest.mark.parametrize("new_entity_scale,entity_words", [(0.0, 0), (0.01, 0), (0.01, 2)])
+def test_smc_equals_the_pyro_program_on_tiny_documents(seed, ess_threshold, new_entity_scale, entity_words):
+    model, proposal = tiny_models(new_entity_scale=new_entity_scale, entity_words=entity_words)
     batch = tiny_sentences_batch()
     fast, oracle = run_both(lambda: sample_structures(model, proposal, batch, 16, EOS, "sentence", ess_threshold),
                             lambda: pyro_sample_structures(model, proposal, batch, 16, EOS, "sentence",

@@ -36,13 +36,15 @@ class AnnotationTerms:
     ``R`` is log p(R_t) where a mention may start, ``E`` and ``L`` log p(E_t), log p(L_t) at mention starts,
     ``X`` log p(x_t) (the model's; 0 for the proposal, which draws no words); ``entity_context`` (N, T, D) is
     e_current at each token, the entity vector the word distribution reads (eq. 6): the mentioned entity
-    before this token's update, or the last updated entity outside mentions.
+    before this token's update, or the last updated entity outside mentions; ``entity_words`` (N, T, M) the words
+    that entity remembers there, in mentions (-1 elsewhere, and where it remembers fewer; M = 0 without a memory).
     """
 
     R: torch.Tensor
     E: torch.Tensor
     L: torch.Tensor
     entity_context: torch.Tensor
+    entity_words: torch.Tensor
     X: torch.Tensor | float = 0.0
 
     @property
@@ -76,6 +78,7 @@ def annotation_terms(
     choice_states: torch.Tensor,
     update_states: torch.Tensor,
     noise: torch.Tensor | None = None,
+    entity_words: int = 0,
 ) -> AnnotationTerms:
     """The R, E, L terms of ``annotation`` under ``heads`` (an :class:`EntityHeads`), rows = documents.
 
@@ -83,7 +86,7 @@ def annotation_terms(
     annotations of each document become P * B rows, document fastest). ``choice_states`` (B, T, H) is what
     the R/E/L heads read at each token (h_{t-1} for the model, h_t for the proposal), ``update_states``
     (B, T, H) what eq. 8 reads (h_t). ``noise`` (N, K, D): eps of eq. 7 for the K-th new entity of each row;
-    drawn from N(0, I) when not given.
+    drawn from N(0, I) when not given. ``entity_words``: how many of its mention words each entity remembers.
     """
     R, E, L = (value.reshape(-1, batch.steps) for value in (annotation.R, annotation.E, annotation.L))
     rows, steps = R.shape
@@ -107,17 +110,19 @@ def annotation_terms(
 
     event_E, event_start, event_sentence = at_events(E), at_events(starts), at_events(sentence)
     event_choice, event_update = at_events(choice_states), at_events(update_states)
+    event_word = at_events(repeat_rows(batch.words, rows))
     slots = int((E * in_mention).max()) + 2 if rows else 1  # the entities, and the candidate after the last
-    table = _candidate_table(heads, config, rows, slots, choice_states, noise)
-    entity_before, entity_after, E_terms = [], [], []
+    table = _candidate_table(heads, config, rows, slots, choice_states, noise, entity_words)
+    entity_before, entity_after, words_before, E_terms = [], [], [], []
     for k in range(events):
         where = event_valid[:, k][None]  # (1, N): the table has a particle dimension of 1
         slot, position = event_E[:, k][None], order[:, k][None]
         choice = heads.entity(event_choice[:, k], table, position, event_sentence[:, k][None])
         E_terms.append(choice.log_prob(slot) * (where & event_start[:, k]))
         entity = table.gather(slot)  # e_{E_t, t-1}, or the candidate for a new entity
+        words_before.append(table.words_at(slot)[0])
         updated = heads.update(event_update[:, k], entity)
-        table.mention(where, slot, updated, position, event_sentence[:, k][None])
+        table.mention(where, slot, updated, position, event_sentence[:, k][None], event_word[:, k][None])
         table.count = table.count + (where & (slot == table.count)).long()
         entity_before.append(entity[0])
         entity_after.append(updated[0])
@@ -138,17 +143,22 @@ def annotation_terms(
                           mentions_before.clamp(max=events)[..., None].expand(-1, -1, D))
     outside = torch.gather(last_updated, 1, mentions_before[..., None].expand(-1, -1, D))
     entity_context = torch.where(in_mention[..., None], inside, outside)
-    return AnnotationTerms(R_terms, E_terms, L_terms, entity_context)
+    words_before = torch.stack(words_before, 1) if events else R.new_zeros(rows, 0, entity_words)
+    remembered = torch.gather(F.pad(words_before, (0, 0, 0, 1), value=-1), 1,
+                              mentions_before.clamp(max=events)[..., None].expand(-1, -1, entity_words))
+    remembered = torch.where(in_mention[..., None], remembered, -1)
+    return AnnotationTerms(R_terms, E_terms, L_terms, entity_context, remembered)
 
 
 def _candidate_table(heads: EntityHeads, config: EntityNLMConfig, rows: int, slots: int, like: torch.Tensor,
-                     noise: torch.Tensor | None) -> EntityTable:
-    """An entity table (particle dimension 1) whose slot k holds the k-th new entity's embedding (eq. 7)."""
-    table = EntityTable.empty(1, rows, config.hidden_size, like, capacity=slots)
+                     noise: torch.Tensor | None, entity_words: int) -> EntityTable:
+    """An entity table (particle dimension 1) whose slot k holds the k-th new entity's embedding (eq. 7), each
+    entity remembering ``entity_words`` words (none yet)."""
+    table = EntityTable.empty(1, rows, config.hidden_size, like, capacity=slots, words=entity_words)
     prototype = heads.mention_type.entity_prototype.expand(1, rows, slots, config.hidden_size)
     if config.new_entity_scale > 0:
         if noise is None:
             noise = torch.randn(rows, slots, config.hidden_size, device=like.device, dtype=like.dtype)
         prototype = prototype + config.new_entity_scale * noise[:, :slots][None]
-    table.embeddings = DenseEmbeddings(F.normalize(prototype, dim=-1))
+    table.embeddings = DenseEmbeddings(F.normalize(prototype, dim=-1), entity_words)
     return table

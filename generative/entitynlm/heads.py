@@ -32,7 +32,9 @@ class EntityNLMConfig(LanguageModelConfig):
     ``distance``: "paper" scores w_dist . f(e) with f = [log(1 + tokens since e was last mentioned),
     log(1 + sentences since)] and f = 0 for the new entity (eq. 4); "reference" is the DyNet code's
     exp(lambda * (last sentence of e - current sentence)). ``update``: "paper" is eq. 8; "reference" is the
-    code's delta = sigmoid(e W h), e <- normalise((1 - delta) e + delta W_T h).
+    code's delta = sigmoid(e W h), e <- normalise((1 - delta) e + delta W_T h). ``entity_words`` (ours; 0 is the
+    paper's eq. 6): each entity remembers the last this many words of its mention tokens, and a mention's word may
+    be copied from them (:mod:`generative.entitynlm.copying`).
     """
 
     max_mention_length: int = 25
@@ -40,6 +42,7 @@ class EntityNLMConfig(LanguageModelConfig):
     distance: str = "paper"
     update: str = "paper"
     proposal: str = "forward"  # the proposal the commands use by default (a key of PROPOSAL_CONTEXTS)
+    entity_words: int = 0
 
     def __post_init__(self) -> None:
         if self.proposal not in PROPOSAL_CONTEXTS:
@@ -48,6 +51,8 @@ class EntityNLMConfig(LanguageModelConfig):
             raise ValueError(f"distance must be 'paper' or 'reference', got {self.distance!r}")
         if self.update not in ("paper", "reference"):
             raise ValueError(f"update must be 'paper' or 'reference', got {self.update!r}")
+        if self.entity_words < 0:
+            raise ValueError(f"entity_words must be at least 0, got {self.entity_words}")
 
 
 class MentionTypeHead(nn.Module):

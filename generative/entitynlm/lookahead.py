@@ -97,7 +97,10 @@ class WordLookahead:
         prototype = F.normalize(model.heads.mention_type.entity_prototype, dim=-1)
         embeddings = torch.where(new[..., None], prototype, embeddings)  # a new entity at its mean
         contexts = torch.cat([tracker.current[rows][:, None], embeddings], dim=1)  # R = 0 reads e_current, eq. 6
-        log_word = model.softmax(h[:, None] + model.entity_to_word(contexts)).log_prob(
+        # what each entity remembers, for a model that copies it (none outside mentions, nor for a new entity)
+        remembered = torch.where(new[..., None], -1, entities.embeddings.words_at_rows(rows, slots))
+        remembered = torch.cat([torch.full_like(remembered[:, :1], -1), remembered], dim=1)
+        log_word = model.word_distribution(h[:, None] + model.entity_to_word(contexts), remembered).log_prob(
             self.batch.words[rows[1], t][:, None])  # (S, 1 + top)
         outside = log_mention[:, 0] + log_word[:, 0]
         inside = log_mention[:, 1, None] + log_entity + log_word[:, 1:]

@@ -44,6 +44,7 @@ from torch import nn
 
 from coref.document import EntityAnnotation
 from generative.entitynlm.annotated import AnnotationTerms, annotation_terms
+from generative.entitynlm.copying import EntityWordCopy
 from generative.entitynlm.heads import PROPOSAL_CONTEXTS, DrawnRows, EntityHeads, EntityNLMConfig
 from generative.entitynlm.state import Annotation, Choice, EntityTable, MentionState, Resampled
 from generative.layers.batch import DocumentBatch
@@ -87,6 +88,7 @@ class EntityTracker:
         states: torch.Tensor,
         temperature: float = 1.0,
         site: Site = pyro_site,
+        entity_words: int = 0,
     ) -> None:
         self.heads = heads
         self.site = site
@@ -100,7 +102,8 @@ class EntityTracker:
         self.config = config
         self.batch = batch
         shape = (particles, batch.size)
-        self.entities = EntityTable.empty(particles, batch.size, config.hidden_size, states)
+        # each entity's last ``entity_words`` mention words: the model's, when it may copy them (eq. 6 as ours)
+        self.entities = EntityTable.empty(particles, batch.size, config.hidden_size, states, words=entity_words)
         self.read(states)
         ones = batch.words.new_ones(shape)
         self.previous = MentionState(R=ones * 0, E=-ones, L=ones, needs_candidate=ones.bool())
@@ -150,18 +153,25 @@ class EntityTracker:
         return torch.where((R == 1) & valid, E, self.current_slot)
 
     @property
+    def in_mention(self) -> torch.Tensor:
+        """(P, B): whether this step's token lies in a mention (after :meth:`choose`)."""
+        return (self.chosen.R == 1) & self.chosen.valid
+
+    @property
     def current(self) -> torch.Tensor:
         """e_current (P, B, D): the latest mentioned entity's embedding, as updated (zeros before any mention)."""
         return self.entities.at_or_zero(self.current_slot)
 
     def update(self, at: int) -> None:
         """Steps 5-6 of the story: the mentioned entity reads h_t, state ``at`` of the states read (eq. 8), a used
-        candidate becomes an entity, and R, E, L become the previous token's."""
+        candidate becomes an entity, and R, E, L become the previous token's. The entity remembers the token's
+        word when its table keeps words."""
         chosen, entities, previous, reads = self.chosen, self.entities, self.previous, self.reads
-        in_mention = (chosen.R == 1) & chosen.valid
+        in_mention = self.in_mention
         rows = in_mention.nonzero(as_tuple=True)  # eq. 8 on the rows in a mention alone (one host sync)
         updated = self.heads.update.applied(reads.gate[rows[1], at], reads.read[rows[1], at], chosen.entity[rows])
-        entities.mention_rows(rows, chosen.E[rows], updated, chosen.t, chosen.sentence[rows])
+        entities.mention_rows(rows, chosen.E[rows], updated, chosen.t, chosen.sentence[rows],
+                              self.batch.words[rows[1], chosen.t])
         created = in_mention & (chosen.E == entities.count)
         entities.count = entities.count + created.long()
         self.current_slot = torch.where(in_mention, chosen.E, self.current_slot)  # it now holds the update
@@ -250,6 +260,13 @@ class EntityNLM(PyroModule):
         self.heads = EntityHeads(config)
         self.entity_to_word = nn.Linear(config.hidden_size, config.hidden_size, bias=False)  # W_e of eq. 6
         self.softmax = make_softmax(config.softmax, config.hidden_size, counts, config.num_classes)
+        self.word_copy = EntityWordCopy(config.hidden_size) if config.entity_words else None
+
+    def word_distribution(self, inputs: torch.Tensor, remembered: torch.Tensor | None) -> dist.TorchDistribution:
+        """Eq. 6 over what its softmax reads, ``inputs`` (..., H) = h_{t-1} + W_e e_current; with
+        ``entity_words``, mixed with a copy of the words e_current's entity ``remembered`` (..., M; -1: none)."""
+        words = self.softmax(inputs)
+        return words if self.word_copy is None else self.word_copy(words, inputs, remembered)
 
     def model(self, batch: DocumentBatch, particles: int = 1, annotated: bool = False) -> None:
         """The generative story over a batch; ``annotated`` observes the gold R, E, L (training)."""
@@ -266,14 +283,17 @@ class EntityNLM(PyroModule):
     def tracker(self, batch: DocumentBatch, particles: int, states: torch.Tensor, site: Site = pyro_site
                 ) -> EntityTracker:
         """A fresh entity state for ``particles`` runs of the story over ``batch`` (``site``: see EntityTracker)."""
-        return EntityTracker(self.heads, self.config, batch, particles, states, site=site)
+        return EntityTracker(self.heads, self.config, batch, particles, states, site=site,
+                             entity_words=self.config.entity_words)
 
     def step(self, t: int, batch: DocumentBatch, states: torch.Tensor, tracker: EntityTracker,
              gold: Annotation | None = None) -> None:
         """Token t of the story: R, E, L from h_{t-1} and the entities, the word x_t (eq. 6), the entity update."""
         h_previous = states[:, t]
-        context = tracker.entities.distinct(tracker.choose(t, t, gold))  # e_current, once per vector
-        words = self.softmax(h_previous + self.entity_to_word(context.values))  # eq. 6, (U, B)
+        slot = tracker.choose(t, t, gold)
+        remembered = tracker.in_mention if self.word_copy is not None else None  # a mention's words may be copied
+        context = tracker.entities.distinct(slot, remembered)  # e_current, once per vector
+        words = self.word_distribution(h_previous + self.entity_to_word(context.values), context.words)  # eq. 6
         tracker.site("X", t, context.read(words), batch.mask[:, t], batch.words[:, t])
         tracker.update(t + 1)
 
@@ -289,18 +309,22 @@ class EntityNLM(PyroModule):
         steps = max_tokens + self.config.max_mention_length
         ones = torch.ones((1, steps), dtype=torch.long, device=self.entity_to_word.weight.device)
         scratch = DocumentBatch((("generated", 0),), ones, ones, ones.bool(), ones * 0, ones, ones, ones)
-        encoder, softmax, entity_to_word = self.encoder, self.softmax, self.entity_to_word
+        encoder, entity_to_word = self.encoder, self.entity_to_word
         previous_word, state = torch.tensor([[bos]], device=ones.device), None
         sentence = ones.new_zeros(())
         drawn: list[tuple[torch.Tensor, ...]] = []  # (word, R, E slot, L) of each token, each (1, 1)
         with pyro.plate("particles", 1, dim=-2), pyro.plate("documents", 1, dim=-1):
             output, state = encoder.lstm(encoder.embedding(previous_word), state)
-            tracker = EntityTracker(self.heads, self.config, scratch, 1, output)
+            tracker = EntityTracker(self.heads, self.config, scratch, 1, output,
+                                    entity_words=self.config.entity_words)
             for t in range(steps):
                 scratch.sentence[0, t] = sentence
                 h_previous = output[:, 0]
-                context = tracker.entities.at_or_zero(tracker.choose(t, 0, None))
-                word = pyro.sample(f"X_{t}", softmax(h_previous + entity_to_word(context)))  # (1, 1)
+                slot = tracker.choose(t, 0, None)
+                remembered = torch.where(tracker.in_mention[..., None], tracker.entities.words_at(slot), -1)
+                inputs = h_previous + entity_to_word(tracker.entities.at_or_zero(slot))
+                word = pyro.sample(f"X_{t}", self.word_distribution(inputs, remembered))  # (1, 1), eq. 6
+                scratch.words[0, t] = word[0, 0]  # the mentioned entity remembers it (its update reads it)
                 output, state = encoder.lstm(encoder.embedding(word), state)
                 tracker.read(output)
                 tracker.update(0)
@@ -334,12 +358,14 @@ class EntityNLM(PyroModule):
         ``noise`` (P * B, K, D) is eps of eq. 7 for each row's K-th new entity (drawn when not given).
         """
         states = self.encoder(batch)
-        terms = annotation_terms(self.heads, self.config, batch, annotation, states[:, :-1], states[:, 1:], noise)
+        terms = annotation_terms(self.heads, self.config, batch, annotation, states[:, :-1], states[:, 1:], noise,
+                                 self.config.entity_words)
         rows, (size, steps) = terms.R.shape[0], batch.words.shape
         # (P, B, T, H) against the (B, T) words: the softmax gathers each observed word's class rows once, not
         # once per annotation (P candidates of a 3,000-token document would otherwise need gigabytes)
         context = self.entity_to_word(terms.entity_context).view(rows // size, size, steps, -1)
-        words = self.softmax(states[:, :-1] + context)  # eq. 6
+        remembered = terms.entity_words.view(rows // size, size, steps, -1)
+        words = self.word_distribution(states[:, :-1] + context, remembered)  # eq. 6
         X = (words.log_prob(batch.words) * batch.mask).view(rows, steps)
         return dataclasses.replace(terms, X=X)
 

@@ -32,6 +32,9 @@ class EntityTable:
     numbers the E site draws, while the storage behind it grows by doubling, so a book's table is copied
     O(log C) times, not once per growth check. Writes are of one row per (particle, document), in place unless
     autograd is recording.
+
+    Each entity also remembers the last ``words`` words of its mention tokens (word ids, -1 where fewer were
+    read), beside its vector, for a model that copies them (``EntityNLMConfig.entity_words``; 0: no memory).
     """
 
     embeddings: DenseEmbeddings | PooledEmbeddings
@@ -40,12 +43,13 @@ class EntityTable:
 
     @classmethod
     def empty(cls, particles: int, documents: int, size: int, like: torch.Tensor,
-              capacity: int = GROWTH_INTERVAL + 1) -> EntityTable:
-        """An empty table; its embeddings pooled when no gradient is recorded (the sampler), dense otherwise."""
+              capacity: int = GROWTH_INTERVAL + 1, words: int = 0) -> EntityTable:
+        """An empty table, each entity remembering ``words`` words; its embeddings pooled when no gradient is
+        recorded (the sampler), dense otherwise."""
         if torch.is_grad_enabled():
-            embeddings = DenseEmbeddings(like.new_zeros((particles, documents, capacity, size)))
+            embeddings = DenseEmbeddings(like.new_zeros((particles, documents, capacity, size)), words)
         else:
-            embeddings = PooledEmbeddings.empty(particles, documents, capacity, size, like)
+            embeddings = PooledEmbeddings.empty(particles, documents, capacity, size, like, words)
         count = torch.zeros((particles, documents), dtype=torch.long, device=like.device)
         return cls(embeddings, count, capacity)
 
@@ -83,10 +87,23 @@ class EntityTable:
         """The embedding in ``slot`` (P, B) of each (particle, document), a zero vector where the slot is -1."""
         return torch.where((slot >= 0)[..., None], self.gather(slot), 0.0)
 
-    def distinct(self, slot: torch.Tensor) -> DistinctRows:
+    def distinct(self, slot: torch.Tensor, remembered: torch.Tensor | None = None) -> DistinctRows:
         """The embedding in ``slot`` (P, B) of each (particle, document), a zero vector where the slot is -1, each
-        distinct vector of a document stored once (with the pooled table; once per particle with a dense one)."""
-        return self.embeddings.distinct(slot)
+        distinct vector of a document stored once (with the pooled table; once per particle with a dense one);
+        with the slot's remembered words where ``remembered`` (P, B) holds (none elsewhere, nor when not given)."""
+        return self.embeddings.distinct(slot, remembered)
+
+    def words_at(self, slot: torch.Tensor) -> torch.Tensor:
+        """The words (P, B, M) remembered by the entity in ``slot`` (P, B) of each (particle, document)."""
+        return self.embeddings.words_at(slot)
+
+    def words_after(self, rows: tuple[torch.Tensor, torch.Tensor], slot: torch.Tensor, word: torch.Tensor
+                    ) -> torch.Tensor | None:
+        """What the entity in ``slot`` (K,) of the K ``rows`` remembers once its mention token ``word`` (K,) is
+        read: its last M - 1 words and this one, (K, M) (None: no memory)."""
+        if not self.embeddings.memory:
+            return None
+        return remembering(self.embeddings.words_at_rows(rows, slot), word)
 
     def write_rows(self, rows: tuple[torch.Tensor, torch.Tensor], slot: torch.Tensor, embedding: torch.Tensor
                    ) -> None:
@@ -95,17 +112,19 @@ class EntityTable:
         self.embeddings.put_rows(rows, slot, embedding)
 
     def mention_rows(self, rows: tuple[torch.Tensor, torch.Tensor], slot: torch.Tensor, embedding: torch.Tensor,
-                     position: int, sentence: torch.Tensor) -> None:
-        """:meth:`mention` of the K (particle, document) ``rows`` alone: ``slot`` (K,) mentioned at step
-        ``position`` in ``sentence`` (K,), its updated ``embedding`` (K, D)."""
-        self.embeddings.put_rows(rows, slot, embedding, (torch.full_like(sentence, position), sentence))
+                     position: int, sentence: torch.Tensor, word: torch.Tensor) -> None:
+        """:meth:`mention` of the K (particle, document) ``rows`` alone: ``slot`` (K,) mentioned by ``word`` (K,)
+        at step ``position`` in ``sentence`` (K,), its updated ``embedding`` (K, D)."""
+        self.embeddings.put_rows(rows, slot, embedding, (torch.full_like(sentence, position), sentence),
+                                 self.words_after(rows, slot, word))
 
     def mention(self, where: torch.Tensor, slot: torch.Tensor, embedding: torch.Tensor, position: int | torch.Tensor,
-                sentence: torch.Tensor) -> None:
-        """An entity mentioned at ``position`` (a step, or (P, B) steps) in ``sentence`` (P, B), where ``where``
-        (P, B) holds: its updated embedding and where it was last seen."""
+                sentence: torch.Tensor, word: torch.Tensor) -> None:
+        """An entity mentioned by ``word`` (P, B) at ``position`` (a step, or (P, B) steps) in ``sentence``
+        (P, B), where ``where`` (P, B) holds: its updated embedding, where it was last seen and its words."""
+        words = remembering(self.words_at(slot), word) if self.embeddings.memory else None
         self.embeddings.put(where, slot, embedding,
-                            (torch.as_tensor(position).to(sentence).expand_as(sentence), sentence))
+                            (torch.as_tensor(position).to(sentence).expand_as(sentence), sentence), words)
 
     def resample(self, moved: Resampled) -> None:
         """Each moved particle takes its ancestor's entities (of the ``width`` slots in use)."""
@@ -118,10 +137,12 @@ class DenseEmbeddings:
     sentence (P, B, C): what autograd can follow (training through the program writes a new tensor per step,
     :func:`_put`)."""
 
-    def __init__(self, values: torch.Tensor) -> None:
+    def __init__(self, values: torch.Tensor, memory: int = 0) -> None:
         self.values = values
         self.last_position = values.new_zeros(values.shape[:-1])
         self.last_sentence = values.new_zeros(values.shape[:-1])
+        self.memory = memory  # the words each entity remembers, (P, B, C, memory), -1 where none
+        self.words = torch.full((*values.shape[:-1], memory), -1, dtype=torch.long, device=values.device)
 
     @property
     def capacity(self) -> int:
@@ -131,6 +152,7 @@ class DenseEmbeddings:
         self.values = F.pad(self.values, (0, 0, 0, extra))
         self.last_position = F.pad(self.last_position, (0, extra))
         self.last_sentence = F.pad(self.last_sentence, (0, extra))
+        self.words = F.pad(self.words, (0, 0, 0, extra), value=-1)
 
     def table(self, width: int) -> torch.Tensor:
         return self.values[..., :width, :]
@@ -154,32 +176,49 @@ class DenseEmbeddings:
         """(K, S, D): the embeddings in ``slots`` (K, S) of the K (particle, document) ``rows``."""
         return self.values[rows].gather(1, slots[..., None].expand(*slots.shape, self.values.shape[-1]))
 
-    def distinct(self, slot: torch.Tensor) -> DistinctRows:
+    def words_at(self, slot: torch.Tensor) -> torch.Tensor:
+        index = slot.clamp(min=0)[..., None, None].expand(*slot.shape, 1, self.memory)
+        return torch.where((slot >= 0)[..., None], self.words.gather(-2, index).squeeze(-2), -1)
+
+    def words_at_rows(self, rows: tuple[torch.Tensor, torch.Tensor], slots: torch.Tensor) -> torch.Tensor:
+        """(K, ..., M): the words remembered in ``slots`` (K, ...) of the K (particle, document) ``rows``."""
+        return self.words[_row_index(rows, slots)]
+
+    def distinct(self, slot: torch.Tensor, remembered: torch.Tensor | None = None) -> DistinctRows:
         values = torch.where((slot >= 0)[..., None], self.at(slot), 0.0)
-        return DistinctRows(values, torch.arange(len(slot), device=slot.device)[:, None].expand_as(slot))
+        words = None if remembered is None else torch.where(remembered[..., None], self.words_at(slot), -1)
+        return DistinctRows(values, torch.arange(len(slot), device=slot.device)[:, None].expand_as(slot), words)
 
     def put(self, where: torch.Tensor, slot: torch.Tensor, rows: torch.Tensor,
-            seen: tuple[torch.Tensor, torch.Tensor]) -> None:
+            seen: tuple[torch.Tensor, torch.Tensor], words: torch.Tensor | None = None) -> None:
         """Put ``rows`` (P, B, D) into ``slot`` (P, B) where ``where`` (P, B) holds, last seen at ``seen`` (the
-        position and sentence, (P, B) each)."""
+        position and sentence, (P, B) each), remembering ``words`` (P, B, M; None: none)."""
         self.values = _put(self.values, where, slot, rows)
         self.last_position = _put(self.last_position, where, slot, seen[0].to(self.last_position))
         self.last_sentence = _put(self.last_sentence, where, slot, seen[1].to(self.last_sentence))
+        if self.memory:
+            self.words = _put(self.words, where, slot, torch.full_like(self.words[:, :, 0], -1) if words is None
+                              else words)
 
     def put_rows(self, rows: tuple[torch.Tensor, torch.Tensor], slot: torch.Tensor, vectors: torch.Tensor,
-                 seen: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
+                 seen: tuple[torch.Tensor, torch.Tensor] | None = None, words: torch.Tensor | None = None) -> None:
         """Put ``vectors`` (K, D) into ``slot`` (K,) of the K ``rows``, last seen at ``seen`` (position and
-        sentence, (K,) each; None: not a mention, where it was last seen is kept)."""
+        sentence, (K,) each; None: not a mention, where it was last seen is kept), remembering ``words`` (K, M)
+        (None: none, a fresh entity's)."""
         index = (*rows, slot)
         self.values = _put_rows(self.values, index, vectors)
         if seen is not None:
             self.last_position = _put_rows(self.last_position, index, seen[0])
             self.last_sentence = _put_rows(self.last_sentence, index, seen[1])
+        if self.memory:
+            remembered = torch.full_like(self.words[index], -1) if words is None else words
+            self.words = _put_rows(self.words, index, remembered)
 
     def copy(self, moved: Resampled, width: int) -> None:
         self.values = moved.copy(self.values, width)
         self.last_position = moved.copy(self.last_position, width)
         self.last_sentence = moved.copy(self.last_sentence, width)
+        self.words = moved.copy(self.words, width)
 
 
 class PooledEmbeddings:
@@ -203,18 +242,20 @@ class PooledEmbeddings:
     dense table's to rounding, not bit for bit (a matrix product instead of an einsum).
     """
 
-    def __init__(self, pointer: torch.Tensor, pool: torch.Tensor) -> None:
-        self.pointer, self.pool, self.used = pointer, pool, 1
+    def __init__(self, pointer: torch.Tensor, pool: torch.Tensor, memory: int = 0) -> None:
+        self.pointer, self.pool, self.used, self.memory = pointer, pool, 1, memory
         self.document = pointer.new_zeros(len(pool))  # the document each pooled vector belongs to
         self.position = pool.new_zeros(len(pool))  # the step of the mention that wrote it (0: not a mention)
         self.sentence = pool.new_zeros(len(pool))  # and its sentence
         self.mentioned = torch.zeros(len(pool), dtype=torch.bool, device=pool.device)  # written by a mention
+        # the words its entity remembers once the write is made (-1 where none)
+        self.words = torch.full((len(pool), memory), -1, dtype=torch.long, device=pool.device)
 
     @classmethod
-    def empty(cls, particles: int, documents: int, capacity: int, size: int, like: torch.Tensor
+    def empty(cls, particles: int, documents: int, capacity: int, size: int, like: torch.Tensor, memory: int = 0
               ) -> PooledEmbeddings:
         pointer = torch.zeros((particles, documents, capacity), dtype=torch.long, device=like.device)
-        return cls(pointer, like.new_zeros((1 + particles * documents * GROWTH_INTERVAL, size)))
+        return cls(pointer, like.new_zeros((1 + particles * documents * GROWTH_INTERVAL, size)), memory)
 
     @property
     def capacity(self) -> int:
@@ -264,33 +305,48 @@ class PooledEmbeddings:
         """(K, S, D): the embeddings in ``slots`` (K, S) of the K (particle, document) ``rows``."""
         return self.vectors(self.pointer[rows].gather(1, slots))
 
-    def distinct(self, slot: torch.Tensor) -> DistinctRows:
-        """Each document's distinct pointers (row 0, zeros, for slot -1), by one sort (one host sync: how many)."""
+    def words_at(self, slot: torch.Tensor) -> torch.Tensor:
+        pointer = self.pointer.gather(-1, slot.clamp(min=0)[..., None])[..., 0]
+        return torch.where((slot >= 0)[..., None], self.words[pointer], -1)
+
+    def words_at_rows(self, rows: tuple[torch.Tensor, torch.Tensor], slots: torch.Tensor) -> torch.Tensor:
+        """(K, ..., M): the words remembered in ``slots`` (K, ...) of the K (particle, document) ``rows``."""
+        return self.words[self.pointer[_row_index(rows, slots)]]
+
+    def distinct(self, slot: torch.Tensor, remembered: torch.Tensor | None = None) -> DistinctRows:
+        """Each document's distinct pointers (row 0, zeros, for slot -1), by one sort (one host sync: how many); a
+        pointer read with its words (``remembered``) and without them are two."""
         pointer = torch.where(slot >= 0, self.pointer.gather(-1, slot.clamp(min=0)[..., None])[..., 0], 0)
-        documents, size = pointer.shape[1], len(self.pool)
-        key = torch.arange(documents, device=pointer.device) * size + pointer  # sorted by document, then pointer
+        documents, size = pointer.shape[1], 2 * len(self.pool)
+        flag = torch.zeros_like(pointer) if remembered is None else remembered.long()
+        # sorted by document, then pointer, then whether read with its words
+        key = torch.arange(documents, device=pointer.device) * size + 2 * pointer + flag
         unique, inverse = torch.unique(key, return_inverse=True)
-        document, unique_pointer = unique // size, unique % size
+        document, unique_key = unique // size, unique % size
         first = torch.searchsorted(document, torch.arange(documents, device=pointer.device))
         place = torch.arange(len(unique), device=pointer.device) - first[document]  # among its document's vectors
         table = pointer.new_zeros((int(place.max()) + 1, documents))  # row 0 (zeros) where a document has fewer
-        table[place, document] = unique_pointer
-        return DistinctRows(self.vectors(table), place[inverse])
+        table[place, document] = unique_key
+        words = None
+        if remembered is not None:
+            words = torch.where((table % 2 == 1)[..., None], self.words[table // 2], -1)
+        return DistinctRows(self.vectors(table // 2), place[inverse], words)
 
     def vectors(self, pointer: torch.Tensor) -> torch.Tensor:
         """(..., D): the pooled vectors at ``pointer`` (...) (``index_select``: 2-3 times faster than indexing)."""
         return torch.index_select(self.pool, 0, pointer.reshape(-1)).view(*pointer.shape, self.pool.shape[-1])
 
     def put(self, where: torch.Tensor, slot: torch.Tensor, rows: torch.Tensor,
-            seen: tuple[torch.Tensor, torch.Tensor]) -> None:
+            seen: tuple[torch.Tensor, torch.Tensor], words: torch.Tensor | None = None) -> None:
         written = where.nonzero(as_tuple=True)
-        self.put_rows(written, slot[written], rows[written], (seen[0][written], seen[1][written]))
+        self.put_rows(written, slot[written], rows[written], (seen[0][written], seen[1][written]),
+                      None if words is None else words[written])
 
     def put_rows(self, rows: tuple[torch.Tensor, torch.Tensor], slot: torch.Tensor, vectors: torch.Tensor,
-                 seen: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
+                 seen: tuple[torch.Tensor, torch.Tensor] | None = None, words: torch.Tensor | None = None) -> None:
         """Append ``vectors`` (K, D) to the pool, last seen at ``seen`` (position and sentence, (K,) each; None:
-        not a mention, as a dense table's unmentioned slot: step 0 of sentence 0), and point ``slot`` (K,) of the
-        K ``rows`` at them."""
+        not a mention, as a dense table's unmentioned slot: step 0 of sentence 0), remembering ``words`` (K, M;
+        None: none), and point ``slot`` (K,) of the K ``rows`` at them."""
         count = len(vectors)
         if self.used + count > self.pool.shape[0]:
             self._drop_unused(count)
@@ -302,6 +358,7 @@ class PooledEmbeddings:
         else:
             self.position[written], self.sentence[written] = seen
         self.mentioned[written] = seen is not None
+        self.words[written] = -1 if words is None else words
         self.pointer[(*rows, slot)] = torch.arange(self.used, self.used + count, device=self.pointer.device)
         self.used += count
 
@@ -314,12 +371,18 @@ class PooledEmbeddings:
         zero = self.pointer.new_zeros(1)
         live, inverse = torch.unique(torch.cat([zero, self.pointer.flatten()]), return_inverse=True)
         size = max(2 * (len(live) + room), self.pointer[..., 0].numel() * GROWTH_INTERVAL)
-        for name in ("pool", "document", "position", "sentence", "mentioned"):  # each pooled vector's rows
+        for name in ("pool", "document", "position", "sentence", "mentioned", "words"):  # each pooled vector's rows
             old = getattr(self, name)
             kept = old.new_zeros((size, *old.shape[1:]))
             kept[:len(live)] = old[live]
             setattr(self, name, kept)
         self.pointer, self.used = inverse[1:].view_as(self.pointer), len(live)
+
+
+def _row_index(rows: tuple[torch.Tensor, torch.Tensor], slots: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The index of ``slots`` (K, ...) of the K (particle, document) ``rows`` in a (P, B, C, ...) table."""
+    shape = (-1, *([1] * (slots.dim() - 1)))
+    return rows[0].view(shape), rows[1].view(shape), slots
 
 
 def _put(table: torch.Tensor, where: torch.Tensor, slot: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
@@ -354,6 +417,7 @@ class DistinctRows:
 
     values: torch.Tensor
     index: torch.Tensor
+    words: torch.Tensor | None = None  # (U, B, M): the words each one remembers where read with them, else -1
 
     def dense(self) -> torch.Tensor:
         """(P, B, D): each row's vector."""
@@ -461,6 +525,11 @@ class Annotation:
     def of_stream(cls, R: torch.Tensor, E: torch.Tensor, L: torch.Tensor) -> Annotation:
         """The site values of a stream annotation (E numbered 1..K, 0 outside mentions; L the remaining length)."""
         return cls(R, (E - 1).clamp(min=0), L - 1)
+
+
+def remembering(words: torch.Tensor, word: torch.Tensor) -> torch.Tensor:
+    """The last M words (..., M) once ``word`` (...) is read after ``words`` (..., M): the oldest forgotten."""
+    return torch.cat([words[..., 1:], word[..., None].to(words)], -1)
 
 
 def column(position: int | torch.Tensor) -> torch.Tensor | int:

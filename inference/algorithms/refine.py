@@ -79,6 +79,7 @@ from inference.training.checkpoint import (
     entitynlm_modules,
     module_weights,
     read_torch_file,
+    with_entity_words,
 )
 
 # What a resumed refinement may change: how long it goes on, how often it evaluates, and where it runs.
@@ -100,8 +101,9 @@ class RefineConfig:
     objective (:data:`COREF_OBJECTIVES`: the conditional with a sampled normaliser, or the exact local
     conditionals); ``cross_fit_detectors`` and ``cross_fit_resolvers``: the pipelines of the folds of train (each
     train document's mentions from the one that never saw it); ``pipeline_margin``: the weight of the gold
-    clusters' logistic loss against the pipeline's own. The options of ``python -m inference.refine``; a resumed
-    run must keep all but :data:`RESUMABLE_CHANGES`."""
+    clusters' logistic loss against the pipeline's own; ``entity_words``: the mention words each entity remembers
+    for the model's copy (:func:`~inference.training.checkpoint.with_entity_words`; None: the checkpoint's). The
+    options of ``python -m inference.refine``; a resumed run must keep all but :data:`RESUMABLE_CHANGES`."""
 
     checkpoint: str
     out: str
@@ -126,6 +128,7 @@ class RefineConfig:
     cross_fit_detectors: Sequence[str] = ()
     cross_fit_resolvers: Sequence[str] = ()
     pipeline_margin: float = 0.0
+    entity_words: int | None = None
 
     def __post_init__(self) -> None:
         if self.wake not in WAKES:
@@ -150,6 +153,8 @@ class RefineConfig:
             raise ValueError(f"the pipeline margin's weight must be at least 0, got {self.pipeline_margin}")
         if self.pipeline_margin and (self.coref_mentions, self.coref_objective) != ("pipeline", "local"):
             raise ValueError("--pipeline-margin is for --coref-mentions pipeline --coref-objective local")
+        if self.entity_words is not None and self.wake == "phi":
+            raise ValueError("--entity-words gives the model a part to train: it is for --wake theta, both or coref")
 
 
 def wake_phi_loss(model, proposal, batch: DocumentBatch, particles: int) -> torch.Tensor:
@@ -335,6 +340,8 @@ def refine_proposal(config: RefineConfig) -> dict:
     set_seed(config.seed)
     device = resolve_device(config.device)
     path, checkpoint = entitynlm_checkpoint(config.checkpoint)
+    if config.entity_words is not None:
+        checkpoint = with_entity_words(checkpoint, config.entity_words)
     model, proposal = entitynlm_modules(checkpoint, device, config.proposal)
     context = proposal.context
     eos = checkpoint.vocabulary.index(EOS)

@@ -83,6 +83,10 @@ def build_parser() -> Parser:
                         help="--coref-mentions pipeline --coref-objective local: add this times the logistic loss of "
                              "the gold clusters against the pipeline's own on the same mentions, log(1 + p(x, "
                              "z_pipeline) / p(x, z_gold)) per piece (0: none)")
+    parser.add_argument("--entity-words", type=integer(0), metavar="M",
+                        help="--wake theta/both/coref: give the model a memory of each entity's last M mention "
+                             "words, which a mention's word may copy (ours: generative/entitynlm/copying.py; the "
+                             "copy gate starts untrained; default: the checkpoint's, 0 for the paper's model)")
     parser.add_argument("--eval-pieces", type=integer(1), default=200, help="dev pieces the evaluation uses")
     add_device_seed_json(parser, "also write the before/after figures as JSON")
     return parser

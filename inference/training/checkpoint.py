@@ -10,6 +10,7 @@ stay small; loading restores float32. Below are the helpers that build models fr
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from importlib.resources import files
@@ -23,6 +24,7 @@ from coref.corpora.preprocess import PreprocessConfig, Vocabulary
 from coref.io import checkpoint as stored
 from coref.io.checkpoint import CheckpointError, module_weights
 from generative.baselines.ngram import KneserNeyLM
+from generative.entitynlm.copying import EntityWordCopy
 from generative.entitynlm.model import EntityNLM, EntityNLMConfig, EntityProposal
 from generative.registry import LANGUAGE_MODELS, model_kind
 
@@ -101,6 +103,22 @@ def entitynlm_modules(checkpoint: Checkpoint, device: torch.device | str = "cpu"
     model.load_state_dict(checkpoint.weights["model"])
     guide.load_state_dict(checkpoint.weights[key])
     return model.to(device).eval(), guide.to(device).eval()
+
+
+def with_entity_words(checkpoint: Checkpoint, words: int) -> Checkpoint:
+    """The EntityNLM ``checkpoint`` with a model whose entities remember their last ``words`` mention words, which
+    a mention's word may copy (:mod:`generative.entitynlm.copying`, ours), the copy gate as initialised: where a
+    fine-tuning of a model trained without it starts. The checkpoint itself when it already has that memory; a
+    memory it has cannot be changed."""
+    config = EntityNLMConfig(**checkpoint.config)
+    if config.entity_words == words:
+        return checkpoint
+    if config.entity_words:
+        raise CheckpointError(f"this checkpoint's entities remember {config.entity_words} words each; a memory "
+                              f"cannot be changed to {words}")
+    gate = {f"word_copy.{name}": value for name, value in EntityWordCopy(config.hidden_size).state_dict().items()}
+    return dataclasses.replace(checkpoint, config={**checkpoint.config, "entity_words": words},
+                               weights={**checkpoint.weights, "model": {**checkpoint.weights["model"], **gate}})
 
 
 def language_model(checkpoint: Checkpoint, device: torch.device | str = "cpu") -> nn.Module:

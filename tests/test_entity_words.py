@@ -94,7 +94,7 @@ def test_the_refine_command_trains_the_copy_and_the_posterior_reads_it(tmp_path)
                  "--eval-pieces", "5", "--lr", "1e-2", "--device", "cpu", "--out", str(out)])
     _, refined = entitynlm_checkpoint(out)
     assert refined.config["entity_words"] == 4 and "word_copy.gate.bias" in refined.weights["model"]
-    trained = read_torch_file(tmp_path / "copy.pt.state", "refinement state")["model"]  # the last step's (the best is kept)
+    trained = read_torch_file(tmp_path / "copy.pt.state", "refinement state")["model"]  # the last step's
     assert float(trained["word_copy.gate.bias"]) != INITIAL_GATE
     folder = tmp_path / "posterior"
     assert posterior_main(["--checkpoint", str(out), "--text", "Anna met Tom. Anna thanked him.", "--particles",

@@ -76,7 +76,8 @@ class EntityTracker:
 
     ``site`` is the sample statement: :func:`pyro_site` makes this the Pyro program; the lockstep sampler
     (:mod:`inference.algorithms.smc`) passes handlers that draw and score the same distributions directly,
-    without Pyro's per-site messenger stack.
+    without Pyro's per-site messenger stack. ``entity_words``: how many of its mention words each entity of the
+    table remembers (the model's, when it copies them: :mod:`generative.entitynlm.copying`; 0 for a proposal).
     """
 
     def __init__(
@@ -102,7 +103,6 @@ class EntityTracker:
         self.config = config
         self.batch = batch
         shape = (particles, batch.size)
-        # each entity's last ``entity_words`` mention words: the model's, when it may copy them (eq. 6 as ours)
         self.entities = EntityTable.empty(particles, batch.size, config.hidden_size, states, words=entity_words)
         self.read(states)
         ones = batch.words.new_ones(shape)

@@ -229,8 +229,9 @@ class PooledEmbeddings:
     was what resampling after any token copied, a cost that grew with the entities. A write appends a vector and
     points the slot at it, so a vector an ancestor shares with its copies is never overwritten. The step and
     sentence of an entity's latest mention (eq. 4's distance features) are those of the write that made its
-    vector, so they are kept beside it in the pool (``position``, ``sentence``, (S,)), not per slot: a resampling
-    copies the pointers alone. When the pool is full, the vectors no slot points at are dropped (one sort of the
+    vector, so they are kept beside it in the pool (``position``, ``sentence``, (S,)), not per slot, and so are
+    the words its entity remembers once the write is made (``words``, (S, M)): a resampling copies the pointers
+    alone. When the pool is full, the vectors no slot points at are dropped (one sort of the
     pointers) and the pool is sized to twice what is left: memory stays within about twice a dense table's, and
     the dropping costs O(1) per write over time. Row 0 holds zeros, an empty slot's vector, seen at step 0 of
     sentence 0. Every read returns what a dense table would hold, bit for bit.

@@ -80,8 +80,9 @@ def test_a_checkpoint_without_the_copy_is_given_one_at_its_initial_gate():
     for name, value in before.state_dict().items():
         assert torch.equal(model.state_dict()[name], value), name
     assert with_entity_words(given, 8) is given
-    with pytest.raises(CheckpointError, match="remember 8 words each; a memory cannot be changed to 4"):
-        with_entity_words(given, 4)
+    with pytest.raises(CheckpointError, match="^copy.pt: its entities remember 8 words each; a memory cannot be "
+                                              "changed to 4$"):
+        with_entity_words(given, 4, "copy.pt")
 
 
 def test_the_refine_command_trains_the_copy_and_the_posterior_reads_it(tmp_path):

@@ -341,7 +341,7 @@ def refine_proposal(config: RefineConfig) -> dict:
     device = resolve_device(config.device)
     path, checkpoint = entitynlm_checkpoint(config.checkpoint)
     if config.entity_words is not None:
-        checkpoint = with_entity_words(checkpoint, config.entity_words)
+        checkpoint = with_entity_words(checkpoint, config.entity_words, path)
     model, proposal = entitynlm_modules(checkpoint, device, config.proposal)
     context = proposal.context
     eos = checkpoint.vocabulary.index(EOS)

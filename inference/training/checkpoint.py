@@ -105,16 +105,17 @@ def entitynlm_modules(checkpoint: Checkpoint, device: torch.device | str = "cpu"
     return model.to(device).eval(), guide.to(device).eval()
 
 
-def with_entity_words(checkpoint: Checkpoint, words: int) -> Checkpoint:
+def with_entity_words(checkpoint: Checkpoint, words: int, source: str | os.PathLike = "this checkpoint"
+                      ) -> Checkpoint:
     """The EntityNLM ``checkpoint`` with a model whose entities remember their last ``words`` mention words, which
     a mention's word may copy (:mod:`generative.entitynlm.copying`, ours), the copy gate as initialised: where a
     fine-tuning of a model trained without it starts. The checkpoint itself when it already has that memory; a
-    memory it has cannot be changed."""
+    memory it has cannot be changed (the error names ``source``, the checkpoint's file)."""
     config = EntityNLMConfig(**checkpoint.config)
     if config.entity_words == words:
         return checkpoint
     if config.entity_words:
-        raise CheckpointError(f"this checkpoint's entities remember {config.entity_words} words each; a memory "
+        raise CheckpointError(f"{source}: its entities remember {config.entity_words} words each; a memory "
                               f"cannot be changed to {words}")
     gate = {f"word_copy.{name}": value for name, value in EntityWordCopy(config.hidden_size).state_dict().items()}
     return dataclasses.replace(checkpoint, config={**checkpoint.config, "entity_words": words},

@@ -171,7 +171,7 @@ class EntityTracker:
         rows = in_mention.nonzero(as_tuple=True)  # eq. 8 on the rows in a mention alone (one host sync)
         updated = self.heads.update.applied(reads.gate[rows[1], at], reads.read[rows[1], at], chosen.entity[rows])
         entities.mention_rows(rows, chosen.E[rows], updated, chosen.t, chosen.sentence[rows],
-                              self.batch.words[rows[1], chosen.t])
+                              self.batch.words[:, chosen.t])
         created = in_mention & (chosen.E == entities.count)
         entities.count = entities.count + created.long()
         self.current_slot = torch.where(in_mention, chosen.E, self.current_slot)  # it now holds the update

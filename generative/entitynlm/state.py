@@ -97,13 +97,14 @@ class EntityTable:
         """The words (P, B, M) remembered by the entity in ``slot`` (P, B) of each (particle, document)."""
         return self.embeddings.words_at(slot)
 
-    def words_after(self, rows: tuple[torch.Tensor, torch.Tensor], slot: torch.Tensor, word: torch.Tensor
+    def words_after(self, rows: tuple[torch.Tensor, torch.Tensor], slot: torch.Tensor, words: torch.Tensor
                     ) -> torch.Tensor | None:
-        """What the entity in ``slot`` (K,) of the K ``rows`` remembers once its mention token ``word`` (K,) is
-        read: its last M - 1 words and this one, (K, M) (None: no memory)."""
+        """What the entity in ``slot`` (K,) of the K ``rows`` remembers once its mention token is read, each
+        document's word at this step in ``words`` (B,): its last M - 1 words and this one, (K, M) (None: no
+        memory, and no word is read)."""
         if not self.embeddings.memory:
             return None
-        return remembering(self.embeddings.words_at_rows(rows, slot), word)
+        return remembering(self.embeddings.words_at_rows(rows, slot), words[rows[1]])
 
     def write_rows(self, rows: tuple[torch.Tensor, torch.Tensor], slot: torch.Tensor, embedding: torch.Tensor
                    ) -> None:
@@ -112,11 +113,12 @@ class EntityTable:
         self.embeddings.put_rows(rows, slot, embedding)
 
     def mention_rows(self, rows: tuple[torch.Tensor, torch.Tensor], slot: torch.Tensor, embedding: torch.Tensor,
-                     position: int, sentence: torch.Tensor, word: torch.Tensor) -> None:
-        """:meth:`mention` of the K (particle, document) ``rows`` alone: ``slot`` (K,) mentioned by ``word`` (K,)
-        at step ``position`` in ``sentence`` (K,), its updated ``embedding`` (K, D)."""
+                     position: int, sentence: torch.Tensor, words: torch.Tensor) -> None:
+        """:meth:`mention` of the K (particle, document) ``rows`` alone: ``slot`` (K,) mentioned at step
+        ``position`` in ``sentence`` (K,), its updated ``embedding`` (K, D); ``words`` (B,) each document's word at
+        this step."""
         self.embeddings.put_rows(rows, slot, embedding, (torch.full_like(sentence, position), sentence),
-                                 self.words_after(rows, slot, word))
+                                 self.words_after(rows, slot, words))
 
     def mention(self, where: torch.Tensor, slot: torch.Tensor, embedding: torch.Tensor, position: int | torch.Tensor,
                 sentence: torch.Tensor, word: torch.Tensor) -> None:

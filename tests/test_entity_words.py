@@ -3,8 +3,9 @@
 That every path computes the same model (the Pyro program, the known-annotation path with its gradients, the
 lockstep sampler, the pooled and dense tables) is checked beside the paper's model, by parametrising the tests of
 ``test_entitynlm``, ``test_gold``, ``test_lockstep`` and ``test_entity_table``. Here: that it is a distribution,
-that it does what it is for (a name the entity bore makes the link likelier), that the sampler's estimate with
-it stays exact, and that a fine-tuning can start from a checkpoint without it.
+that it does what it is for (a name the entity bore makes the link likelier), that the attention weighs the
+remembered words as its equation says and starts as the uniform copy, that the sampler's estimate with it stays
+exact, and that a fine-tuning can start from a checkpoint without it.
 """
 
 from __future__ import annotations
@@ -54,11 +55,46 @@ def test_a_name_the_entity_bore_makes_the_link_likelier_by_the_copy_alone():
     assert gain > 1.0
 
 
+def attention_models(weighting: str) -> EntityNLM:
+    """The tiny model with the copy (2 words) weighted by ``weighting``, its gate at g = sigmoid(3)."""
+    model, _ = tiny_models(entity_words=2, copy_weighting=weighting)
+    with torch.no_grad():
+        model.word_copy.gate.weight.zero_()
+        model.word_copy.gate.bias.fill_(3.0)
+        if model.word_copy.query is not None:
+            model.word_copy.query.weight.zero_()
+            model.word_copy.query.bias.zero_()
+    return model
+
+
+def test_the_attention_weighs_the_remembered_words_by_their_embeddings():
+    """Words 4 1 5 4, mentions 4 1 (two tokens) then 4, linked: the last 4 may be copied from the two words the
+    entity remembers, 4 and 1. At its initial (zero) query the attention is the uniform copy; with the query's bias
+    u, a = softmax(u . emb(4), u . emb(1)) and x_4 gains log((1 - g) p(4) + g a_4), p(4) the softmax's."""
+    row = {"words": [4, 1, 5, 4], "R": [1, 1, 0, 1], "E": [1, 1, 0, 1], "L": [2, 1, 1, 1]}
+    batch = tiny_batch([row])
+    uniform, attention = attention_models("uniform"), attention_models("attention")
+    attention.load_state_dict(uniform.state_dict(), strict=False)  # the same weights; the query stays zero
+    with torch.no_grad():
+        alike = uniform.token_log_probs(batch, Annotation.of(batch)).X
+        torch.testing.assert_close(attention.token_log_probs(batch, Annotation.of(batch)).X, alike)
+        attention.word_copy.query.bias.copy_(attention.encoder.embedding.weight[4] * 2)
+        weighted = attention.token_log_probs(batch, Annotation.of(batch)).X
+        embedding = attention.encoder.embedding.weight
+        share = torch.softmax(attention.word_copy.query.bias @ embedding[[4, 1]].T, 0)[0]
+    gate = torch.sigmoid(torch.tensor(3.0))
+    own = ((alike[0, 3].exp() - gate * 0.5) / (1 - gate))  # p(4) from the uniform copy: (1 - g) p + g / 2
+    torch.testing.assert_close(weighted[0, 3], torch.log((1 - gate) * own + gate * share))
+    assert share > 0.5 and weighted[0, 3] > alike[0, 3]  # the query prefers the word 4: the repeat gains
+    torch.testing.assert_close(weighted[0, :3], alike[0, :3])
+
+
 @pytest.mark.parametrize("lookahead", [0.0, 0.7])
-def test_the_estimate_stays_exact_with_the_copy(lookahead):
+@pytest.mark.parametrize("weighting", ["uniform", "attention"])
+def test_the_estimate_stays_exact_with_the_copy(lookahead, weighting):
     """SMC resampling after any token (pooled tables: each particle's remembered words travel with its vectors),
     with the pipeline's hints and the lookahead (which reads the copy too), against the enumerated marginal."""
-    model, proposal = tiny_models(entity_words=2)
+    model, proposal = tiny_models(entity_words=2, copy_weighting=weighting)
     exact, _, _ = exact_log_marginal(model, WORDS)
     plain, _ = tiny_models(entity_words=0)
     assert abs(exact.item() - exact_log_marginal(plain, WORDS)[0].item()) > 0.1  # the copy changes p(x)
@@ -79,10 +115,14 @@ def test_a_checkpoint_without_the_copy_is_given_one_at_its_initial_gate():
     assert float(gate["bias"]) == INITIAL_GATE and float(gate["weight"].abs().max()) == 0
     for name, value in before.state_dict().items():
         assert torch.equal(model.state_dict()[name], value), name
-    assert with_entity_words(given, 8) is given
-    with pytest.raises(CheckpointError, match="^copy.pt: its entities remember 8 words each; a memory cannot be "
-                                              "changed to 4$"):
-        with_entity_words(given, 4, "copy.pt")
+    assert with_entity_words(given, 8) is given and with_entity_words(given, 8, "uniform") is given
+    with pytest.raises(CheckpointError, match="^copy.pt: its entities remember 8 words each, weighted uniform; a "
+                                              "memory cannot be changed to 4 words weighted uniform$"):
+        with_entity_words(given, 4, source="copy.pt")
+    with pytest.raises(CheckpointError, match="cannot be changed to 8 words weighted attention$"):
+        with_entity_words(given, 8, "attention")
+    attending, _ = entitynlm_modules(with_entity_words(checkpoint, 8, "attention"))
+    assert float(attending.word_copy.query.state_dict()["weight"].abs().max()) == 0  # starts as the uniform copy
 
 
 def test_the_refine_command_trains_the_copy_and_the_posterior_reads_it(tmp_path):
@@ -91,12 +131,14 @@ def test_the_refine_command_trains_the_copy_and_the_posterior_reads_it(tmp_path)
 
     out = tmp_path / "copy.pt"
     refine_main(["--checkpoint", "inference/pretrained/entitynlm.pt", "--wake", "coref", "--coref-objective",
-                 "local", "--supervised-weight", "0.1", "--entity-words", "4", "--steps", "3", "--eval-every", "3",
-                 "--eval-pieces", "5", "--lr", "1e-2", "--device", "cpu", "--out", str(out)])
+                 "local", "--supervised-weight", "0.1", "--entity-words", "4", "--copy-weighting", "attention",
+                 "--steps", "3", "--eval-every", "3", "--eval-pieces", "5", "--lr", "1e-2", "--device", "cpu",
+                 "--out", str(out)])
     _, refined = entitynlm_checkpoint(out)
-    assert refined.config["entity_words"] == 4 and "word_copy.gate.bias" in refined.weights["model"]
+    assert (refined.config["entity_words"], refined.config["copy_weighting"]) == (4, "attention")
     trained = read_torch_file(tmp_path / "copy.pt.state", "refinement state")["model"]  # the last step's
     assert float(trained["word_copy.gate.bias"]) != INITIAL_GATE
+    assert float(trained["word_copy.query.bias"].abs().max()) > 0  # the attention learns
     folder = tmp_path / "posterior"
     assert posterior_main(["--checkpoint", str(out), "--text", "Anna met Tom. Anna thanked him.", "--particles",
                            "10", "--device", "cpu", "--out", str(folder)]) == 0

@@ -76,7 +76,14 @@ def tiny_models(seed: int = 0, **changes) -> tuple[EntityNLM, EntityProposal]:
         if model.word_copy is not None:
             model.word_copy.gate.weight.normal_()
             model.word_copy.gate.bias.zero_()
+            if model.word_copy.query is not None:  # an attention that does not weigh the words alike
+                model.word_copy.query.weight.normal_()
+                model.word_copy.query.bias.normal_()
     return model, proposal
+
+
+# the paper's eq. 6, and with a copy of each entity's words, weighted alike or by attention (ours)
+COPIES = {"eq6": {}, "copy": {"entity_words": 2}, "attention": {"entity_words": 2, "copy_weighting": "attention"}}
 
 
 def annotations(steps: int, max_length: int):
@@ -112,9 +119,9 @@ def exact_log_marginal(model: EntityNLM, words: list[int], sentence: list[int] |
 WORDS = [4, 0, 5, 4]
 
 
-@pytest.mark.parametrize("entity_words", [0, 2])
-def test_enumerated_joint_is_a_distribution_over_annotations_and_words(entity_words):
-    model, _ = tiny_models(entity_words=entity_words)
+@pytest.mark.parametrize("copy", COPIES.values(), ids=COPIES)
+def test_enumerated_joint_is_a_distribution_over_annotations_and_words(copy):
+    model, _ = tiny_models(**copy)
     # summing p(x, z) over all z and all x of length 2 gives 1 (mentions may run past the end: z covers them)
     total = torch.logsumexp(torch.stack([exact_log_marginal(model, list(x))[0]
                                          for x in itertools.product(range(6), repeat=2)]), 0)
@@ -205,9 +212,9 @@ def _single_log_weight(model: EntityNLM, proposal: EntityProposal, batch: Docume
     return (log_p - log_q).item()
 
 
-@pytest.mark.parametrize("new_entity_scale,entity_words", [(0.0, 0), (0.01, 0), (0.01, 2)])
-def test_particle_vectorised_run_equals_a_loop_of_single_particle_runs(new_entity_scale, entity_words):
-    model, proposal = tiny_models(new_entity_scale=new_entity_scale, entity_words=entity_words)
+@pytest.mark.parametrize("new_entity_scale,copy", [(0.0, {}), *((0.01, copy) for copy in COPIES.values())])
+def test_particle_vectorised_run_equals_a_loop_of_single_particle_runs(new_entity_scale, copy):
+    model, proposal = tiny_models(new_entity_scale=new_entity_scale, **copy)
     batch = tiny_batch([{"words": [4, 0, 5, 4, 1, 4]}])
     pyro.set_rng_seed(3)
     with torch.no_grad():
@@ -260,9 +267,9 @@ def test_reference_code_variants_run_and_normalise(changes):
     assert total.item() == pytest.approx(0.0, abs=1e-5)
 
 
-@pytest.mark.parametrize("entity_words", [0, 3])
-def test_generated_documents_carry_a_consistent_annotation(entity_words):
-    model, _ = tiny_models(new_entity_scale=0.01, entity_words=entity_words)
+@pytest.mark.parametrize("copy", COPIES.values(), ids=COPIES)
+def test_generated_documents_carry_a_consistent_annotation(copy):
+    model, _ = tiny_models(new_entity_scale=0.01, **copy)
     pyro.set_rng_seed(0)
     words, annotation = model.generate(30, BOS, EOS)
     assert len(words) >= 30 and annotation.L[-1] == 1 and all(0 <= w < 6 for w in words)

@@ -41,6 +41,8 @@ def models(vocabulary: Vocabulary, context: str = "forward", **changes) -> tuple
             heads.entity.distance_weights.normal_()
         if model.word_copy is not None:
             model.word_copy.gate.weight.normal_()
+            if model.word_copy.query is not None:
+                model.word_copy.query.weight.normal_()
     return model.double(), proposal.double()
 
 
@@ -81,7 +83,7 @@ def assert_same(program, fast) -> None:
 
 @pytest.mark.parametrize("corpus", ["litbank", "ontogum"])
 @pytest.mark.parametrize("options", [{}, {"distance": "reference", "update": "reference", "context": "bidirectional"},
-                                     {"entity_words": 4}])
+                                     {"entity_words": 4}, {"entity_words": 4, "copy_weighting": "attention"}])
 def test_fast_joint_equals_program_on_real_documents(corpus, options, data_dir):
     documents, vocabulary = real_documents(corpus, data_dir)
     batch = make_batch(documents, vocabulary)

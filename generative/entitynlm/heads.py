@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from pyro.distributions import TorchDistribution, constraints
 from torch import nn
 
+from generative.entitynlm.copying import COPY_WEIGHTINGS
 from generative.entitynlm.state import EntityTable, column
 from generative.layers.categorical import Categorical
 from generative.layers.config import LanguageModelConfig
@@ -34,7 +35,8 @@ class EntityNLMConfig(LanguageModelConfig):
     exp(lambda * (last sentence of e - current sentence)). ``update``: "paper" is eq. 8; "reference" is the
     code's delta = sigmoid(e W h), e <- normalise((1 - delta) e + delta W_T h). ``entity_words`` (ours; 0 is the
     paper's eq. 6): each entity remembers the last this many words of its mention tokens, and a mention's word may
-    be copied from them (:mod:`generative.entitynlm.copying`).
+    be copied from them (:mod:`generative.entitynlm.copying`), each alike (``copy_weighting = "uniform"``) or by
+    a learned attention ("attention").
     """
 
     max_mention_length: int = 25
@@ -43,6 +45,7 @@ class EntityNLMConfig(LanguageModelConfig):
     update: str = "paper"
     proposal: str = "forward"  # the proposal the commands use by default (a key of PROPOSAL_CONTEXTS)
     entity_words: int = 0
+    copy_weighting: str = "uniform"
 
     def __post_init__(self) -> None:
         if self.proposal not in PROPOSAL_CONTEXTS:
@@ -53,6 +56,8 @@ class EntityNLMConfig(LanguageModelConfig):
             raise ValueError(f"update must be 'paper' or 'reference', got {self.update!r}")
         if self.entity_words < 0:
             raise ValueError(f"entity_words must be at least 0, got {self.entity_words}")
+        if self.copy_weighting not in COPY_WEIGHTINGS:
+            raise ValueError(f"copy_weighting must be one of {COPY_WEIGHTINGS}, got {self.copy_weighting!r}")
 
 
 class MentionTypeHead(nn.Module):

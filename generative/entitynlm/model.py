@@ -260,13 +260,14 @@ class EntityNLM(PyroModule):
         self.heads = EntityHeads(config)
         self.entity_to_word = nn.Linear(config.hidden_size, config.hidden_size, bias=False)  # W_e of eq. 6
         self.softmax = make_softmax(config.softmax, config.hidden_size, counts, config.num_classes)
-        self.word_copy = EntityWordCopy(config.hidden_size) if config.entity_words else None
+        self.word_copy = (EntityWordCopy(config.hidden_size, config.embedding_size, config.copy_weighting)
+                          if config.entity_words else None)
 
     def word_distribution(self, inputs: torch.Tensor, remembered: torch.Tensor | None) -> dist.TorchDistribution:
         """Eq. 6 over what its softmax reads, ``inputs`` (..., H) = h_{t-1} + W_e e_current; with
         ``entity_words``, mixed with a copy of the words e_current's entity ``remembered`` (..., M; -1: none)."""
         words = self.softmax(inputs)
-        return words if self.word_copy is None else self.word_copy(words, inputs, remembered)
+        return words if self.word_copy is None else self.word_copy(words, inputs, remembered, self.encoder.embedding)
 
     def model(self, batch: DocumentBatch, particles: int = 1, annotated: bool = False) -> None:
         """The generative story over a batch; ``annotated`` observes the gold R, E, L (training)."""

@@ -102,7 +102,8 @@ class RefineConfig:
     conditionals); ``cross_fit_detectors`` and ``cross_fit_resolvers``: the pipelines of the folds of train (each
     train document's mentions from the one that never saw it); ``pipeline_margin``: the weight of the gold
     clusters' logistic loss against the pipeline's own; ``entity_words``: the mention words each entity remembers
-    for the model's copy (:func:`~inference.training.checkpoint.with_entity_words`; None: the checkpoint's). The
+    for the model's copy (:func:`~inference.training.checkpoint.with_entity_words`; None: the checkpoint's),
+    ``copy_weighting`` how the copy weighs them (None: the checkpoint's, else uniform). The
     options of ``python -m inference.refine``; a resumed run must keep all but :data:`RESUMABLE_CHANGES`."""
 
     checkpoint: str
@@ -129,6 +130,7 @@ class RefineConfig:
     cross_fit_resolvers: Sequence[str] = ()
     pipeline_margin: float = 0.0
     entity_words: int | None = None
+    copy_weighting: str | None = None
 
     def __post_init__(self) -> None:
         if self.wake not in WAKES:
@@ -155,6 +157,8 @@ class RefineConfig:
             raise ValueError("--pipeline-margin is for --coref-mentions pipeline --coref-objective local")
         if self.entity_words is not None and self.wake == "phi":
             raise ValueError("--entity-words gives the model a part to train: it is for --wake theta, both or coref")
+        if self.copy_weighting is not None and self.entity_words is None:
+            raise ValueError("--copy-weighting is for --entity-words")
 
 
 def wake_phi_loss(model, proposal, batch: DocumentBatch, particles: int) -> torch.Tensor:
@@ -341,7 +345,7 @@ def refine_proposal(config: RefineConfig) -> dict:
     device = resolve_device(config.device)
     path, checkpoint = entitynlm_checkpoint(config.checkpoint)
     if config.entity_words is not None:
-        checkpoint = with_entity_words(checkpoint, config.entity_words, path)
+        checkpoint = with_entity_words(checkpoint, config.entity_words, config.copy_weighting, path)
     model, proposal = entitynlm_modules(checkpoint, device, config.proposal)
     context = proposal.context
     eos = checkpoint.vocabulary.index(EOS)

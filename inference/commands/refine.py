@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
+from generative.entitynlm.copying import COPY_WEIGHTINGS
 from generative.entitynlm.model import PROPOSAL_CONTEXTS
 from inference.algorithms import refine
 from inference.algorithms.refine import (
@@ -87,6 +88,10 @@ def build_parser() -> Parser:
                         help="--wake theta/both/coref: give the model a memory of each entity's last M mention "
                              "words, which a mention's word may copy (ours: generative/entitynlm/copying.py; the "
                              "copy gate starts untrained; default: the checkpoint's, 0 for the paper's model)")
+    parser.add_argument("--copy-weighting", choices=COPY_WEIGHTINGS,
+                        help="with --entity-words: how the copy weighs the remembered words, alike (uniform) or by a "
+                             "learned attention from the context (attention; it starts uniform) (default: the "
+                             "checkpoint's, else uniform)")
     parser.add_argument("--eval-pieces", type=integer(1), default=200, help="dev pieces the evaluation uses")
     add_device_seed_json(parser, "also write the before/after figures as JSON")
     return parser

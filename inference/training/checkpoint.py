@@ -105,21 +105,26 @@ def entitynlm_modules(checkpoint: Checkpoint, device: torch.device | str = "cpu"
     return model.to(device).eval(), guide.to(device).eval()
 
 
-def with_entity_words(checkpoint: Checkpoint, words: int, source: str | os.PathLike = "this checkpoint"
-                      ) -> Checkpoint:
+def with_entity_words(checkpoint: Checkpoint, words: int, weighting: str | None = None,
+                      source: str | os.PathLike = "this checkpoint") -> Checkpoint:
     """The EntityNLM ``checkpoint`` with a model whose entities remember their last ``words`` mention words, which
-    a mention's word may copy (:mod:`generative.entitynlm.copying`, ours), the copy gate as initialised: where a
-    fine-tuning of a model trained without it starts. The checkpoint itself when it already has that memory; a
-    memory it has cannot be changed (the error names ``source``, the checkpoint's file)."""
+    a mention's word may copy with the copy's ``weighting`` (:mod:`generative.entitynlm.copying`, ours; None: the
+    checkpoint's, else uniform), the copy as initialised: where a fine-tuning of a model trained without it starts.
+    The checkpoint itself when it already has that memory; a memory it has cannot be changed (the error names
+    ``source``, the checkpoint's file)."""
     config = EntityNLMConfig(**checkpoint.config)
-    if config.entity_words == words:
+    weighting = weighting or config.copy_weighting
+    if (config.entity_words, config.copy_weighting) == (words, weighting):
         return checkpoint
     if config.entity_words:
-        raise CheckpointError(f"{source}: its entities remember {config.entity_words} words each; a memory "
-                              f"cannot be changed to {words}")
-    gate = {f"word_copy.{name}": value for name, value in EntityWordCopy(config.hidden_size).state_dict().items()}
-    return dataclasses.replace(checkpoint, config={**checkpoint.config, "entity_words": words},
-                               weights={**checkpoint.weights, "model": {**checkpoint.weights["model"], **gate}})
+        raise CheckpointError(f"{source}: its entities remember {config.entity_words} words each, weighted "
+                              f"{config.copy_weighting}; a memory cannot be changed to {words} words weighted "
+                              f"{weighting}")
+    copy = EntityWordCopy(config.hidden_size, config.embedding_size, weighting)
+    initial = {f"word_copy.{name}": value for name, value in copy.state_dict().items()}
+    return dataclasses.replace(checkpoint,
+                               config={**checkpoint.config, "entity_words": words, "copy_weighting": weighting},
+                               weights={**checkpoint.weights, "model": {**checkpoint.weights["model"], **initial}})
 
 
 def language_model(checkpoint: Checkpoint, device: torch.device | str = "cpu") -> nn.Module:

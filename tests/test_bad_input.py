@@ -381,6 +381,10 @@ ROWS = [
     row("inference.refine", "--checkpoint {bundled} --out {out}/r.pt --entity-words -1", "argument --entity-words"),
     row("inference.refine", "--checkpoint {bundled} --out {out}/r.pt --entity-words 8",
         "--entity-words gives the model a part to train: it is for --wake theta, both or coref"),
+    row("inference.refine", "--checkpoint {bundled} --out {out}/r.pt --wake coref --copy-weighting attention",
+        "--copy-weighting is for --entity-words"),
+    row("inference.refine", "--checkpoint {bundled} --out {out}/r.pt --wake coref --entity-words 8 "
+        "--copy-weighting heads", "argument --copy-weighting"),
     row("inference.refine", "--checkpoint {bundled} --out {out}/r.pt --pipeline-margin -1",
         "argument --pipeline-margin"),
     row("inference.refine", "--checkpoint {bundled} --out {refine_state}/r.pt",

@@ -278,12 +278,20 @@ def test_the_local_search_climbs_to_a_structure_no_single_move_improves():
     moves = LocalMoves.of(document)
     two_alone = [int(np.flatnonzero((moves.mention == j) & (moves.cluster == 2))[0]) for j in (1, 4)]  # new ones
     assert {frozenset({2}), frozenset({5})} <= moves.partition_after(two_alone)  # each alone in its own
-    climbed, moved = local_mode(model, checkpoint, document, "cpu", rounds=100)
+    climbed, moved, found = local_mode(model, checkpoint, document, "cpu", rounds=100)
     assert moved > 0 and joint(climbed) > joint(document)
     assert [m.span for m in climbed.mentions] == spans
     links = local_links(model, checkpoint, climbed, "cpu")
     assert links.score.max() <= joint(climbed) + IMPROVEMENT  # a local mode: no single move raises the joint
+    for name in ("mention", "cluster", "later", "earlier_cluster"):  # its own links are the climbed structure's
+        np.testing.assert_array_equal(getattr(found, name), getattr(links, name))
+    np.testing.assert_allclose(found.score, links.score, atol=1e-4)
     assert local_mode(model, checkpoint, climbed, "cpu", rounds=100)[1] == 0
+    once, moved_once, its_links = local_mode(model, checkpoint, document, "cpu", rounds=1)  # stopped by rounds
+    assert moved_once > 0 and joint(once) > joint(document)
+    np.testing.assert_allclose(its_links.score, local_links(model, checkpoint, once, "cpu").score, atol=1e-4)
+    no_mentions = Document("e", words, [(0, 4), (4, 13)], [])
+    assert local_mode(model, checkpoint, no_mentions, "cpu", rounds=3)[1] == 0  # nothing to move, no error
 
 
 def test_the_api_estimates_with_token_resampling_and_hints():

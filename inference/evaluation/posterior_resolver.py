@@ -193,6 +193,11 @@ class LocalMoves:
             moved[j] = self.cluster[k] if self.cluster[k] < fresh else fresh + j
         return frozenset(frozenset(np.flatnonzero(moved == label) + 1) for label in set(moved.tolist()))
 
+    def links(self, scores: np.ndarray, window: int = WINDOW) -> LocalLinks:
+        """These moves with their ``scores`` (of :meth:`scores`), and the pairs of :func:`link_pairs` they decide."""
+        earlier, later = link_pairs(len(self.labels), window)
+        return LocalLinks(self.mention, self.cluster, scores, later, self.labels[earlier])
+
     def scores(self, model: EntityNLM, checkpoint: Checkpoint, device: torch.device, chunk: int = 64
                ) -> torch.Tensor:
         """log p(x, R, E, L) of every move, scored exactly (``chunk`` per run; with gradient where autograd is on)."""
@@ -207,36 +212,35 @@ def local_links(model: EntityNLM, checkpoint: Checkpoint, document: Document, de
     """Every mention of ``document`` (its clusters: a MAP structure) moved as :class:`LocalMoves` says, each
     candidate scored exactly (``chunk`` per run)."""
     moves = LocalMoves.of(document, window)
-    earlier, later = link_pairs(len(moves.labels), window)
     with torch.no_grad():
-        scores = moves.scores(model, checkpoint, device, chunk).cpu().numpy()
-    return LocalLinks(moves.mention, moves.cluster, scores, later, moves.labels[earlier])
+        return moves.links(moves.scores(model, checkpoint, device, chunk).cpu().numpy(), window)
 
 
 def local_mode(model: EntityNLM, checkpoint: Checkpoint, document: Document, device: torch.device,
-               rounds: int, window: int = WINDOW, chunk: int = 64) -> tuple[Document, int]:
+               rounds: int, window: int = WINDOW, chunk: int = 64) -> tuple[Document, int, LocalLinks]:
     """``document``'s clusters (a MAP structure) climbed by iterated conditional modes on log p(x, R, E, L), scored
     exactly as :func:`local_links` scores them: each round scores every :class:`LocalMoves` move and makes every
     one that raises the joint, all at once where together they raise it too, else the best alone; until no move
     raises it or after ``rounds`` rounds. A search for the MAP beyond the particles': the joint never falls.
-    Returns the structure (its mentions sorted) and the number of single-mention moves made (a mention moved in
-    two rounds counts twice)."""
-    moved = 0
-    for _ in range(rounds):
+    Returns the structure (its mentions sorted), the number of single-mention moves made (a mention moved in
+    two rounds counts twice), and the structure's :func:`local_links`: the last round's scores, so that the moves
+    of the structure it stops at are scored once."""
+    moved, done = 0, 0
+    while True:
         moves = LocalMoves.of(document, window)
         with torch.no_grad():
             scores = moves.scores(model, checkpoint, device, chunk).cpu().numpy()
-        now = scores[moves.cluster == moves.labels[moves.mention]].max()  # each mention's stay: this partition
+        now = scores[moves.cluster == moves.labels[moves.mention]].max(initial=-np.inf)  # any stay: this partition
         order = np.lexsort((-scores, moves.mention))  # by mention, its best move first
-        best = order[np.r_[True, moves.mention[order][1:] != moves.mention[order][:-1]]]
+        best = order[np.r_[True, moves.mention[order][1:] != moves.mention[order][:-1]]] if len(order) else order
         better = best[scores[best] > now + IMPROVEMENT]
-        if not len(better):
-            break
+        if not len(better) or done == rounds:
+            return moves.document, moved, moves.links(scores, window)
         together, alone = [moves.partition_after(better), moves.partition_after([better[np.argmax(scores[better])]])]
         joint = candidate_log_joint(model, checkpoint, moves.document, [together], device)[0]
         document = document_with_clusters(moves.document, together if joint > now + IMPROVEMENT else alone)
         moved += len(better) if joint > now + IMPROVEMENT else 1
-    return LocalMoves.of(document, window).document, moved
+        done += 1
 
 
 def local_log_conditionals(model: EntityNLM, checkpoint: Checkpoint, document: Document, device: torch.device,
@@ -282,13 +286,14 @@ def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
     calibration = Calibration(np.concatenate([p for p, _ in pairs]), labels)
     scorer = entitynlm_modules(noise_free(checkpoint), device)[0]
     scorer.heads.entity.new_entity_bias = config.new_entity_bias
-    maps, moved = [posterior.map_structure for posterior in results], 0
-    if local_search:
-        for number, posterior in enumerate(progress_bar(results, desc="local search", unit="document")):
-            maps[number], moves = local_mode(scorer, checkpoint, posterior.map_structure, device, local_search, window)
-            moved += moves
-    links = [local_links(scorer, checkpoint, structure, device, window)
-             for structure in progress_bar(maps, desc="local link probabilities", unit="document")]
+    if local_search:  # the climbed MAPs, and their links as the search's last round scored them
+        climbed = [local_mode(scorer, checkpoint, posterior.map_structure, device, local_search, window)
+                   for posterior in progress_bar(results, desc="local search", unit="document")]
+        maps, moved, links = [c[0] for c in climbed], sum(c[1] for c in climbed), [c[2] for c in climbed]
+    else:
+        maps, moved = [posterior.map_structure for posterior in results], 0
+        links = [local_links(scorer, checkpoint, structure, device, window)
+                 for structure in progress_bar(maps, desc="local link probabilities", unit="document")]
 
     def local_calibration(temperature: float) -> Calibration:
         return Calibration(np.concatenate([link.probabilities(temperature) for link in links]), labels)

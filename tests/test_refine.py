@@ -39,8 +39,9 @@ def assert_estimated_gradient(loss, model, proposal, batch, exact: torch.Tensor)
     assert not any(p.grad is not None and p.grad.abs().sum() > 0 for p in proposal.parameters())
 
 
-def test_wake_theta_follows_the_gradient_of_the_marginal_likelihood():
-    model, proposal = tiny_models()
+@pytest.mark.parametrize("changes", [{}, {"entity_words": 4}], ids=["paper", "copy"])
+def test_wake_theta_follows_the_gradient_of_the_marginal_likelihood(changes):
+    model, proposal = tiny_models(**changes)  # with the copy too: the language model fine-tuned with it
     batch = tiny_batch([{"words": WORDS}])
     every = list(annotations(len(WORDS), model.config.max_mention_length))
     enumerated = tiny_batch([{"words": WORDS, "sentence": [0] * len(WORDS), "R": R, "E": E, "L": L}

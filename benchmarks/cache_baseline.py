@@ -45,13 +45,15 @@ BATCH_TOKENS = 20_000
 def cache_probabilities(words: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """(B, T) n_<t(x_t) / t of each row's tokens: the share of the tokens before t that are x_t (0 at t = 0), by
     one pass over each row with a running count (linear in the tokens)."""
-    shares = torch.zeros(words.shape, dtype=torch.float64)
-    for row, (row_words, length) in enumerate(zip(words.tolist(), mask.sum(1).tolist())):
+    rows = []
+    for row_words, length in zip(words.tolist(), mask.sum(1).tolist()):
         seen: dict[int, int] = {}
+        shares = [0.0] * len(row_words)
         for t, word in enumerate(row_words[:int(length)]):
-            shares[row, t] = seen.get(word, 0) / t if t else 0.0
+            shares[t] = seen.get(word, 0) / t if t else 0.0
             seen[word] = seen.get(word, 0) + 1
-    return shares
+        rows.append(shares)
+    return torch.tensor(rows, dtype=torch.float64)
 
 
 def split_terms(corpus: str, split: str, data_dir: Path, entitynlm: Checkpoint, rnnlm: Checkpoint

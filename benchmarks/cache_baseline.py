@@ -33,7 +33,7 @@ from benchmarks.runs import command_record
 from coref.corpora.registry import resolve_data_dir
 from coref.io.atomic import write_text_atomic
 from generative.layers.batch import batches_by_length
-from inference.checks import output_folder
+from inference.checks import output_folder, real
 from inference.commands.cli import Parser, run_main
 from inference.data import prepared_documents
 from inference.training.checkpoint import Checkpoint, language_model, pretrained
@@ -107,8 +107,9 @@ def run(args: argparse.Namespace) -> int:
 def build_parser() -> Parser:
     parser = Parser(prog="python benchmarks/cache_baseline.py", description=__doc__)
     parser.add_argument("--data-dir", help="folder holding litbank/ and ontogum/ (default: $ENTITYLM_DATA)")
-    parser.add_argument("--corpora", nargs="+", choices=("litbank", "ontogum"), default=["litbank", "ontogum"])
-    parser.add_argument("--lambdas", nargs="+", type=float, default=list(LAMBDAS),
+    parser.add_argument("--corpora", nargs="+", choices=("litbank", "ontogum"), default=["litbank", "ontogum"],
+                        help="the corpora measured, each on its dev (lambda) and test split")
+    parser.add_argument("--lambdas", nargs="+", type=real(0, 1), default=list(LAMBDAS),
                         help="the cache weights tried on dev")
     parser.add_argument("--out", type=output_folder, default="benchmarks/results", help="folder of cache_baseline.json")
     return parser

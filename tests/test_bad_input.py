@@ -215,6 +215,10 @@ ROWS = [
     row("entitylm-pos", "evaluate --model {truncated}", "{truncated}: not a part-of-speech tagger"),
     row("benchmarks/lowercase_pipeline.py", "--detector {missing}", "{missing}: no such mention detector file"),
     row("benchmarks/lowercase_pipeline.py", "--results {unwritable}", "{unwritable}"),
+    row("benchmarks/cache_baseline.py", "--lambdas 0.1 1", "argument --lambdas: must be in [0, 1), got 1"),
+    row("benchmarks/cache_baseline.py", "--data-dir {missing}", "{missing}"),
+    row("benchmarks/cache_baseline.py", "--data-dir {data_cut} --out {out}", "{data_cut}/litbank/conll/doc_dev.conll"),
+    row("benchmarks/cache_baseline.py", "--out {unwritable}", "{unwritable}"),
     row("benchmarks/coref_end_to_end.py", "--throughput --repeats 0", "argument --repeats: must be at least 1"),
     row("benchmarks/coref_end_to_end.py", "--throughput --data-dir {data_cut} --results {out}",
         "{data_cut}/litbank/conll/doc_test.conll:3:"),
@@ -792,6 +796,7 @@ PARSERS = [  # (module, the function that builds its parser)
     ("benchmarks.coref_gru", "build_parser"), ("benchmarks.lowercase_pipeline", "build_parser"),
     ("inference.commands.pos", "build_parser"), ("inference.commands.story_lm", "build_parser"),
     ("inference.commands.mneme_eval", "build_parser"), ("inference.commands.generate", "build_parser"),
+    ("benchmarks.cache_baseline", "build_parser"),
 ]
 
 

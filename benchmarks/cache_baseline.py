@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script:
 from benchmarks.runs import command_record
 from coref.corpora.registry import resolve_data_dir
 from coref.io.atomic import write_text_atomic
+from generative.baselines.rnnlm import RNNLM
 from generative.layers.batch import batches_by_length
 from inference.checks import output_folder, real
 from inference.commands.cli import Parser, run_main
@@ -56,16 +57,15 @@ def cache_probabilities(words: torch.Tensor, mask: torch.Tensor) -> torch.Tensor
     return torch.tensor(rows, dtype=torch.float64)
 
 
-def split_terms(corpus: str, split: str, data_dir: Path, entitynlm: Checkpoint, rnnlm: Checkpoint
+def split_terms(corpus: str, split: str, data_dir: Path, entitynlm: Checkpoint, rnnlm: RNNLM
                 ) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
     """Per batch of the split: the RNNLM's log p(x_t | x_<t), the cache's share, and the mask, of every token."""
     documents = prepared_documents(corpus, split, str(data_dir), entitynlm.preprocess, entitynlm.vocabulary,
                                    quiet=True)
-    model = language_model(rnnlm)
     terms = []
     with torch.no_grad():
         for batch in batches_by_length(documents, entitynlm.vocabulary, BATCH_TOKENS):
-            terms.append((model.token_log_probs(batch).to(torch.float64), cache_probabilities(batch.words, batch.mask),
+            terms.append((rnnlm.token_log_probs(batch).to(torch.float64), cache_probabilities(batch.words, batch.mask),
                           batch.mask.bool()))
     return terms
 
@@ -84,7 +84,8 @@ def nats_per_token(terms: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
 
 def run(args: argparse.Namespace) -> int:
     data_dir = resolve_data_dir(args.data_dir)
-    entitynlm, rnnlm = Checkpoint.load(pretrained("entitynlm.pt")), Checkpoint.load(pretrained("rnnlm.pt"))
+    entitynlm = Checkpoint.load(pretrained("entitynlm.pt"))
+    rnnlm = language_model(Checkpoint.load(pretrained("rnnlm.pt")))  # loaded once, for every corpus and split
     results = {}
     for corpus in args.corpora:
         dev, test = (split_terms(corpus, split, data_dir, entitynlm, rnnlm) for split in ("dev", "test"))

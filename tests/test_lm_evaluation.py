@@ -8,12 +8,14 @@ import math
 
 import numpy as np
 import pytest
+import torch
 
 from coref.corpora.anonymise import ENTITY_TOKENS
 from coref.document import Document, Mention
-from generative.layers.batch import TokenStream
+from generative.layers.batch import TokenStream, make_batch
 from generative.registry import LANGUAGE_MODELS, model_kind
 from inference.commands import perplexity as perplexity_command
+from inference.data import prepared_documents
 from inference.evaluation import perplexity
 from inference.evaluation.entity_cloze import clozes, mean_quantile
 from inference.training.checkpoint import Checkpoint, language_model, pretrained
@@ -115,3 +117,14 @@ def test_the_benchmark_reports_mean_and_standard_error_over_seeds(tmp_path):
     assert entry["parameters"] == sum(tensor.numel() for tensor in bundled.weights["model"].values()
                                       if tensor.is_floating_point())
     assert entry["mean_quantile"]["mean"] == pytest.approx(0.6) and entry["mean_quantile"]["seeds"] == 2
+
+
+def test_the_rnnlms_token_log_probs_are_the_same_a_few_steps_at_a_time_and_sum_to_its_likelihood():
+    checkpoint = Checkpoint.load(pretrained("rnnlm.pt"))
+    model = language_model(checkpoint)
+    documents = prepared_documents("sample", "test", None, checkpoint.preprocess, checkpoint.vocabulary, quiet=True)
+    batch = make_batch(documents, checkpoint.vocabulary)  # two documents of unequal length: padding at the end
+    with torch.no_grad():
+        whole, pieces = model.token_log_probs(batch, steps=10_000), model.token_log_probs(batch, steps=7)
+        assert torch.allclose(pieces, whole, atol=1e-5)
+        assert torch.allclose(pieces.sum(-1), model.log_likelihood(batch), atol=1e-3)

@@ -52,13 +52,10 @@ class RNNLM(PyroModule):
         with pyro.plate("documents", batch.size, dim=-1):
             pyro.sample("X", words.mask(batch.mask).to_event(1), obs=batch.words)
 
-    def token_log_probs(self, batch: DocumentBatch, steps: int = 1024) -> torch.Tensor:
-        """(B, T) log p(x_t | x_<t) of every target token, 0 at padding: the terms of :meth:`log_likelihood`. The
-        softmax runs ``steps`` time steps at a time, so its B x steps x vocabulary scores, not B x T x vocabulary,
-        are what a book-length document holds at once."""
+    def token_log_probs(self, batch: DocumentBatch) -> torch.Tensor:
+        """(B, T) log p(x_t | x_<t) of every target token, 0 at padding: the terms of :meth:`log_likelihood`."""
         hidden = self.encoder(batch)[:, :-1]  # h_{t-1} for every target x_t
-        return torch.cat([self.softmax(hidden[:, start:start + steps]).log_prob(batch.words[:, start:start + steps])
-                          for start in range(0, batch.words.shape[1], steps)], dim=1) * batch.mask
+        return self.softmax(hidden).log_prob(batch.words) * batch.mask
 
     def log_likelihood(self, batch: DocumentBatch) -> torch.Tensor:
         """log p(document) = sum over its real tokens of log p(x_t | x_<t), shape (B,)."""

@@ -32,6 +32,8 @@ from torch import nn
 from torch.distributions.utils import lazy_property
 from torch.nn import functional as F
 
+LOG_PROB_STEPS = 1024  # the time steps (the last batch dimension) a class-factored log_prob scores at once
+
 
 def _pick(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """``x[..., index]`` elementwise, with the batch shapes of ``x[..., 0]`` and ``index`` broadcast."""
@@ -139,8 +141,9 @@ class ClassFactoredCategorical(TorchDistribution):
         """log p(class | v), shape (..., C)."""
         return torch.log_softmax(self.layer.classes(self.v), dim=-1)
 
-    def _in_class_logits(self, word_class: torch.Tensor) -> torch.Tensor:
-        """Word logits within ``word_class`` (shape broadcastable with the batch), (..., S); padding is -inf.
+    def _in_class_logits(self, word_class: torch.Tensor, v: torch.Tensor | None = None) -> torch.Tensor:
+        """Word logits within ``word_class`` (shape broadcastable with the batch) at ``v`` (the distribution's
+        own when not given), (..., S); padding is -inf.
 
         The rows of W are gathered per element of ``word_class``, not per element of the batch, and contracted
         with ``v`` by a broadcasting einsum, which does not copy them along dimensions they lack.
@@ -148,17 +151,28 @@ class ClassFactoredCategorical(TorchDistribution):
         classes = self.layer.word_classes
         members = classes.members[word_class]
         weight = F.embedding(members, self.layer.words.weight)  # W[members]; its backward is faster than indexing's
-        logits = torch.einsum("...h,...sh->...s", self.v, weight) + self.layer.words.bias[members]
+        logits = torch.einsum("...h,...sh->...s", self.v if v is None else v, weight) + self.layer.words.bias[members]
         return logits.masked_fill(~classes.member_mask[word_class], float("-inf"))
 
     def log_prob(self, value: torch.Tensor) -> torch.Tensor:
         if self._validate_args:
             self._validate_sample(value)
+        steps = self.v.shape[-2] if self.v.dim() > 1 else 1
+        if steps > LOG_PROB_STEPS and value.dim() and value.shape[-1] == steps:
+            # a book's steps a piece at a time: the gathered class rows are (..., steps, S, H) otherwise
+            return torch.cat([self._log_prob(self.v[..., start:start + LOG_PROB_STEPS, :],
+                                             value[..., start:start + LOG_PROB_STEPS])
+                              for start in range(0, steps, LOG_PROB_STEPS)], dim=-1)
+        return self._log_prob(self.v, value)
+
+    def _log_prob(self, v: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+        """log p(``value`` | ``v``), each class's rows gathered for the elements of ``value`` at once."""
         classes = self.layer.word_classes
         word_class = classes.word_class[value]
         # log_softmax, not logits - logsumexp: one kernel instead of about eight small ops on the CPU
-        in_class_log_prob = _pick(torch.log_softmax(self._in_class_logits(word_class), -1), classes.position[value])
-        return _pick(self.class_log_probs, word_class) + in_class_log_prob
+        in_class_log_prob = _pick(torch.log_softmax(self._in_class_logits(word_class, v), -1), classes.position[value])
+        class_log_probs = self.class_log_probs if v is self.v else torch.log_softmax(self.layer.classes(v), dim=-1)
+        return _pick(class_log_probs, word_class) + in_class_log_prob
 
     @torch.no_grad()
     def sample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:

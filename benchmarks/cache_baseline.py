@@ -34,6 +34,7 @@ from coref.corpora.registry import resolve_data_dir
 from coref.io.atomic import write_text_atomic
 from generative.baselines.rnnlm import RNNLM
 from generative.layers.batch import batches_by_length
+from generative.layers.document_cache import cache_shares, mixed_log_prob
 from inference.checks import output_folder, real
 from inference.commands.cli import Parser, run_main
 from inference.data import prepared_documents
@@ -41,20 +42,6 @@ from inference.training.checkpoint import Checkpoint, language_model, pretrained
 
 LAMBDAS = (0.0, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3)
 BATCH_TOKENS = 20_000
-
-
-def cache_probabilities(words: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """(B, T) n_<t(x_t) / t of each row's tokens: the share of the tokens before t that are x_t (0 at t = 0), by
-    one pass over each row with a running count (linear in the tokens)."""
-    rows = []
-    for row_words, length in zip(words.tolist(), mask.sum(1).tolist()):
-        seen: dict[int, int] = {}
-        shares = [0.0] * len(row_words)
-        for t, word in enumerate(row_words[:int(length)]):
-            shares[t] = seen.get(word, 0) / t if t else 0.0
-            seen[word] = seen.get(word, 0) + 1
-        rows.append(shares)
-    return torch.tensor(rows, dtype=torch.float64)
 
 
 def split_terms(corpus: str, split: str, data_dir: Path, entitynlm: Checkpoint, rnnlm: RNNLM
@@ -65,7 +52,7 @@ def split_terms(corpus: str, split: str, data_dir: Path, entitynlm: Checkpoint, 
     terms = []
     with torch.no_grad():
         for batch in batches_by_length(documents, entitynlm.vocabulary, BATCH_TOKENS):
-            terms.append((rnnlm.token_log_probs(batch).to(torch.float64), cache_probabilities(batch.words, batch.mask),
+            terms.append((rnnlm.token_log_probs(batch).to(torch.float64), cache_shares(batch.words).to(torch.float64),
                           batch.mask.bool()))
     return terms
 
@@ -74,10 +61,9 @@ def nats_per_token(terms: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
     """Mean -log p(x_t) over the tokens of the RNNLM mixed with the cache at ``weight`` (lambda; the first token
     of a document, which has no cache, by the RNNLM alone)."""
     total, tokens = 0.0, 0
-    for log_rnnlm, cache, mask in terms:
-        mixed = ((1 - weight) * log_rnnlm.exp() + weight * cache).log()
-        mixed[:, 0] = log_rnnlm[:, 0]
-        total -= float(mixed[mask].sum())
+    for log_rnnlm, shares, mask in terms:
+        started = torch.arange(shares.shape[1]) > 0
+        total -= float(mixed_log_prob(log_rnnlm, shares, started, weight)[mask].sum())
         tokens += int(mask.sum())
     return total / tokens
 

@@ -1,5 +1,5 @@
-"""The cache control of benchmarks/cache_baseline.py: each token's share among the tokens before it, and the
-RNNLM mixed with it (the first token of a document by the RNNLM alone)."""
+"""The cache control of benchmarks/cache_baseline.py: the RNNLM mixed with the cache (the first token of a document
+by the RNNLM alone). The cache's shares themselves: tests/test_document_cache.py."""
 
 from __future__ import annotations
 
@@ -7,14 +7,7 @@ import math
 
 import torch
 
-from benchmarks.cache_baseline import cache_probabilities, nats_per_token
-
-
-def test_the_cache_is_each_words_share_of_the_tokens_before_it():
-    words = torch.tensor([[5, 6, 5, 5, 0], [7, 7, 0, 0, 0]])
-    mask = torch.tensor([[1, 1, 1, 1, 0], [1, 1, 0, 0, 0]])
-    expected = torch.tensor([[0, 0, 1 / 2, 2 / 3, 0], [0, 1, 0, 0, 0]], dtype=torch.float64)
-    assert torch.allclose(cache_probabilities(words, mask), expected)
+from benchmarks.cache_baseline import nats_per_token
 
 
 def test_the_mixture_at_lambda_0_is_the_rnnlm_and_otherwise_mixes_after_the_first_token():

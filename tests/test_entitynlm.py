@@ -82,8 +82,10 @@ def tiny_models(seed: int = 0, **changes) -> tuple[EntityNLM, EntityProposal]:
     return model, proposal
 
 
-# the paper's eq. 6, and with a copy of each entity's words, weighted alike or by attention (ours)
-COPIES = {"eq6": {}, "copy": {"entity_words": 2}, "attention": {"entity_words": 2, "copy_weighting": "attention"}}
+# the paper's eq. 6, and with a copy of each entity's words, weighted alike or by attention, or with a cache of the
+# document's words, alone or beside the copy (ours)
+EQ6_VARIANTS = {"eq6": {}, "copy": {"entity_words": 2}, "attention": {"entity_words": 2, "copy_weighting": "attention"},
+                "cache": {"document_cache": 0.3}, "copy+cache": {"entity_words": 2, "document_cache": 0.3}}
 
 
 def annotations(steps: int, max_length: int):
@@ -119,7 +121,7 @@ def exact_log_marginal(model: EntityNLM, words: list[int], sentence: list[int] |
 WORDS = [4, 0, 5, 4]
 
 
-@pytest.mark.parametrize("copy", COPIES.values(), ids=COPIES)
+@pytest.mark.parametrize("copy", EQ6_VARIANTS.values(), ids=EQ6_VARIANTS)
 def test_enumerated_joint_is_a_distribution_over_annotations_and_words(copy):
     model, _ = tiny_models(**copy)
     # summing p(x, z) over all z and all x of length 2 gives 1 (mentions may run past the end: z covers them)
@@ -212,7 +214,7 @@ def _single_log_weight(model: EntityNLM, proposal: EntityProposal, batch: Docume
     return (log_p - log_q).item()
 
 
-@pytest.mark.parametrize("new_entity_scale,copy", [(0.0, {}), *((0.01, copy) for copy in COPIES.values())])
+@pytest.mark.parametrize("new_entity_scale,copy", [(0.0, {}), *((0.01, copy) for copy in EQ6_VARIANTS.values())])
 def test_particle_vectorised_run_equals_a_loop_of_single_particle_runs(new_entity_scale, copy):
     model, proposal = tiny_models(new_entity_scale=new_entity_scale, **copy)
     batch = tiny_batch([{"words": [4, 0, 5, 4, 1, 4]}])
@@ -267,7 +269,7 @@ def test_reference_code_variants_run_and_normalise(changes):
     assert total.item() == pytest.approx(0.0, abs=1e-5)
 
 
-@pytest.mark.parametrize("copy", COPIES.values(), ids=COPIES)
+@pytest.mark.parametrize("copy", EQ6_VARIANTS.values(), ids=EQ6_VARIANTS)
 def test_generated_documents_carry_a_consistent_annotation(copy):
     model, _ = tiny_models(new_entity_scale=0.01, **copy)
     pyro.set_rng_seed(0)

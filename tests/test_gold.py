@@ -83,7 +83,8 @@ def assert_same(program, fast) -> None:
 
 @pytest.mark.parametrize("corpus", ["litbank", "ontogum"])
 @pytest.mark.parametrize("options", [{}, {"distance": "reference", "update": "reference", "context": "bidirectional"},
-                                     {"entity_words": 4}, {"entity_words": 4, "copy_weighting": "attention"}])
+                                     {"entity_words": 4}, {"entity_words": 4, "copy_weighting": "attention"},
+                                     {"entity_words": 4, "document_cache": 0.2}])
 def test_fast_joint_equals_program_on_real_documents(corpus, options, data_dir):
     documents, vocabulary = real_documents(corpus, data_dir)
     batch = make_batch(documents, vocabulary)

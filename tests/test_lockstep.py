@@ -28,7 +28,7 @@ from generative.layers.batch import DocumentBatch, make_batch
 from generative.layers.density import LogDensity
 from inference.algorithms.importance import effective_sample_size, estimate_marginal, log_mean_exp
 from inference.algorithms.smc import ParticleStructures, importance_sampling, sample_structures, systematic_resampling
-from tests.test_entitynlm import COPIES, EOS, tiny_batch, tiny_models
+from tests.test_entitynlm import EOS, EQ6_VARIANTS, tiny_batch, tiny_models
 from tests.test_samplers import sentence_numbers
 
 FIELDS = ("R", "E", "L", "log_weights", "log_joint", "log_marginal", "resamplings", "stage_ess")
@@ -157,7 +157,7 @@ def assert_equal_structures(fast: ParticleStructures, oracle: ParticleStructures
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("ess_threshold", [1.0, 0.5])
-@pytest.mark.parametrize("new_entity_scale,copy", [(0.0, {}), *((0.01, copy) for copy in COPIES.values())])
+@pytest.mark.parametrize("new_entity_scale,copy", [(0.0, {}), *((0.01, copy) for copy in EQ6_VARIANTS.values())])
 def test_smc_equals_the_pyro_program_on_tiny_documents(seed, ess_threshold, new_entity_scale, copy):
     model, proposal = tiny_models(new_entity_scale=new_entity_scale, **copy)
     batch = tiny_sentences_batch()

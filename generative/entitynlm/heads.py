@@ -20,6 +20,7 @@ from generative.entitynlm.copying import COPY_WEIGHTINGS
 from generative.entitynlm.state import EntityTable, column
 from generative.layers.categorical import Categorical
 from generative.layers.config import LanguageModelConfig
+from generative.layers.document_cache import check_cache_weight
 
 PROPOSAL_CONTEXTS = ("forward", "bidirectional")  # what the proposal reads: x_<=t (the paper's), or all of x
 IMPOSSIBLE = -1e4  # logit of an unavailable entity slot: a large negative number, not -inf (NaN-safe)
@@ -36,7 +37,9 @@ class EntityNLMConfig(LanguageModelConfig):
     code's delta = sigmoid(e W h), e <- normalise((1 - delta) e + delta W_T h). ``entity_words`` (ours; 0 is the
     paper's eq. 6): each entity remembers the last this many words of its mention tokens, and a mention's word may
     be copied from them (:mod:`generative.entitynlm.copying`), each alike (``copy_weighting = "uniform"``) or by
-    a learned attention ("attention").
+    a learned attention ("attention"). ``document_cache`` (ours; 0 is the paper's): lambda of a unigram cache of
+    the document so far mixed into eq. 6 at every token (:mod:`generative.layers.document_cache`), a fixed weight
+    that evaluation sets (``python -m inference.marginal_ppl --document-cache``).
     """
 
     max_mention_length: int = 25
@@ -46,6 +49,7 @@ class EntityNLMConfig(LanguageModelConfig):
     proposal: str = "forward"  # the proposal the commands use by default (a key of PROPOSAL_CONTEXTS)
     entity_words: int = 0
     copy_weighting: str = "uniform"
+    document_cache: float = 0.0
 
     def __post_init__(self) -> None:
         if self.proposal not in PROPOSAL_CONTEXTS:
@@ -56,6 +60,7 @@ class EntityNLMConfig(LanguageModelConfig):
             raise ValueError(f"update must be 'paper' or 'reference', got {self.update!r}")
         if self.entity_words < 0:
             raise ValueError(f"entity_words must be at least 0, got {self.entity_words}")
+        check_cache_weight(self.document_cache)
         if self.copy_weighting not in COPY_WEIGHTINGS:
             raise ValueError(f"copy_weighting must be one of {COPY_WEIGHTINGS}, got {self.copy_weighting!r}")
 

@@ -100,8 +100,8 @@ class WordLookahead:
         # what each entity remembers, for a model that copies it (none outside mentions, nor for a new entity)
         remembered = torch.where(new[..., None], -1, entities.embeddings.words_at_rows(rows, slots))
         remembered = torch.cat([torch.full_like(remembered[:, :1], -1), remembered], dim=1)
-        log_word = model.word_distribution(h[:, None] + model.entity_to_word(contexts), remembered).log_prob(
-            self.batch.words[rows[1], t][:, None])  # (S, 1 + top)
+        log_word = model.word_distribution(h[:, None] + model.entity_to_word(contexts), remembered, tracker.cache,
+                                           rows[1]).log_prob(self.batch.words[rows[1], t][:, None])  # (S, 1 + top)
         outside = log_mention[:, 0] + log_word[:, 0]
         inside = log_mention[:, 1, None] + log_entity + log_word[:, 1:]
         mention = torch.zeros_like(previous.L, dtype=h.dtype)

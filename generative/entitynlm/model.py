@@ -50,6 +50,7 @@ from generative.entitynlm.state import Annotation, Choice, EntityTable, MentionS
 from generative.layers.batch import DocumentBatch
 from generative.layers.categorical import Categorical
 from generative.layers.density import LogDensity
+from generative.layers.document_cache import DocumentCache, cache_shares, mixed_log_prob
 from generative.layers.encoder import BidirectionalWordEncoder, WordEncoder
 from generative.layers.softmax import make_softmax
 
@@ -78,6 +79,8 @@ class EntityTracker:
     (:mod:`inference.algorithms.smc`) passes handlers that draw and score the same distributions directly,
     without Pyro's per-site messenger stack. ``entity_words``: how many of its mention words each entity of the
     table remembers (the model's, when it copies them: :mod:`generative.entitynlm.copying`; 0 for a proposal).
+    ``document_cache``: lambda of the model's cache of each document's words so far (its :attr:`cache`, which
+    :meth:`update` adds each token's word to; None at 0, and for a proposal).
     """
 
     def __init__(
@@ -90,6 +93,7 @@ class EntityTracker:
         temperature: float = 1.0,
         site: Site = pyro_site,
         entity_words: int = 0,
+        document_cache: float = 0.0,
     ) -> None:
         self.heads = heads
         self.site = site
@@ -108,6 +112,8 @@ class EntityTracker:
         ones = batch.words.new_ones(shape)
         self.previous = MentionState(R=ones * 0, E=-ones, L=ones, needs_candidate=ones.bool())
         self.current_slot = -ones  # e_current's slot: the latest mentioned entity's (-1: none yet, a zero vector)
+        self.cache = (DocumentCache(document_cache, batch.size, config.vocab_size, ones.device)
+                      if document_cache else None)  # the same for every particle: it reads only the words
 
     def read(self, states: torch.Tensor) -> None:
         """The LSTM states (B, S, H) the heads read from now on, by index (:meth:`choose`, :meth:`update`): their
@@ -165,13 +171,15 @@ class EntityTracker:
     def update(self, at: int) -> None:
         """Steps 5-6 of the story: the mentioned entity reads h_t, state ``at`` of the states read (eq. 8), a used
         candidate becomes an entity, and R, E, L become the previous token's. The entity remembers the token's
-        word when its table keeps words."""
+        word when its table keeps words, and the document cache, if any, counts it."""
         chosen, entities, previous, reads = self.chosen, self.entities, self.previous, self.reads
         in_mention = self.in_mention
         rows = in_mention.nonzero(as_tuple=True)  # eq. 8 on the rows in a mention alone (one host sync)
         updated = self.heads.update.applied(reads.gate[rows[1], at], reads.read[rows[1], at], chosen.entity[rows])
         entities.mention_rows(rows, chosen.E[rows], updated, chosen.t, chosen.sentence[rows],
                               self.batch.words[:, chosen.t])
+        if self.cache is not None:
+            self.cache.add(self.batch.words[:, chosen.t], self.batch.mask[:, chosen.t])
         created = in_mention & (chosen.E == entities.count)
         entities.count = entities.count + created.long()
         self.current_slot = torch.where(in_mention, chosen.E, self.current_slot)  # it now holds the update
@@ -263,11 +271,17 @@ class EntityNLM(PyroModule):
         self.word_copy = (EntityWordCopy(config.hidden_size, config.embedding_size, config.copy_weighting)
                           if config.entity_words else None)
 
-    def word_distribution(self, inputs: torch.Tensor, remembered: torch.Tensor | None) -> dist.TorchDistribution:
+    def word_distribution(self, inputs: torch.Tensor, remembered: torch.Tensor | None,
+                          cache: DocumentCache | None = None, documents: torch.Tensor | None = None
+                          ) -> dist.TorchDistribution:
         """Eq. 6 over what its softmax reads, ``inputs`` (..., H) = h_{t-1} + W_e e_current; with
-        ``entity_words``, mixed with a copy of the words e_current's entity ``remembered`` (..., M; -1: none)."""
+        ``entity_words``, mixed with a copy of the words e_current's entity ``remembered`` (..., M; -1: none); with
+        a ``cache`` (the tracker's, at ``document_cache``), mixed with the document's words so far (rows of the
+        ``documents`` given: :meth:`DocumentCache.mix`)."""
         words = self.softmax(inputs)
-        return words if self.word_copy is None else self.word_copy(words, inputs, remembered, self.encoder.embedding)
+        if self.word_copy is not None:
+            words = self.word_copy(words, inputs, remembered, self.encoder.embedding)
+        return words if cache is None else cache.mix(words, documents)
 
     def model(self, batch: DocumentBatch, particles: int = 1, annotated: bool = False) -> None:
         """The generative story over a batch; ``annotated`` observes the gold R, E, L (training)."""
@@ -285,7 +299,7 @@ class EntityNLM(PyroModule):
                 ) -> EntityTracker:
         """A fresh entity state for ``particles`` runs of the story over ``batch`` (``site``: see EntityTracker)."""
         return EntityTracker(self.heads, self.config, batch, particles, states, site=site,
-                             entity_words=self.config.entity_words)
+                             entity_words=self.config.entity_words, document_cache=self.config.document_cache)
 
     def step(self, t: int, batch: DocumentBatch, states: torch.Tensor, tracker: EntityTracker,
              gold: Annotation | None = None) -> None:
@@ -294,7 +308,8 @@ class EntityNLM(PyroModule):
         slot = tracker.choose(t, t, gold)
         remembered = tracker.in_mention if self.word_copy is not None else None  # a mention's words may be copied
         context = tracker.entities.distinct(slot, remembered)  # e_current, once per vector
-        words = self.word_distribution(h_previous + self.entity_to_word(context.values), context.words)  # eq. 6
+        words = self.word_distribution(h_previous + self.entity_to_word(context.values), context.words,
+                                       tracker.cache)  # eq. 6
         tracker.site("X", t, context.read(words), batch.mask[:, t], batch.words[:, t])
         tracker.update(t + 1)
 
@@ -317,14 +332,14 @@ class EntityNLM(PyroModule):
         with pyro.plate("particles", 1, dim=-2), pyro.plate("documents", 1, dim=-1):
             output, state = encoder.lstm(encoder.embedding(previous_word), state)
             tracker = EntityTracker(self.heads, self.config, scratch, 1, output,
-                                    entity_words=self.config.entity_words)
+                                    entity_words=self.config.entity_words, document_cache=self.config.document_cache)
             for t in range(steps):
                 scratch.sentence[0, t] = sentence
                 h_previous = output[:, 0]
                 slot = tracker.choose(t, 0, None)
                 remembered = torch.where(tracker.in_mention[..., None], tracker.entities.words_at(slot), -1)
                 inputs = h_previous + entity_to_word(tracker.entities.at_or_zero(slot))
-                word = pyro.sample(f"X_{t}", self.word_distribution(inputs, remembered))  # (1, 1), eq. 6
+                word = pyro.sample(f"X_{t}", self.word_distribution(inputs, remembered, tracker.cache))  # (1, 1)
                 scratch.words[0, t] = word[0, 0]  # the mentioned entity remembers it (its update reads it)
                 output, state = encoder.lstm(encoder.embedding(word), state)
                 tracker.read(output)
@@ -366,8 +381,11 @@ class EntityNLM(PyroModule):
         # once per annotation (P candidates of a 3,000-token document would otherwise need gigabytes)
         context = self.entity_to_word(terms.entity_context).view(rows // size, size, steps, -1)
         remembered = terms.entity_words.view(rows // size, size, steps, -1)
-        words = self.word_distribution(states[:, :-1] + context, remembered)  # eq. 6
-        X = (words.log_prob(batch.words) * batch.mask).view(rows, steps)
+        X = self.word_distribution(states[:, :-1] + context, remembered).log_prob(batch.words)  # eq. 6
+        if self.config.document_cache:  # the cache of each document's words before t, the same for every row
+            X = mixed_log_prob(X, cache_shares(batch.words), torch.arange(steps, device=X.device) > 0,
+                               self.config.document_cache)
+        X = (X * batch.mask).view(rows, steps)
         return dataclasses.replace(terms, X=X)
 
     def program_log_joint(self, batch: DocumentBatch, annotation: Annotation) -> torch.Tensor:

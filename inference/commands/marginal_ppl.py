@@ -57,6 +57,9 @@ def build_parser() -> Parser:
     parser.add_argument("--baseline", action="append", metavar="CKPT",
                         help="RNNLM or n-gram checkpoint, repeatable; 'none' for no baseline "
                              "(default: the bundled baselines with the bundled model)")
+    parser.add_argument("--document-cache", type=real(0, 1), default=0.0, metavar="LAMBDA",
+                        help="mix a unigram cache of the document so far into every model's word distribution, "
+                             "EntityNLM's and the baselines', with this weight (ours; default: 0, none)")
     parser.add_argument("--batch-tokens", type=integer(1), default=20_000,
                         help="particles x padded tokens per batch")
     add_device_seed_json(parser)

@@ -42,6 +42,7 @@ from coref.resolution.pipeline import CorefPipeline
 from generative.entitynlm.hints import CorefHints
 from generative.entitynlm.model import EntityNLM, EntityProposal
 from generative.layers.batch import DocumentBatch, batches_by_length, token_stream
+from generative.layers.document_cache import cache_shares, mixed_log_prob
 from inference.algorithms.hints import HintOptions, batch_hints, corpus_hints
 from inference.algorithms.importance import ImportanceEstimate, psis_khat
 from inference.algorithms.smc import ParticleStructures, importance_sampling, sample_structures
@@ -78,7 +79,9 @@ class MarginalConfig(HintOptions):
     ``batch_tokens`` counts particles x padded tokens per batch. ``resample`` is where SMC may resample: at
     ``sentence`` ends (below half the particles' ESS) or after any ``token``. ``hint_weight`` > 0 mixes the
     proposal with the coreference pipeline's reading (:mod:`generative.entitynlm.hints`), the ranker's scores
-    divided by ``hint_temperature``, from ``hint_detector`` and ``hint_resolver`` (None: the bundled ones)."""
+    divided by ``hint_temperature``, from ``hint_detector`` and ``hint_resolver`` (None: the bundled ones).
+    ``document_cache`` > 0 mixes a unigram cache of the document so far into every model's word distribution,
+    EntityNLM's and the baselines' alike, with this weight lambda (:mod:`generative.layers.document_cache`)."""
 
     checkpoint: str | None = None
     corpus: str = "sample"
@@ -93,6 +96,7 @@ class MarginalConfig(HintOptions):
     device: str = "auto"
     seed: int = 0
     resample: str = "sentence"
+    document_cache: float = 0.0
 
 
 def samplers_of(sampler: str) -> tuple[str, ...]:
@@ -127,17 +131,30 @@ def baseline_paths(config: MarginalConfig) -> list[Path]:
 
 
 def baseline_log_likelihood(checkpoint: Checkpoint, documents: list[Document], batches: list[DocumentBatch],
-                            device: torch.device) -> float:
-    """Total log-likelihood of the documents under an RNNLM or n-gram baseline."""
+                            device: torch.device, document_cache: float = 0.0) -> float:
+    """Total log-likelihood of the documents under an RNNLM or n-gram baseline, its word distribution mixed with
+    the cache of each document's words so far at weight ``document_cache`` (0: none)."""
     if checkpoint.kind == "ngram":
         ngram = ngram_model(checkpoint)
-        return float(sum(ngram.log_prob(token_stream(d, checkpoint.vocabulary).words).sum() for d in documents))
+        streams = [token_stream(d, checkpoint.vocabulary).words[None] for d in documents]
+        return float(sum(with_cache(ngram.log_prob(words[0])[None], words, document_cache).sum()
+                         for words in streams))
     if checkpoint.kind == "rnnlm":  # under torchrun, each rank its share of the batches
         model, run = language_model(checkpoint, device), ranks()
         with torch.no_grad():
-            mine = [model.log_likelihood(batch).sum() for batch in run.shard(batches)]
+            mine = [(with_cache(model.token_log_probs(batch), batch.words, document_cache) * batch.mask).sum()
+                    for batch in run.shard(batches)]
             return float(run.total(torch.stack(mine).sum() if mine else torch.zeros((), device=device)))
     raise CheckpointError(f"a baseline must be an rnnlm or ngram checkpoint, not {checkpoint.kind}")
+
+
+def with_cache(log_probs: torch.Tensor, words: torch.Tensor, weight: float) -> torch.Tensor:
+    """(B, T) per-token ``log_probs`` of a model without latent structure, mixed with the cache of each row's
+    ``words`` before t at ``weight`` (unchanged at 0)."""
+    if not weight:
+        return log_probs
+    started = torch.arange(words.shape[1], device=words.device) > 0
+    return mixed_log_prob(log_probs, cache_shares(words), started, weight)
 
 
 @dataclass(frozen=True)
@@ -172,6 +189,7 @@ def load_modules_and_batches(config: MarginalConfig, checkpoint: Checkpoint, dev
     preprocessing (its first ``max_documents``; what the reader and preprocessing dropped is reported on stderr),
     and those in batches of about ``batch_tokens`` particles x tokens, on the device."""
     model, proposal = entitynlm_modules(checkpoint, device, config.proposal)
+    model.config = replace(model.config, document_cache=config.document_cache)  # an evaluation's choice
     proposal.temperature = config.proposal_temperature
     documents = prepared_documents(config.corpus, config.split, config.data_dir, checkpoint.preprocess,
                                    checkpoint.vocabulary)[:max_documents]
@@ -222,7 +240,7 @@ def marginal_perplexity(config: MarginalConfig) -> dict:
         "documents": len(first.keys), "tokens": tokens, "particles": config.particles,
         "proposal": proposal.context, "proposal_temperature": config.proposal_temperature, "sampler": config.sampler,
         "resample": config.resample, "hint_weight": config.hint_weight, "hint_temperature": config.hint_temperature,
-        "lookahead": config.lookahead,
+        "lookahead": config.lookahead, "document_cache": config.document_cache,
         "samplers": {name: sampler_run.totals(tokens) for name, sampler_run in runs.items()},
         "baselines": {}, "seconds": sum(sampler_run.seconds for sampler_run in runs.values()),
     }
@@ -239,7 +257,7 @@ def marginal_perplexity(config: MarginalConfig) -> dict:
         name = baseline.kind
         if name in result["baselines"]:  # a second baseline of one kind is named by its file's folder
             name = f"{baseline.kind}:{baseline_path.parent.name}"
-        total = baseline_log_likelihood(baseline, documents, batches, device)
+        total = baseline_log_likelihood(baseline, documents, batches, device, config.document_cache)
         result["baselines"][name] = math.exp(-total / tokens)
     return result
 
@@ -397,6 +415,8 @@ def format_result(result: dict) -> str:
     lines.append(
         f"\n{result['corpus']}/{result['split']}: {result['documents']} documents, {result['tokens']} tokens, "
         f"{result['particles']} particles, {seconds}"
+        + (f", every model with the document cache at lambda {result['document_cache']:g}"
+           if result.get("document_cache") else "")
     )
     for sampler in samplers:
         label = f"EntityNLM perplexity ({SAMPLER_NAMES[sampler]}): "
@@ -442,15 +462,17 @@ def convergence(config: MarginalConfig, particles: Sequence[int], seeds: Sequenc
             previous = mean
     return {"convergence": True, "corpus": config.corpus, "split": config.split, "checkpoint": first["checkpoint"],
             "documents": first["documents"], "tokens": first["tokens"], "sampler": config.sampler,
-            "particles": particles, "seeds": seeds, "rows": rows, "baselines": first["baselines"], "runs": runs}
+            "particles": particles, "seeds": seeds, "rows": rows, "baselines": first["baselines"],
+            "document_cache": config.document_cache, "runs": runs}
 
 
 def format_convergence(result: dict) -> str:
     """The convergence table as the command prints it: per sampler and N, the perplexity by seed, mean, spread,
     change from the previous N and median ESS; then the baselines and EntityNLM / baseline at the largest N."""
     seeds = ", ".join(map(str, result["seeds"]))
+    cache = result.get("document_cache")
     lines = [f"{result['corpus']}/{result['split']}: {result['documents']} documents, {result['tokens']} tokens; "
-             f"seeds {seeds}",
+             f"seeds {seeds}" + (f"; every model with the document cache at lambda {cache:g}" if cache else ""),
              f"{'sampler':<8} {'particles':>9} {'perplexity by seed':<26} {'mean':>8} {'spread':>7} {'change':>7} "
              f"{'median ESS':>10} {'seconds':>8}"]
     for row in result["rows"]:

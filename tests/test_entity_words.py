@@ -11,6 +11,8 @@ exact, and that a fine-tuning can start from a checkpoint without it.
 from __future__ import annotations
 
 import json
+from functools import partial
+from types import SimpleNamespace
 
 import pyro
 import pytest
@@ -18,6 +20,7 @@ import torch
 
 from coref.io.checkpoint import CheckpointError
 from generative.entitynlm.copying import INITIAL_GATE
+from generative.entitynlm.lookahead import WordLookahead
 from generative.entitynlm.model import EntityNLM
 from generative.entitynlm.state import Annotation
 from inference.algorithms.smc import sample_structures
@@ -144,3 +147,34 @@ def test_the_refine_command_trains_the_copy_and_the_posterior_reads_it(tmp_path)
                            "10", "--device", "cpu", "--out", str(folder)]) == 0
     summary = json.loads((folder / "summary.json").read_text())
     assert summary and (folder / "map.conll").read_text()
+
+
+def test_the_lookahead_looks_at_the_entity_that_bore_the_word_however_unlikely_eq4_finds_it():
+    """With one entity to score (top = 1), the lookahead picks by eq. 4 times the word's probability with the copy:
+    the entity that remembers x_t, not eq. 4's favourite; without the copy, eq. 4's favourite."""
+    model = attention_models("uniform")
+    remembered = torch.tensor([[[5, -1], [4, -1], [-1, -1]]])  # (S = 1, C = 3, M = 2): slot 1 bore the word 4
+    tracker = SimpleNamespace(entities=SimpleNamespace(embeddings=SimpleNamespace(
+        words_at_rows=lambda rows, slots: remembered.gather(1, slots[..., None].expand(-1, -1, 2)))))
+    log_entity = torch.tensor([[0.0, -3.0, -1.0]]).log_softmax(-1)  # 3 nats against; the copy gives about 4.7
+    h, current, word = torch.zeros(1, model.config.hidden_size), torch.zeros(1, model.config.hidden_size), \
+        torch.tensor([4])
+    rows = (torch.tensor([0]), torch.tensor([0]))
+    with torch.no_grad():
+        chosen = WordLookahead(model, tracker, None, None, 0.5, top=1).candidates(log_entity, h, current, word, rows)
+        plain, _ = tiny_models()
+        favourite = WordLookahead(plain, tracker, None, None, 0.5, top=1).candidates(log_entity, h, current, word,
+                                                                                       rows)
+    assert chosen.tolist() == [[1]] and favourite.tolist() == [[0]]
+
+
+def test_the_estimate_stays_exact_when_the_lookahead_scores_one_entity(monkeypatch):
+    """top = 1: the lookahead's share covers R = 0 and one entity, chosen with the copy; the estimate stays exact."""
+    monkeypatch.setattr("inference.algorithms.smc.WordLookahead", partial(WordLookahead, top=1))
+    model, proposal = tiny_models(entity_words=2)
+    exact, _, _ = exact_log_marginal(model, WORDS)
+    batch = tiny_batch([{"words": WORDS}])
+    pyro.set_rng_seed(4)
+    sampled = sample_structures(model, proposal, batch, 60_000, EOS, "token", ess_threshold=0.5, history=False,
+                                lookahead=0.7)
+    assert sampled.log_marginal.item() == pytest.approx(exact.item(), abs=0.03)

@@ -91,7 +91,9 @@ class WordLookahead:
         reads = tracker.reads  # the model's heads' maps of its states; h_{t-1} is state t
         log_mention = reads.mention_type[rows[1], t].log_softmax(-1)  # (S, 2), eq. 3
         log_entity = model.heads.entity.choice(reads.entity[:, t], entities, t, sentence, rows).logits  # (S, C), eq. 4
-        log_entity, slots = log_entity.topk(min(self.top, log_entity.shape[-1]), dim=-1)
+        word = self.batch.words[rows[1], t]
+        slots = self.candidates(log_entity, h, tracker.current[rows], word, rows)
+        log_entity = log_entity.gather(-1, slots)
         embeddings = entities.embeddings.at_rows(rows, slots)
         new = (slots == entities.count[rows][:, None]) & previous.needs_candidate[rows][:, None]  # not placed yet
         prototype = F.normalize(model.heads.mention_type.entity_prototype, dim=-1)
@@ -101,10 +103,30 @@ class WordLookahead:
         remembered = torch.where(new[..., None], -1, entities.embeddings.words_at_rows(rows, slots))
         remembered = torch.cat([torch.full_like(remembered[:, :1], -1), remembered], dim=1)
         log_word = model.word_distribution(h[:, None] + model.entity_to_word(contexts), remembered, tracker.cache,
-                                           rows[1]).log_prob(self.batch.words[rows[1], t][:, None])  # (S, 1 + top)
+                                           rows[1]).log_prob(word[:, None])  # (S, 1 + top)
         outside = log_mention[:, 0] + log_word[:, 0]
         inside = log_mention[:, 1, None] + log_entity + log_word[:, 1:]
         mention = torch.zeros_like(previous.L, dtype=h.dtype)
         mention[rows] = torch.sigmoid(inside.logsumexp(-1) - outside)
         entity = h.new_zeros((len(rows[0]), entities.width)).scatter_(-1, slots, inside.softmax(-1))
         return mention, entity, row_of
+
+    def candidates(self, log_entity: torch.Tensor, h: torch.Tensor, current: torch.Tensor, word: torch.Tensor,
+                   rows: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        """(S, top) the slots whose p(R = 1, E = e | x_t) the lookahead computes: the ``top`` likeliest by eq. 4
+        (``log_entity``, (S, C)); with the copy, by eq. 4 times the word's probability were the entity's own
+        embedding e_current's (``current``, (S, D); the gate and eq. 6 read once per row) and its remembered words
+        weighed alike. So an entity that bore x_t ("Smith" after "Mr. Smith") is among them however unlikely eq. 4
+        finds it; the lookahead then scores each chosen one exactly, so the choice only decides which it sees."""
+        top = min(self.top, log_entity.shape[-1])
+        model = self.model
+        if model.word_copy is None:
+            return log_entity.topk(top, dim=-1).indices
+        inputs = h + model.entity_to_word(current)
+        own, gate = model.softmax(inputs).log_prob(word), model.word_copy.gate(inputs)[:, 0]
+        every = torch.arange(log_entity.shape[-1], device=word.device).expand_as(log_entity)
+        remembered = self.model_tracker.entities.embeddings.words_at_rows(rows, every)  # (S, C, M)
+        held = (remembered >= 0).sum(-1)
+        share = (remembered == word[:, None, None]).sum(-1) / held.clamp(min=1)  # n(x_t) / n of each entity
+        log_word = torch.logaddexp((F.logsigmoid(-gate) + own)[:, None], F.logsigmoid(gate)[:, None] + share.log())
+        return (log_entity + log_word).topk(top, dim=-1).indices

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from generative.entitynlm.state import Annotation
 from generative.layers.batch import make_batch
 from generative.layers.document_cache import CacheMixture, DocumentCache, cache_shares, check_cache_weight
-from generative.layers.softmax import make_softmax
+from generative.layers.softmax import ClassFactoredCategorical, make_softmax
 from inference.algorithms.smc import sample_structures
 from inference.data import prepared_documents
 from inference.evaluation.marginal_ppl import MarginalConfig, marginal_perplexity
@@ -52,6 +52,21 @@ def test_the_mixture_is_a_distribution_and_the_model_alone_before_any_word():
     torch.testing.assert_close(mixed[3, 0].exp(), 0.75 * own[3, 0] + 0.25)  # "3 3": all of the cache
     torch.testing.assert_close(mixed[2, 1].exp(), 0.75 * own[2, 1])  # the ended document's 2 was not counted
     torch.testing.assert_close(mixed[1, 1].exp(), 0.75 * own[1, 1] + 0.25)
+
+
+@pytest.mark.parametrize("rows", [0, 3])
+def test_the_cache_mixes_into_rows_of_chosen_documents_none_included(rows):
+    """The lookahead's form: (K, 1 + top) rows of the K ``documents`` given, K = 0 at a step where no mention may
+    start."""
+    softmax = make_softmax("class", 4, [5, 3, 3, 2, 1, 1])
+    cache = DocumentCache(0.5, documents=2, vocab_size=6, device=torch.device("cpu"))
+    cache.add(torch.tensor([3, 1]), torch.tensor([True, True]))
+    documents = torch.tensor([1, 0, 1])[:rows]
+    words = ClassFactoredCategorical(torch.randn(rows, 2, 4), softmax, validate_args=False)  # as the samplers run
+    mixed = cache.mix(words, documents).log_prob(torch.full((rows, 1), 1))
+    own = words.log_prob(torch.full((rows, 1), 1)).exp()
+    expected = torch.log(0.5 * own + 0.5 * (documents == 1).float()[:, None])
+    torch.testing.assert_close(mixed, expected)
 
 
 def test_the_running_cache_equals_the_whole_document_shares():

@@ -79,8 +79,8 @@ class DocumentCache:
             return CacheMixture(words, self.counts, self.seen, self.weight)
         extra = (1,) * (len(words.batch_shape) - 1)  # the row's own dimensions after K
         counts, seen = self.counts[documents], self.seen[documents]
-        return CacheMixture(words, counts.view(len(documents), *extra, -1), seen.view(len(documents), *extra),
-                            self.weight)
+        return CacheMixture(words, counts.view(len(documents), *extra, counts.shape[-1]),
+                            seen.view(len(documents), *extra), self.weight)
 
 
 class CacheMixture(TorchDistribution):

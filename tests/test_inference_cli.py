@@ -82,6 +82,21 @@ def test_marginal_perplexity_with_baselines(trained, tmp_path, capsys):
     assert "EntityNLM perplexity (importance sampling)" in capsys.readouterr().out
 
 
+def test_the_document_cache_reaches_every_baseline(trained, tmp_path):
+    """``--document-cache``: the RNNLM and the n-gram baselines both read the cache (a lower perplexity on the
+    sample, whose documents repeat their words), and the result records its weight."""
+    results = {}
+    for weight in ("0", "0.2"):
+        out = tmp_path / f"{weight}.json"
+        assert marginal_ppl.main(["--checkpoint", str(trained["entitynlm"]), "--baseline", str(trained["rnnlm"]),
+                                  "--baseline", str(trained["ngram"]), "--particles", "4", "--device", "cpu",
+                                  "--document-cache", weight, "--json", str(out)]) == 0
+        results[weight] = json.loads(out.read_text())
+    assert results["0.2"]["document_cache"] == 0.2 and results["0"]["document_cache"] == 0
+    for name in ("rnnlm", "ngram"):
+        assert results["0.2"]["baselines"][name] < results["0"]["baselines"][name]
+
+
 def test_marginal_perplexity_by_smc(trained, tmp_path, capsys):
     out = tmp_path / "result.json"
     argv = ["--checkpoint", str(trained["entitynlm"]), "--baseline", "none", "--particles", "20", "--device", "cpu",

@@ -136,9 +136,9 @@ def baseline_log_likelihood(checkpoint: Checkpoint, documents: list[Document], b
     the cache of each document's words so far at weight ``document_cache`` (0: none)."""
     if checkpoint.kind == "ngram":
         ngram = ngram_model(checkpoint)
-        streams = [token_stream(d, checkpoint.vocabulary).words[None] for d in documents]
-        return float(sum(with_cache(ngram.log_prob(words[0])[None], words, document_cache).sum()
-                         for words in streams))
+        streams = [token_stream(d, checkpoint.vocabulary).words for d in documents]
+        return float(sum(with_cache(torch.as_tensor(ngram.log_prob(words))[None], torch.tensor([words]),
+                                    document_cache).sum() for words in streams))
     if checkpoint.kind == "rnnlm":  # under torchrun, each rank its share of the batches
         model, run = language_model(checkpoint, device), ranks()
         with torch.no_grad():

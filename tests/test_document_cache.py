@@ -1,6 +1,7 @@
 """The unigram cache of the document so far (generative/layers/document_cache.py): its shares against a plain
 count, its mixture as a distribution, the running cache against the whole-document shares, and EntityNLM with it:
-the estimate stays exact (lookahead included), and a repeated word gains what the equation says. That every path
+a repeated word gains what the equation says, and the main job gives its baselines the same cache (that the
+estimate stays exact with it, lookahead included: test_entity_words). That every path
 of EntityNLM computes the same model with the cache is checked by ``EQ6_VARIANTS`` in test_entitynlm, test_lockstep
 and test_gold."""
 
@@ -8,7 +9,6 @@ from __future__ import annotations
 
 import math
 
-import pyro
 import pytest
 import torch
 from hypothesis import given, settings
@@ -18,12 +18,10 @@ from generative.entitynlm.state import Annotation
 from generative.layers.batch import make_batch
 from generative.layers.document_cache import CacheMixture, DocumentCache, cache_shares, check_cache_weight
 from generative.layers.softmax import ClassFactoredCategorical, make_softmax
-from inference.algorithms.smc import sample_structures
 from inference.data import prepared_documents
 from inference.evaluation.marginal_ppl import MarginalConfig, marginal_perplexity
 from inference.training.checkpoint import Checkpoint, language_model, pretrained
-from tests.test_entitynlm import EOS, WORDS, exact_log_marginal, tiny_batch, tiny_models
-from tests.test_hints import hinted
+from tests.test_entitynlm import tiny_batch, tiny_models
 
 
 @settings(max_examples=40, deadline=None)
@@ -119,34 +117,6 @@ def test_a_repeated_word_gains_what_the_cache_gives_it():
     torch.testing.assert_close(cached[2].exp(), 0.7 * alone[2].exp() + 0.3 * 0.5)  # "4" once in two
 
 
-@pytest.mark.parametrize("lookahead", [0.0, 0.7])
-def test_the_estimate_stays_exact_with_the_cache(lookahead):
-    """SMC resampling after any token, with hints and the lookahead (which reads the cache too), against the
-    enumerated marginal of the model with a cache and a copy."""
-    model, proposal = tiny_models(document_cache=0.3, entity_words=2)
-    exact, _, _ = exact_log_marginal(model, WORDS)
-    without, _ = tiny_models(entity_words=2)
-    assert abs(exact.item() - exact_log_marginal(without, WORDS)[0].item()) > 0.1  # the cache changes p(x)
-    batch = tiny_batch([{"words": WORDS}])
-    pyro.set_rng_seed(3)
-    sampled = sample_structures(model, proposal, batch, 60_000, EOS, "token", ess_threshold=0.5, history=False,
-                                hints=hinted(batch, 0.7), lookahead=lookahead)
-    assert sampled.log_marginal.item() == pytest.approx(exact.item(), abs=0.03)
-
-
-class _Fixed(torch.distributions.Distribution):
-    """A distribution that gives every value the same log-probability (the model's part of a mixture, held fixed)."""
-
-    arg_constraints: dict = {}
-
-    def __init__(self, log_prob: torch.Tensor) -> None:
-        self.value = log_prob
-        super().__init__(log_prob.shape, validate_args=False)
-
-    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
-        return self.value.expand(value.shape)
-
-
 def test_the_main_job_gives_entitynlm_and_its_baseline_the_same_cache():
     """``--document-cache``: the RNNLM baseline's perplexity is its own per-token probabilities mixed with a plain
     count of each document's earlier words, and EntityNLM's estimate changes with the cache (its model reads it)."""
@@ -169,3 +139,16 @@ def test_the_main_job_gives_entitynlm_and_its_baseline_the_same_cache():
     assert cached["baselines"]["rnnlm"] == pytest.approx(math.exp(-total / tokens), rel=1e-5)
     assert cached["baselines"]["rnnlm"] < plain["baselines"]["rnnlm"]
     assert cached["perplexity"] != pytest.approx(plain["perplexity"], rel=1e-3)
+
+
+class _Fixed(torch.distributions.Distribution):
+    """A distribution that gives every value the same log-probability (the model's part of a mixture, held fixed)."""
+
+    arg_constraints: dict = {}
+
+    def __init__(self, log_prob: torch.Tensor) -> None:
+        self.value = log_prob
+        super().__init__(log_prob.shape, validate_args=False)
+
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        return self.value.expand(value.shape)

@@ -93,14 +93,18 @@ def test_the_attention_weighs_the_remembered_words_by_their_embeddings():
 
 
 @pytest.mark.parametrize("lookahead", [0.0, 0.7])
-@pytest.mark.parametrize("weighting", ["uniform", "attention"])
-def test_the_estimate_stays_exact_with_the_copy(lookahead, weighting):
+@pytest.mark.parametrize(("options", "without"), [({"entity_words": 2}, {}),
+                                                  ({"entity_words": 2, "copy_weighting": "attention"}, {}),
+                                                  ({"entity_words": 2, "document_cache": 0.3}, {"entity_words": 2})],
+                         ids=["copy", "attention", "copy+cache"])
+def test_the_estimate_stays_exact_with_the_copy_and_the_cache(lookahead, options, without):
     """SMC resampling after any token (pooled tables: each particle's remembered words travel with its vectors),
-    with the pipeline's hints and the lookahead (which reads the copy too), against the enumerated marginal."""
-    model, proposal = tiny_models(entity_words=2, copy_weighting=weighting)
+    with the pipeline's hints and the lookahead (which reads the copy and the document cache too), against the
+    enumerated marginal; the model ``without`` the feature has another."""
+    model, proposal = tiny_models(**options)
     exact, _, _ = exact_log_marginal(model, WORDS)
-    plain, _ = tiny_models(entity_words=0)
-    assert abs(exact.item() - exact_log_marginal(plain, WORDS)[0].item()) > 0.1  # the copy changes p(x)
+    plain, _ = tiny_models(**without)
+    assert abs(exact.item() - exact_log_marginal(plain, WORDS)[0].item()) > 0.1  # the feature changes p(x)
     batch = tiny_batch([{"words": WORDS}])
     pyro.set_rng_seed(3)
     sampled = sample_structures(model, proposal, batch, 60_000, EOS, "token", ess_threshold=0.5, history=False,

@@ -50,7 +50,7 @@ from generative.entitynlm.state import Annotation, Choice, EntityTable, MentionS
 from generative.layers.batch import DocumentBatch
 from generative.layers.categorical import Categorical
 from generative.layers.density import LogDensity
-from generative.layers.document_cache import DocumentCache, cache_shares, mixed_log_prob
+from generative.layers.document_cache import DocumentCache, with_cache
 from generative.layers.encoder import BidirectionalWordEncoder, WordEncoder
 from generative.layers.softmax import make_softmax
 
@@ -382,9 +382,7 @@ class EntityNLM(PyroModule):
         context = self.entity_to_word(terms.entity_context).view(rows // size, size, steps, -1)
         remembered = terms.entity_words.view(rows // size, size, steps, -1)
         X = self.word_distribution(states[:, :-1] + context, remembered).log_prob(batch.words)  # eq. 6
-        if self.config.document_cache:  # the cache of each document's words before t, the same for every row
-            X = mixed_log_prob(X, cache_shares(batch.words), torch.arange(steps, device=X.device) > 0,
-                               self.config.document_cache)
+        X = with_cache(X, batch.words, self.config.document_cache)  # the same cache for every row
         X = (X * batch.mask).view(rows, steps)
         return dataclasses.replace(terms, X=X)
 

@@ -57,6 +57,15 @@ def mixed_log_prob(own: torch.Tensor, share: torch.Tensor, started: torch.Tensor
     return torch.where(started, cached, own)
 
 
+def with_cache(log_probs: torch.Tensor, words: torch.Tensor, weight: float) -> torch.Tensor:
+    """Per-token ``log_probs`` (..., B, T) of whole documents mixed with the cache of each row's ``words`` (B, T)
+    before t at ``weight`` (unchanged at 0): the form for an LM scored in one pass."""
+    if not weight:
+        return log_probs
+    started = torch.arange(words.shape[1], device=words.device) > 0
+    return mixed_log_prob(log_probs, cache_shares(words), started, weight)
+
+
 class DocumentCache:
     """The running unigram cache of each of B documents, read one step at a time: ``counts`` (B, V) of the words
     seen so far and ``seen`` (B,) their number; :meth:`add` appends a step's words, :meth:`mix` mixes it into a

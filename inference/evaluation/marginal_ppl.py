@@ -42,7 +42,7 @@ from coref.resolution.pipeline import CorefPipeline
 from generative.entitynlm.hints import CorefHints
 from generative.entitynlm.model import EntityNLM, EntityProposal
 from generative.layers.batch import DocumentBatch, batches_by_length, token_stream
-from generative.layers.document_cache import cache_shares, mixed_log_prob
+from generative.layers.document_cache import with_cache
 from inference.algorithms.hints import HintOptions, batch_hints, corpus_hints
 from inference.algorithms.importance import ImportanceEstimate, psis_khat
 from inference.algorithms.smc import ParticleStructures, importance_sampling, sample_structures
@@ -146,15 +146,6 @@ def baseline_log_likelihood(checkpoint: Checkpoint, documents: list[Document], b
                     for batch in run.shard(batches)]
             return float(run.total(torch.stack(mine).sum() if mine else torch.zeros((), device=device)))
     raise CheckpointError(f"a baseline must be an rnnlm or ngram checkpoint, not {checkpoint.kind}")
-
-
-def with_cache(log_probs: torch.Tensor, words: torch.Tensor, weight: float) -> torch.Tensor:
-    """(B, T) per-token ``log_probs`` of a model without latent structure, mixed with the cache of each row's
-    ``words`` before t at ``weight`` (unchanged at 0)."""
-    if not weight:
-        return log_probs
-    started = torch.arange(words.shape[1], device=words.device) > 0
-    return mixed_log_prob(log_probs, cache_shares(words), started, weight)
 
 
 @dataclass(frozen=True)

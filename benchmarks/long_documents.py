@@ -5,7 +5,8 @@ makes the text and runs the operation once, so its peak resident set size is tha
 
 - ``resolve``: coreference of raw text by the bundled pipeline (:func:`coref.resolution.pipeline.resolve`);
 - ``log_likelihood``: EntityNLM's marginal log-likelihood by SMC (:meth:`inference.api.LanguageModel.log_likelihood`,
-  ``--particles`` particles, 100 by default as the issue asks);
+  ``--particles`` particles, 100 by default as the issue asks; ``--checkpoint`` another EntityNLM than the bundled
+  one, e.g. one with the copy of each entity's words, and ``--document-cache`` the cache);
 - ``posterior``: EntityNLM's posterior over the coreference structure (:meth:`~inference.api.LanguageModel.posterior`
   with its defaults, 500 particles, SMC), and its sparse antecedent marginals.
 
@@ -79,8 +80,11 @@ def long_text(tokens: int, file: str | None, corpus: str, split: str, data_dir: 
 
 
 def measure(operation: str, text: str, particles: int, seed: int, resample: str = "sentence",
-            hint_weight: float = 0.0, hint_temperature: float = 1.0, lookahead: float = 0.0) -> dict:
-    """Run ``operation`` once on ``text`` in this process: its seconds and what it found."""
+            hint_weight: float = 0.0, hint_temperature: float = 1.0, lookahead: float = 0.0,
+            checkpoint: str = "entitynlm", document_cache: float = 0.0) -> dict:
+    """Run ``operation`` once on ``text`` in this process: its seconds and what it found. ``checkpoint``: the
+    EntityNLM the likelihood and the posterior read (the bundled one by default); ``document_cache``: the
+    likelihood's cache weight lambda (0: none)."""
     started = time.perf_counter()
     if operation == "resolve":
         from coref.resolution.pipeline import resolve
@@ -90,11 +94,12 @@ def measure(operation: str, text: str, particles: int, seed: int, resample: str 
     else:
         import inference.api as elm
 
-        model = elm.load("entitynlm")
+        model = elm.load(checkpoint)
         started = time.perf_counter()  # the checkpoint's loading is not the operation
         if operation == "log_likelihood":
             result = model.log_likelihood(text, particles=particles, seed=seed, resample=resample,
-                                          hints=HintSettings(hint_weight, hint_temperature, lookahead=lookahead))
+                                          hints=HintSettings(hint_weight, hint_temperature, lookahead=lookahead),
+                                          document_cache=document_cache)
             found = {"steps": result.tokens, "log_likelihood": result.log_p, "perplexity": result.perplexity,
                      "ess": result.ess}
         else:
@@ -138,7 +143,7 @@ def worker(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.threads)
     text = long_text(args.lengths[0], args.file, args.corpus, args.split, args.data_dir)
     print(json.dumps(measure(args.worker, text, args.particles, args.seed, args.resample, args.hint_weight,
-                             args.hint_temperature, args.lookahead)))
+                             args.hint_temperature, args.lookahead, args.checkpoint, args.document_cache)))
     return 0
 
 
@@ -147,7 +152,8 @@ def worker_command(args: argparse.Namespace, operation: str, tokens: int) -> lis
     command = [sys.executable, __file__, "--worker", operation, "--lengths", str(tokens),
                "--particles", str(args.particles), "--threads", str(args.threads), "--seed", str(args.seed),
                "--resample", args.resample, "--hint-weight", str(args.hint_weight),
-               "--hint-temperature", str(args.hint_temperature), "--lookahead", str(args.lookahead)]
+               "--hint-temperature", str(args.hint_temperature), "--lookahead", str(args.lookahead),
+               "--checkpoint", args.checkpoint, "--document-cache", str(args.document_cache)]
     if args.file:
         command += ["--file", args.file]
     else:
@@ -243,6 +249,11 @@ def build_parser() -> Parser:
                         help="log_likelihood: the pipeline ranker's softmax temperature")
     parser.add_argument("--lookahead", type=real(0, 1), default=0.0,
                         help="log_likelihood: the proposal's share of the model's choice given the word")
+    parser.add_argument("--checkpoint", default="entitynlm",
+                        help="the EntityNLM of log_likelihood and posterior: 'entitynlm' (bundled) or a checkpoint")
+    parser.add_argument("--document-cache", type=real(0, 1), default=0.0, metavar="LAMBDA",
+                        help="log_likelihood: lambda of the unigram cache of the text so far (as marginal_ppl's "
+                             "--document-cache; 0: none)")
     parser.add_argument("--threads", type=integer(1), default=2, help="torch threads of each measurement")
     parser.add_argument("--gflops", type=real(0, include_low=False), default=40.0,
                         help="the arithmetic rate (GFLOP/s) the step bound assumes: one core's float32 rate")

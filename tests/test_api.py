@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -78,10 +79,15 @@ def test_an_unknown_name_or_a_bad_file_is_a_clear_error(tmp_path):
         elm.load(tmp_path / "junk.pt")
 
 
-def test_log_likelihood_is_the_importance_sampling_estimate_of_the_same_batch(entitynlm):
-    result = entitynlm.log_likelihood(TEXT, particles=20, sampler="is", seed=3)
+@pytest.mark.parametrize("document_cache", [0.0, 0.3])
+def test_log_likelihood_is_the_importance_sampling_estimate_of_the_same_batch(entitynlm, document_cache):
+    """The same estimate as the sampler's on the same batch, with the document cache too (``document_cache``: the
+    model reads it for this call only, as the command's ``--document-cache``)."""
+    result = entitynlm.log_likelihood(TEXT, particles=20, sampler="is", seed=3, document_cache=document_cache)
+    assert entitynlm.module.config.document_cache == 0  # the loaded model is left as trained
     checkpoint = Checkpoint.load(pretrained("entitynlm.pt"))
     model, proposal = entitynlm_modules(checkpoint)  # the checkpoint's proposal, as inference.evaluation.marginal_ppl
+    model.config = replace(model.config, document_cache=document_cache)
     prepared, _ = preprocess_document(tokenize(TEXT), checkpoint.preprocess, checkpoint.vocabulary)
     batch = make_batch([prepared], checkpoint.vocabulary)
     set_seed(batch_seed(3, 0))  # the one batch's seed (inference.runtime.batch_seed)
@@ -225,6 +231,7 @@ def test_coreference_and_its_score_against_a_key(tmp_path):
     (lambda m, r: m.posterior([TEXT, TEXT]), "posterior takes one text"),
     (lambda m, r: m.posterior(TEXT, sampler="is", resample="tokens"), "resample must be one of"),
     (lambda m, r: m.log_likelihood(TEXT, resample="never"), "resample must be one of"),
+    (lambda m, r: r.log_likelihood(TEXT, document_cache=1.0), r"lambda must be in \[0, 1\), got 1.0"),
     (lambda m, r: m.log_likelihood(["a b.", tokenize("c d.", "text 0")]), "two documents are named 'text 0'"),
     (lambda m, r: m.log_likelihood(42), "a text is a str or a coref.document.Document"),
     (lambda m, r: m.log_likelihood("!!! ..."), "empty after preprocessing"),

@@ -1,6 +1,7 @@
 """The unigram cache of the document so far (generative/layers/document_cache.py): its shares against a plain
 count, its mixture as a distribution, the running cache against the whole-document shares, and EntityNLM with it:
-a repeated word gains what the equation says, and the main job gives its baselines the same cache (that the
+a repeated word gains what the equation says, and the main job gives its baselines the same cache (and the
+notebook API the same figure) (that the
 estimate stays exact with it, lookahead included: test_entity_words). That every path
 of EntityNLM computes the same model with the cache is checked by ``EQ6_VARIANTS`` in test_entitynlm, test_lockstep
 and test_gold."""
@@ -14,6 +15,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import inference.api as elm
+from coref.corpora.registry import load_corpus
 from generative.entitynlm.state import Annotation
 from generative.layers.batch import make_batch
 from generative.layers.document_cache import CacheMixture, DocumentCache, cache_shares, check_cache_weight
@@ -137,6 +140,8 @@ def test_the_main_job_gives_entitynlm_and_its_baseline_the_same_cache():
     plain = marginal_perplexity(MarginalConfig(particles=4))
     assert cached["document_cache"] == 0.2 and cached["tokens"] == tokens
     assert cached["baselines"]["rnnlm"] == pytest.approx(math.exp(-total / tokens), rel=1e-5)
+    api = elm.load("rnnlm").log_likelihood(load_corpus("sample", "test", None).documents, document_cache=0.2)
+    assert api.perplexity == pytest.approx(math.exp(-total / tokens), rel=1e-5)  # the notebook API's figure too
     assert cached["baselines"]["rnnlm"] < plain["baselines"]["rnnlm"]
     assert cached["perplexity"] != pytest.approx(plain["perplexity"], rel=1e-3)
 

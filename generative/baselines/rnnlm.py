@@ -24,6 +24,7 @@ from pyro.nn import PyroModule, pyro_method
 
 from generative.layers.batch import DocumentBatch
 from generative.layers.config import LanguageModelConfig
+from generative.layers.document_cache import with_cache
 from generative.layers.encoder import WordEncoder
 from generative.layers.softmax import make_softmax
 
@@ -57,8 +58,12 @@ class RNNLM(PyroModule):
         hidden = self.encoder(batch)[:, :-1]  # h_{t-1} for every target x_t
         return self.softmax(hidden).log_prob(batch.words) * batch.mask
 
-    def log_likelihood(self, batch: DocumentBatch) -> torch.Tensor:
-        """log p(document) = sum over its real tokens of log p(x_t | x_<t), shape (B,)."""
+    def log_likelihood(self, batch: DocumentBatch, document_cache: float = 0.0) -> torch.Tensor:
+        """log p(document) = sum over its real tokens of log p(x_t | x_<t), shape (B,); with ``document_cache``
+        (lambda > 0) each p(x_t | x_<t) mixed with the unigram cache of the document's words before it
+        (:mod:`generative.layers.document_cache`)."""
+        if document_cache:
+            return (with_cache(self.token_log_probs(batch), batch.words, document_cache) * batch.mask).sum(-1)
         trace = poutine.trace(self.model).get_trace(batch)
         trace.compute_log_prob()
         return trace.nodes["X"]["log_prob"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from numbers import Integral
 from pathlib import Path
 
@@ -16,6 +16,7 @@ from coref.document import Document, EntityAnnotation, bracketed, decode_entitie
 from coref.io.conll import format_conll
 from coref.io.html import document_html
 from generative.entitynlm.model import EntityNLM, EntityNLMConfig, EntityProposal
+from generative.layers.document_cache import check_cache_weight
 from inference.algorithms.hints import HintSettings, batch_hints, document_hints
 from inference.algorithms.posterior import (
     AntecedentRanking,
@@ -290,7 +291,7 @@ class LanguageModel:
 
     def log_likelihood(self, text: Texts, particles: int = 100, sampler: str = "smc", seed: int = 0,
                        batch_tokens: int = 20_000, resample: str = "sentence",
-                       hints: HintSettings = HintSettings()) -> Likelihood | Likelihoods:
+                       hints: HintSettings = HintSettings(), document_cache: float = 0.0) -> Likelihood | Likelihoods:
         """log p(x) of a text (a :class:`Likelihood`) or of a list of texts (:class:`Likelihoods`, with the corpus
         perplexity). EntityNLM estimates it from ``particles`` annotations drawn from its proposal, by ``sampler``
         "smc" (sequential Monte Carlo resampling at sentence ends: less variance, the command's default) or
@@ -300,8 +301,11 @@ class LanguageModel:
         tokens), so a corpus's documents get the command's numbers for the same random state. ``resample`` and
         ``hints`` as the command's ``--resample``, ``--hint-*`` and ``--lookahead`` options: SMC's resampling
         points, and the proposal's mixtures with the coreference pipeline's reading of the texts and with the
-        model's own choice given each word."""
+        model's own choice given each word. ``document_cache`` as the command's ``--document-cache``: lambda of a
+        unigram cache of each document's words so far mixed into the word distribution, EntityNLM's eq. 6 and the
+        RNNLM's alike (:mod:`generative.layers.document_cache`; 0, the default, is none)."""
         check_sampling(particles, sampler, resample)
+        check_cache_weight(document_cache)
         originals, prepared = self.read(text)
         vocabulary = self.checkpoint.vocabulary
         per_particle = particles if self.kind == "entitynlm" else 1
@@ -314,10 +318,16 @@ class LanguageModel:
                 by_key = {document.key: hint for document, hint in zip(prepared, read)}
                 documents = {document.key: document for document in prepared}
                 batch_hint = [batch_hints(hints, batch, by_key, documents) for batch in batches]
-            with kept_random_state():
-                run = run_samplers(batches, *self.modules(self.proposal), particles, (sampler,),
-                                   vocabulary.index(EOS), seed, progress=False, hints=batch_hint,
-                                   resample=resample, lookahead=hints.lookahead)[sampler]
+            model, proposal = self.modules(self.proposal)
+            trained = model.config
+            model.config = replace(trained, document_cache=document_cache)  # for this call only
+            try:
+                with kept_random_state():
+                    run = run_samplers(batches, model, proposal, particles, (sampler,), vocabulary.index(EOS), seed,
+                                       progress=False, hints=batch_hint, resample=resample,
+                                       lookahead=hints.lookahead)[sampler]
+            finally:
+                model.config = trained
             for key, row in zip(run.keys, run.statistics):
                 results[key["document"], key["part"]] = Likelihood(
                     key["document"], row["log_likelihood"], key["tokens"], sampler, particles, row["ess"],
@@ -325,7 +335,7 @@ class LanguageModel:
         else:
             with torch.no_grad():
                 for batch in batches:
-                    log_p = self.module.log_likelihood(batch).tolist()
+                    log_p = self.module.log_likelihood(batch, document_cache).tolist()
                     for (name, part), value, tokens in zip(batch.keys, log_p, batch.lengths.tolist()):
                         results[name, part] = Likelihood(name, value, tokens, "exact")
         ordered = [results[document.key] for document in originals]

@@ -142,8 +142,7 @@ def baseline_log_likelihood(checkpoint: Checkpoint, documents: list[Document], b
     if checkpoint.kind == "rnnlm":  # under torchrun, each rank its share of the batches
         model, run = language_model(checkpoint, device), ranks()
         with torch.no_grad():
-            mine = [(with_cache(model.token_log_probs(batch), batch.words, document_cache) * batch.mask).sum()
-                    for batch in run.shard(batches)]
+            mine = [model.log_likelihood(batch, document_cache).sum() for batch in run.shard(batches)]
             return float(run.total(torch.stack(mine).sum() if mine else torch.zeros((), device=device)))
     raise CheckpointError(f"a baseline must be an rnnlm or ngram checkpoint, not {checkpoint.kind}")
 

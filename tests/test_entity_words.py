@@ -20,7 +20,7 @@ import torch
 
 from coref.io.checkpoint import CheckpointError
 from generative.entitynlm.copying import INITIAL_GATE
-from generative.entitynlm.lookahead import WordLookahead
+from generative.entitynlm.lookahead import WordLookahead, remembered_shares
 from generative.entitynlm.model import EntityNLM
 from generative.entitynlm.state import Annotation
 from inference.algorithms.smc import sample_structures
@@ -159,7 +159,7 @@ def test_the_lookahead_looks_at_the_entity_that_bore_the_word_however_unlikely_e
     model = attention_models("uniform")
     remembered = torch.tensor([[[5, -1], [4, -1], [-1, -1]]])  # (S = 1, C = 3, M = 2): slot 1 bore the word 4
     tracker = SimpleNamespace(entities=SimpleNamespace(embeddings=SimpleNamespace(
-        words_at_rows=lambda rows, slots: remembered.gather(1, slots[..., None].expand(-1, -1, 2)))))
+        memory=2, words_at_rows=lambda rows, slots: remembered.gather(1, slots[..., None].expand(-1, -1, 2)))))
     log_entity = torch.tensor([[0.0, -3.0, -1.0]]).log_softmax(-1)  # 3 nats against; the copy gives about 4.7
     h, current, word = torch.zeros(1, model.config.hidden_size), torch.zeros(1, model.config.hidden_size), \
         torch.tensor([4])
@@ -170,6 +170,22 @@ def test_the_lookahead_looks_at_the_entity_that_bore_the_word_however_unlikely_e
         favourite = WordLookahead(plain, tracker, None, None, 0.5, top=1).candidates(log_entity, h, current, word,
                                                                                        rows)
     assert chosen.tolist() == [[1]] and favourite.tolist() == [[0]]
+
+
+@pytest.mark.parametrize(("budget", "reads"), [(1 << 22, 1), (8, 3), (1, 5)])
+def test_the_remembered_words_are_read_a_block_of_entities_at_a_time(monkeypatch, budget, reads):
+    """The candidates' shares n_e(x_t) / n_e: read in blocks of entities (at most REMEMBERED_READ words at once,
+    at least one entity), the same as one read of every entity; a memory that holds nothing shares 0."""
+    monkeypatch.setattr("generative.entitynlm.lookahead.REMEMBERED_READ", budget)
+    remembered = torch.tensor([[[5, 4], [4, 4], [-1, -1], [7, -1], [4, -1]],
+                               [[4, -1], [-1, -1], [4, 5], [4, 4], [6, 6]]])  # (S = 2, C = 5, M = 2)
+    calls = []
+    table = SimpleNamespace(memory=2, words_at_rows=lambda rows, slots: calls.append(slots.shape) or remembered.gather(
+        1, slots[..., None].expand(-1, -1, 2)))
+    rows = (torch.tensor([0, 0]), torch.tensor([0, 1]))
+    shares = remembered_shares(table, rows, torch.tensor([4, 6]), 5)
+    torch.testing.assert_close(shares, torch.tensor([[0.5, 1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0, 1.0]]))
+    assert len(calls) == reads and all(shape[1] * 2 * 2 <= max(budget, 4) for shape in calls)
 
 
 def test_the_estimate_stays_exact_when_the_lookahead_scores_one_entity(monkeypatch):

@@ -28,10 +28,12 @@ import torch
 import torch.nn.functional as F
 
 from generative.entitynlm.model import EntityNLM, EntityTracker
+from generative.entitynlm.state import DenseEmbeddings, PooledEmbeddings
 from generative.layers.batch import DocumentBatch
 from generative.layers.categorical import Categorical
 
 TOP_ENTITIES = 8  # entities whose word probability the lookahead computes (besides R = 0)
+REMEMBERED_READ = 1 << 22  # remembered words read at once to choose the candidates: 32 MB of indices
 
 
 class WordLookahead:
@@ -124,9 +126,22 @@ class WordLookahead:
             return log_entity.topk(top, dim=-1).indices
         inputs = h + model.entity_to_word(current)
         own, gate = model.softmax(inputs).log_prob(word), model.word_copy.gate(inputs)[:, 0]
-        every = torch.arange(log_entity.shape[-1], device=word.device).expand_as(log_entity)
-        remembered = self.model_tracker.entities.embeddings.words_at_rows(rows, every)  # (S, C, M)
-        held = (remembered >= 0).sum(-1)
-        share = (remembered == word[:, None, None]).sum(-1) / held.clamp(min=1)  # n(x_t) / n of each entity
+        share = remembered_shares(self.model_tracker.entities.embeddings, rows, word, log_entity.shape[-1])
         log_word = torch.logaddexp((F.logsigmoid(-gate) + own)[:, None], F.logsigmoid(gate)[:, None] + share.log())
         return (log_entity + log_word).topk(top, dim=-1).indices
+
+
+def remembered_shares(table: DenseEmbeddings | PooledEmbeddings, rows: tuple[torch.Tensor, torch.Tensor],
+                      word: torch.Tensor, entities: int) -> torch.Tensor:
+    """(S, entities) n_e(x_t) / n_e: the share of each entity's remembered words that are the row's ``word`` (S,),
+    for the S ``rows``. Read a block of entities at a time, so that at most :data:`REMEMBERED_READ` remembered
+    words are held at once: on a book a row has thousands of entities, and (S, entities, M) of them at once
+    would grow with the book."""
+    block = max(1, REMEMBERED_READ // max(1, len(word) * table.memory))
+    shares = []
+    for first in range(0, entities, block):
+        slots = torch.arange(first, min(first + block, entities), device=word.device).expand(len(word), -1)
+        remembered = table.words_at_rows(rows, slots)  # (S, block, M)
+        held = (remembered >= 0).sum(-1)
+        shares.append((remembered == word[:, None, None]).sum(-1) / held.clamp(min=1))
+    return torch.cat(shares, -1) if shares else word.new_zeros((len(word), 0), dtype=torch.float)

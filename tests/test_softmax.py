@@ -133,13 +133,14 @@ def test_one_observation_broadcasts_over_particles(softmax: torch.nn.Module, bat
     assert torch.allclose(log_probs, full, atol=1e-5)
 
 
+@pytest.mark.parametrize("kind", ["class", "full"])
 @pytest.mark.parametrize("shapes", [((3, 11), (3, 11)), ((2, 3, 11), (3, 11)), ((1, 11), (11,)), ((3, 11), (3, 1))])
 def test_many_steps_are_scored_a_piece_at_a_time_with_the_same_values_and_gradients(
-        monkeypatch: pytest.MonkeyPatch, shapes: tuple[tuple[int, ...], tuple[int, ...]]) -> None:
+        monkeypatch: pytest.MonkeyPatch, kind: str, shapes: tuple[tuple[int, ...], tuple[int, ...]]) -> None:
     """Beyond LOG_PROB_STEPS steps (the last batch dimension) log_prob scores pieces, so a book's gathered class
-    rows are not held at once: the same log-probabilities and gradients as one pass, for words that broadcast
-    against particles, and a word shared along the steps (not cut)."""
-    softmax = make_softmax("class", HIDDEN, COUNTS)
+    rows, or its full softmax's logits, are not held at once: the same log-probabilities and gradients as one
+    pass, for words that broadcast against particles, and a word shared along the steps (not cut)."""
+    softmax = make_softmax(kind, HIDDEN, COUNTS)
     v_shape, word_shape = shapes
     v = torch.randn(*v_shape, HIDDEN, requires_grad=True)
     words = torch.randint(len(COUNTS), word_shape)
@@ -147,8 +148,9 @@ def test_many_steps_are_scored_a_piece_at_a_time_with_the_same_values_and_gradie
     (whole_grad,) = torch.autograd.grad(whole.sum(), v)
     monkeypatch.setattr("generative.layers.softmax.LOG_PROB_STEPS", 4)
     scored = []
-    piece = ClassFactoredCategorical._log_prob
-    monkeypatch.setattr(ClassFactoredCategorical, "_log_prob",
+    kind_of = type(softmax(v))
+    piece = kind_of._log_prob
+    monkeypatch.setattr(kind_of, "_log_prob",
                         lambda self, *args: scored.append(args[1].shape) or piece(self, *args))
     pieces = softmax(v).log_prob(words)
     assert len(scored) == (3 if word_shape[-1] == 11 else 1)  # 4 + 4 + 3 steps

@@ -22,7 +22,7 @@ padded).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pyro.distributions as dist
@@ -32,7 +32,7 @@ from torch import nn
 from torch.distributions.utils import lazy_property
 from torch.nn import functional as F
 
-LOG_PROB_STEPS = 1024  # the time steps (the last batch dimension) a class-factored log_prob scores at once
+LOG_PROB_STEPS = 1024  # the time steps (the last batch dimension) an observed word's log_prob scores at once
 
 
 def _pick(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
@@ -40,6 +40,19 @@ def _pick(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     # NumPy's shape arithmetic: torch.broadcast_shapes (torch 2.13) takes about 30 us a call, NumPy's about 1
     shape = np.broadcast_shapes(tuple(x.shape[:-1]), tuple(index.shape))
     return x.expand(*shape, x.shape[-1]).gather(-1, index.expand(shape).unsqueeze(-1)).squeeze(-1)
+
+
+def _by_steps(v: torch.Tensor, value: torch.Tensor,
+              score: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    """``score(v, value)``, the time steps (the last batch dimension of ``v`` (..., T, H) and of ``value``) taken
+    :data:`LOG_PROB_STEPS` at a time where there are more: a book's per-step work (a class's gathered rows, a full
+    softmax's logits) is never held for all its steps at once. A value without that dimension (one word shared
+    along the steps) is scored in one pass."""
+    steps = v.shape[-2] if v.dim() > 1 else 1
+    if steps > LOG_PROB_STEPS and value.dim() and value.shape[-1] == steps:
+        return torch.cat([score(v[..., start:start + LOG_PROB_STEPS, :], value[..., start:start + LOG_PROB_STEPS])
+                          for start in range(0, steps, LOG_PROB_STEPS)], dim=-1)
+    return score(v, value)
 
 
 class WordClasses(nn.Module):
@@ -110,18 +123,15 @@ class WordClasses(nn.Module):
         return self.members.shape[1]
 
 
-class ClassFactoredCategorical(TorchDistribution):
-    """The word distribution of a :class:`ClassFactoredSoftmax` at hidden vectors ``v`` of shape (..., H).
-
-    A categorical over the V word ids with ``batch_shape = v.shape[:-1]``, usable as a Pyro sample site
-    (``.mask``, ``.to_event``). :meth:`log_prob` costs O(C + S) per element; a ``value`` with fewer batch
-    dimensions than ``v`` (one observed word shared by P particles) gathers its class's rows once and
-    broadcasts them against ``v``. ``logits`` gives the full normalised log-distribution, O(V).
-    """
+class WordCategorical(TorchDistribution):
+    """A categorical over the vocabulary of an output ``layer`` at hidden vectors ``v`` (..., H), with
+    ``batch_shape = v.shape[:-1]``, usable as a Pyro sample site (``.mask``, ``.to_event``). :meth:`log_prob` of
+    observed words scores :data:`LOG_PROB_STEPS` time steps at a time (:func:`_by_steps`), each piece by the
+    kind's :meth:`_log_prob`."""
 
     arg_constraints = {"v": constraints.real_vector}
 
-    def __init__(self, v: torch.Tensor, layer: ClassFactoredSoftmax, validate_args: bool | None = None) -> None:
+    def __init__(self, v: torch.Tensor, layer: nn.Module, validate_args: bool | None = None) -> None:
         self.v, self.layer = v, layer
         super().__init__(v.shape[:-1], validate_args=validate_args)
 
@@ -129,12 +139,27 @@ class ClassFactoredCategorical(TorchDistribution):
     def support(self) -> constraints.Constraint:
         return constraints.integer_interval(0, self.layer.vocab_size - 1)
 
-    def expand(
-        self, batch_shape: torch.Size, _instance: ClassFactoredCategorical | None = None
-    ) -> ClassFactoredCategorical:
+    def expand(self, batch_shape: torch.Size, _instance: WordCategorical | None = None) -> WordCategorical:
         batch_shape = torch.Size(batch_shape)
-        v = self.v.expand(batch_shape + self.v.shape[-1:])
-        return ClassFactoredCategorical(v, self.layer, validate_args=self._validate_args)
+        return type(self)(self.v.expand(batch_shape + self.v.shape[-1:]), self.layer, validate_args=self._validate_args)
+
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        if self._validate_args:
+            self._validate_sample(value)
+        return _by_steps(self.v, value, self._log_prob)
+
+    def _log_prob(self, v: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+        """log p(``value`` | ``v``) for ``v`` the distribution's own or a piece of its steps."""
+        raise NotImplementedError
+
+
+class ClassFactoredCategorical(WordCategorical):
+    """The word distribution of a :class:`ClassFactoredSoftmax` at hidden vectors ``v`` of shape (..., H).
+
+    :meth:`log_prob` costs O(C + S) per element; a ``value`` with fewer batch dimensions than ``v`` (one observed
+    word shared by P particles) gathers its class's rows once and broadcasts them against ``v``. ``logits`` gives
+    the full normalised log-distribution, O(V).
+    """
 
     @lazy_property
     def class_log_probs(self) -> torch.Tensor:
@@ -153,17 +178,6 @@ class ClassFactoredCategorical(TorchDistribution):
         weight = F.embedding(members, self.layer.words.weight)  # W[members]; its backward is faster than indexing's
         logits = torch.einsum("...h,...sh->...s", self.v if v is None else v, weight) + self.layer.words.bias[members]
         return logits.masked_fill(~classes.member_mask[word_class], float("-inf"))
-
-    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
-        if self._validate_args:
-            self._validate_sample(value)
-        steps = self.v.shape[-2] if self.v.dim() > 1 else 1
-        if steps > LOG_PROB_STEPS and value.dim() and value.shape[-1] == steps:
-            # a book's steps a piece at a time: the gathered class rows are (..., steps, S, H) otherwise
-            return torch.cat([self._log_prob(self.v[..., start:start + LOG_PROB_STEPS, :],
-                                             value[..., start:start + LOG_PROB_STEPS])
-                              for start in range(0, steps, LOG_PROB_STEPS)], dim=-1)
-        return self._log_prob(self.v, value)
 
     def _log_prob(self, v: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
         """log p(``value`` | ``v``), each class's rows gathered for the elements of ``value`` at once."""
@@ -207,8 +221,29 @@ class ClassFactoredSoftmax(nn.Module):
         return ClassFactoredCategorical(v, self)
 
 
+class FullCategorical(WordCategorical):
+    """softmax(W v + b) over the vocabulary at hidden vectors ``v`` (..., H) of a :class:`FullSoftmax`. Its
+    :meth:`log_prob` of observed words computes the logits of a piece of the steps at a time, so a book's
+    (steps, V) logits are never held at once; ``logits`` (..., V), normalised, are computed once where read whole
+    (drawing, inspection, a shorter text)."""
+
+    @lazy_property
+    def logits(self) -> torch.Tensor:
+        """log p(w | v) for every word, shape (..., V)."""
+        return torch.log_softmax(self.layer.words(self.v), dim=-1)
+
+    def _log_prob(self, v: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+        logits = self.logits if v is self.v else torch.log_softmax(self.layer.words(v), dim=-1)
+        return _pick(logits, value)
+
+    @torch.no_grad()
+    def sample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:
+        return dist.Categorical(logits=self.logits).sample(sample_shape)
+
+
 class FullSoftmax(nn.Module):
-    """The plain softmax over the whole vocabulary (paper eq. 1): v (..., H) -> Categorical(W v + b)."""
+    """The plain softmax over the whole vocabulary (paper eq. 1): v (..., H) -> :class:`FullCategorical` of
+    W v + b."""
 
     def __init__(self, input_size: int, vocab_size: int) -> None:
         super().__init__()
@@ -218,8 +253,8 @@ class FullSoftmax(nn.Module):
     def vocab_size(self) -> int:
         return self.words.out_features
 
-    def forward(self, v: torch.Tensor) -> dist.Categorical:
-        return dist.Categorical(logits=self.words(v))
+    def forward(self, v: torch.Tensor) -> FullCategorical:
+        return FullCategorical(v, self)
 
 
 def make_softmax(

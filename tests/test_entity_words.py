@@ -188,6 +188,26 @@ def test_the_remembered_words_are_read_a_block_of_entities_at_a_time(monkeypatch
     assert len(calls) == reads and all(shape[1] * 2 * 2 <= max(budget, 4) for shape in calls)
 
 
+def test_a_single_documents_lookahead_reads_its_word_once_with_the_same_estimate(monkeypatch):
+    """A batch of one document gives the lookahead its word once (1,), broadcast against the rows, so the softmax
+    gathers the class's rows once: the same weights as the word given per row, with the copy and the cache."""
+    model, proposal = tiny_models(entity_words=2, document_cache=0.3)
+    batch = tiny_batch([{"words": WORDS}])
+    shared = WordLookahead.observed
+    seen = []
+    monkeypatch.setattr(WordLookahead, "observed",
+                        lambda self, t, rows: seen.append(shared(self, t, rows).shape) or shared(self, t, rows))
+
+    def weights():
+        pyro.set_rng_seed(7)
+        return sample_structures(model, proposal, batch, 200, EOS, "token", history=False, lookahead=0.7).log_weights
+
+    once = weights()
+    assert seen and set(seen) == {(1,)}
+    monkeypatch.setattr(WordLookahead, "observed", lambda self, t, rows: self.batch.words[rows[1], t])
+    torch.testing.assert_close(once, weights())
+
+
 def test_the_estimate_stays_exact_when_the_lookahead_scores_one_entity(monkeypatch):
     """top = 1: the lookahead's share covers R = 0 and one entity, chosen with the copy; the estimate stays exact."""
     monkeypatch.setattr("inference.algorithms.smc.WordLookahead", partial(WordLookahead, top=1))

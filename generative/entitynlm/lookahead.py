@@ -93,7 +93,7 @@ class WordLookahead:
         reads = tracker.reads  # the model's heads' maps of its states; h_{t-1} is state t
         log_mention = reads.mention_type[rows[1], t].log_softmax(-1)  # (S, 2), eq. 3
         log_entity = model.heads.entity.choice(reads.entity[:, t], entities, t, sentence, rows).logits  # (S, C), eq. 4
-        word = self.batch.words[rows[1], t]
+        word = self.observed(t, rows)
         slots = self.candidates(log_entity, h, tracker.current[rows], word, rows)
         log_entity = log_entity.gather(-1, slots)
         embeddings = entities.embeddings.at_rows(rows, slots)
@@ -113,20 +113,28 @@ class WordLookahead:
         entity = h.new_zeros((len(rows[0]), entities.width)).scatter_(-1, slots, inside.softmax(-1))
         return mention, entity, row_of
 
+    def observed(self, t: int, rows: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        """x_t of each of the S ``rows`` (S,); of a batch of one document, its one word (1,), which broadcasts
+        against the rows: the class-factored softmax then gathers its class's rows once, not once per row (a
+        book's lookahead spent half its softmax time on those copies)."""
+        return self.batch.words[:, t] if self.batch.size == 1 else self.batch.words[rows[1], t]
+
     def candidates(self, log_entity: torch.Tensor, h: torch.Tensor, current: torch.Tensor, word: torch.Tensor,
                    rows: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         """(S, top) the slots whose p(R = 1, E = e | x_t) the lookahead computes: the ``top`` likeliest by eq. 4
         (``log_entity``, (S, C)); with the copy, by eq. 4 times the word's probability were the entity's own
         embedding e_current's (``current``, (S, D); the gate and eq. 6 read once per row) and its remembered words
-        weighed alike. So an entity that bore x_t ("Smith" after "Mr. Smith") is among them however unlikely eq. 4
-        finds it; the lookahead then scores each chosen one exactly, so the choice only decides which it sees."""
+        weighed alike (``word``: x_t of each row (S,), or of them all (1,)). So an entity that bore x_t ("Smith"
+        after "Mr. Smith") is among them however unlikely eq. 4 finds it; the lookahead then scores each chosen one
+        exactly, so the choice only decides which it sees."""
         top = min(self.top, log_entity.shape[-1])
         model = self.model
         if model.word_copy is None:
             return log_entity.topk(top, dim=-1).indices
         inputs = h + model.entity_to_word(current)
         own, gate = model.softmax(inputs).log_prob(word), model.word_copy.gate(inputs)[:, 0]
-        share = remembered_shares(self.model_tracker.entities.embeddings, rows, word, log_entity.shape[-1])
+        share = remembered_shares(self.model_tracker.entities.embeddings, rows, word.expand(len(rows[0])),
+                                  log_entity.shape[-1])
         log_word = torch.logaddexp((F.logsigmoid(-gate) + own)[:, None], F.logsigmoid(gate)[:, None] + share.log())
         return (log_entity + log_word).topk(top, dim=-1).indices
 

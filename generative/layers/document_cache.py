@@ -87,19 +87,22 @@ class DocumentCache:
         if documents is None:
             return CacheMixture(words, self.counts, self.seen, self.weight)
         extra = (1,) * (len(words.batch_shape) - 1)  # the row's own dimensions after K
-        counts, seen = self.counts[documents], self.seen[documents]
-        return CacheMixture(words, counts.view(len(documents), *extra, counts.shape[-1]),
-                            seen.view(len(documents), *extra), self.weight)
+        return CacheMixture(words, self.counts, self.seen, self.weight, documents.view(len(documents), *extra))
 
 
 class CacheMixture(TorchDistribution):
     """(1 - lambda) ``words`` + lambda ``counts`` / ``seen`` where ``seen`` > 0, ``words`` alone elsewhere:
-    ``counts`` (..., V) and ``seen`` (...) broadcast against the batch of ``words``, as observed values may."""
+    ``counts`` (B, V) and ``seen`` (B,) the B documents' running cache, ``rows`` the document of each element of the
+    batch of ``words`` (broadcast against it, as observed values may; by default the batch ends with the B
+    documents). A word's count is read where it is observed, so no row copies its document's V counts."""
 
     arg_constraints: dict = {}
 
-    def __init__(self, words: TorchDistribution, counts: torch.Tensor, seen: torch.Tensor, weight: float) -> None:
-        self.words, self.counts, self.seen, self.weight = words, counts, seen, weight
+    def __init__(self, words: TorchDistribution, counts: torch.Tensor, seen: torch.Tensor, weight: float,
+                 rows: torch.Tensor | None = None) -> None:
+        self.words, self.counts, self.weight = words, counts, weight
+        self.rows = torch.arange(len(counts), device=counts.device) if rows is None else rows
+        self.seen = seen[self.rows]
         super().__init__(words.batch_shape, words.event_shape, validate_args=False)
 
     @property
@@ -107,16 +110,14 @@ class CacheMixture(TorchDistribution):
         return self.words.support
 
     def log_prob(self, value: torch.Tensor) -> torch.Tensor:
-        shape = torch.broadcast_shapes(value.shape, self.counts.shape[:-1])
-        count = self.counts.expand(shape + self.counts.shape[-1:]).gather(-1, value.expand(shape)[..., None])[..., 0]
-        share = count / self.seen.clamp(min=1)
+        share = self.counts[self.rows, value] / self.seen.clamp(min=1)  # rows and value broadcast
         return mixed_log_prob(self.words.log_prob(value), share, self.seen > 0, self.weight)
 
     def sample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:
         if sample_shape:
             raise ValueError("CacheMixture draws one value per row")
         own = self.words.sample()
-        counts = self.counts.expand(own.shape + self.counts.shape[-1:])
+        counts = self.counts[self.rows.expand(own.shape)]
         cached = Categorical(probs=counts + (counts.sum(-1, keepdim=True) == 0)).sample()  # uniform if empty
         caching = (self.seen > 0) & (torch.rand(own.shape, device=own.device) < self.weight)
         return torch.where(caching, cached, own)

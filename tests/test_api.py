@@ -465,6 +465,7 @@ def test_entity_states_change_exactly_where_the_entity_is_mentioned(dntm_models,
     (lambda m: m["both"].log_likelihood("<unk2> met <unk1> ."), "in order of first appearance"),
     (lambda m: m["both"].posterior("<unk1> ran ."), "needs EntityNLM's latent entities"),
     (lambda m: m["both"].log_likelihood(""), "empty"),
+    (lambda m: m["both"].log_likelihood("<unk1> ran .", document_cache=0.1), "applies to EntityNLM and the RNNLM"),
 ])
 def test_dntm_bad_input_is_a_clear_value_error(dntm_models, call, message):
     with pytest.raises(ValueError, match=message):

@@ -305,7 +305,8 @@ class LanguageModel:
         unigram cache of each document's words so far mixed into the word distribution, EntityNLM's eq. 6 and the
         RNNLM's alike (:mod:`generative.layers.document_cache`; 0, the default, is none)."""
         check_sampling(particles, sampler, resample)
-        check_cache_weight(document_cache)
+        if check_cache_weight(document_cache) and self.kind not in ("entitynlm", "rnnlm"):
+            raise ValueError(f"document_cache applies to EntityNLM and the RNNLM, not to a {self.kind} model")
         originals, prepared = self.read(text)
         vocabulary = self.checkpoint.vocabulary
         per_particle = particles if self.kind == "entitynlm" else 1
@@ -335,7 +336,8 @@ class LanguageModel:
         else:
             with torch.no_grad():
                 for batch in batches:
-                    log_p = self.module.log_likelihood(batch, document_cache).tolist()
+                    log_p = (self.module.log_likelihood(batch, document_cache) if document_cache
+                             else self.module.log_likelihood(batch)).tolist()
                     for (name, part), value, tokens in zip(batch.keys, log_p, batch.lengths.tolist()):
                         results[name, part] = Likelihood(name, value, tokens, "exact")
         ordered = [results[document.key] for document in originals]

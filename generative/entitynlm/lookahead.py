@@ -115,8 +115,8 @@ class WordLookahead:
 
     def observed(self, t: int, rows: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         """x_t of each of the S ``rows`` (S,); of a batch of one document, its one word (1,), which broadcasts
-        against the rows: the class-factored softmax then gathers its class's rows once, not once per row (a
-        book's lookahead spent half its softmax time on those copies)."""
+        against the rows: the class-factored softmax then gathers its class's rows once, not once per row (on a
+        book those per-row copies took most of the lookahead's softmax time)."""
         return self.batch.words[:, t] if self.batch.size == 1 else self.batch.words[rows[1], t]
 
     def candidates(self, log_entity: torch.Tensor, h: torch.Tensor, current: torch.Tensor, word: torch.Tensor,
@@ -152,4 +152,4 @@ def remembered_shares(table: DenseEmbeddings | PooledEmbeddings, rows: tuple[tor
         remembered = table.words_at_rows(rows, slots)  # (S, block, M)
         held = (remembered >= 0).sum(-1)
         shares.append((remembered == word[:, None, None]).sum(-1) / held.clamp(min=1))
-    return torch.cat(shares, -1) if shares else word.new_zeros((len(word), 0), dtype=torch.float)
+    return torch.cat(shares, -1)  # entities >= 1: eq. 4 always offers a new entity

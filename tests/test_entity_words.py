@@ -20,9 +20,9 @@ import torch
 
 from coref.io.checkpoint import CheckpointError
 from generative.entitynlm.copying import INITIAL_GATE
-from generative.entitynlm.lookahead import WordLookahead, remembered_shares
+from generative.entitynlm.lookahead import WordLookahead
 from generative.entitynlm.model import EntityNLM
-from generative.entitynlm.state import Annotation
+from generative.entitynlm.state import Annotation, DenseEmbeddings, PooledEmbeddings, blocked_shares
 from inference.algorithms.smc import sample_structures
 from inference.training.checkpoint import (
     entitynlm_checkpoint,
@@ -158,17 +158,21 @@ def test_the_lookahead_looks_at_the_entity_that_bore_the_word_however_unlikely_e
     the entity that remembers x_t, not eq. 4's favourite; without the copy, eq. 4's favourite."""
     model = attention_models("uniform")
     remembered = torch.tensor([[[5, -1], [4, -1], [-1, -1]]])  # (S = 1, C = 3, M = 2): slot 1 bore the word 4
-    tracker = SimpleNamespace(entities=SimpleNamespace(embeddings=SimpleNamespace(
-        memory=2, words_at_rows=lambda rows, slots: remembered.gather(1, slots[..., None].expand(-1, -1, 2)))))
+    table = SimpleNamespace(memory=2, words_at_rows=lambda rows, slots: remembered.gather(
+        1, slots[..., None].expand(-1, -1, 2)))
+    table.remembered_shares = lambda rows, width, words: blocked_shares(table, rows, width, words[rows[1]])
+    tracker = SimpleNamespace(entities=SimpleNamespace(embeddings=table))
+    batch = SimpleNamespace(words=torch.tensor([[4]]))
     log_entity = torch.tensor([[0.0, -3.0, -1.0]]).log_softmax(-1)  # 3 nats against; the copy gives about 4.7
     h, current, word = torch.zeros(1, model.config.hidden_size), torch.zeros(1, model.config.hidden_size), \
         torch.tensor([4])
     rows = (torch.tensor([0]), torch.tensor([0]))
     with torch.no_grad():
-        chosen = WordLookahead(model, tracker, None, None, 0.5, top=1).candidates(log_entity, h, current, word, rows)
+        chosen = WordLookahead(model, tracker, None, batch, 0.5, top=1).candidates(0, log_entity, h, current, word,
+                                                                                    rows)
         plain, _ = tiny_models()
-        favourite = WordLookahead(plain, tracker, None, None, 0.5, top=1).candidates(log_entity, h, current, word,
-                                                                                       rows)
+        favourite = WordLookahead(plain, tracker, None, batch, 0.5, top=1).candidates(0, log_entity, h, current,
+                                                                                        word, rows)
     assert chosen.tolist() == [[1]] and favourite.tolist() == [[0]]
 
 
@@ -176,16 +180,37 @@ def test_the_lookahead_looks_at_the_entity_that_bore_the_word_however_unlikely_e
 def test_the_remembered_words_are_read_a_block_of_entities_at_a_time(monkeypatch, budget, reads):
     """The candidates' shares n_e(x_t) / n_e: read in blocks of entities (at most REMEMBERED_READ words at once,
     at least one entity), the same as one read of every entity; a memory that holds nothing shares 0."""
-    monkeypatch.setattr("generative.entitynlm.lookahead.REMEMBERED_READ", budget)
+    monkeypatch.setattr("generative.entitynlm.state.REMEMBERED_READ", budget)
     remembered = torch.tensor([[[5, 4], [4, 4], [-1, -1], [7, -1], [4, -1]],
                                [[4, -1], [-1, -1], [4, 5], [4, 4], [6, 6]]])  # (S = 2, C = 5, M = 2)
     calls = []
     table = SimpleNamespace(memory=2, words_at_rows=lambda rows, slots: calls.append(slots.shape) or remembered.gather(
         1, slots[..., None].expand(-1, -1, 2)))
     rows = (torch.tensor([0, 0]), torch.tensor([0, 1]))
-    shares = remembered_shares(table, rows, torch.tensor([4, 6]), 5)
+    shares = blocked_shares(table, rows, 5, torch.tensor([4, 6]))
     torch.testing.assert_close(shares, torch.tensor([[0.5, 1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0, 1.0]]))
     assert len(calls) == reads and all(shape[1] * 2 * 2 <= max(budget, 4) for shape in calls)
+
+
+def test_the_pooled_table_shares_its_vectors_words_as_the_dense_table_reads_them():
+    """The sampler's pooled table computes each pooled vector's share of the word once and reads it through the
+    pointers: the same (K, width) shares as the dense table's read of every slot's words."""
+    torch.manual_seed(0)
+    particles, documents, slots, memory = 3, 2, 5, 3
+    dense = DenseEmbeddings(torch.zeros(particles, documents, slots, 2), memory)
+    pooled = PooledEmbeddings.empty(particles, documents, slots, 2, torch.zeros(1), memory)
+    for _ in range(12):  # the same writes into both: some slots rewritten, some never written
+        rows = (torch.randint(particles, (2,)), torch.tensor([0, 1]))
+        slot, vectors = torch.randint(slots, (2,)), torch.randn(2, 2)
+        words = torch.randint(-1, 4, (2, memory))
+        for table in (dense, pooled):
+            table.put_rows(rows, slot, vectors, words=words)
+    every = torch.cartesian_prod(torch.arange(particles), torch.arange(documents)).T
+    rows = (every[0], every[1])
+    for words in (torch.tensor([1, 2]), torch.tensor([3, 0])):
+        expected = dense.remembered_shares(rows, slots, words)
+        assert float(expected.max()) > 0  # the word is remembered somewhere
+        torch.testing.assert_close(pooled.remembered_shares(rows, slots, words), expected)
 
 
 def test_a_single_documents_lookahead_reads_its_word_once_with_the_same_estimate(monkeypatch):

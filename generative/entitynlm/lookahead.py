@@ -28,12 +28,10 @@ import torch
 import torch.nn.functional as F
 
 from generative.entitynlm.model import EntityNLM, EntityTracker
-from generative.entitynlm.state import DenseEmbeddings, PooledEmbeddings
 from generative.layers.batch import DocumentBatch
 from generative.layers.categorical import Categorical
 
 TOP_ENTITIES = 8  # entities whose word probability the lookahead computes (besides R = 0)
-REMEMBERED_READ = 1 << 22  # remembered words read at once to choose the candidates: 32 MB of indices
 
 
 class WordLookahead:
@@ -94,7 +92,7 @@ class WordLookahead:
         log_mention = reads.mention_type[rows[1], t].log_softmax(-1)  # (S, 2), eq. 3
         log_entity = model.heads.entity.choice(reads.entity[:, t], entities, t, sentence, rows).logits  # (S, C), eq. 4
         word = self.observed(t, rows)
-        slots = self.candidates(log_entity, h, tracker.current[rows], word, rows)
+        slots = self.candidates(t, log_entity, h, tracker.current[rows], word, rows)
         log_entity = log_entity.gather(-1, slots)
         embeddings = entities.embeddings.at_rows(rows, slots)
         new = (slots == entities.count[rows][:, None]) & previous.needs_candidate[rows][:, None]  # not placed yet
@@ -119,8 +117,8 @@ class WordLookahead:
         book those per-row copies took most of the lookahead's softmax time)."""
         return self.batch.words[:, t] if self.batch.size == 1 else self.batch.words[rows[1], t]
 
-    def candidates(self, log_entity: torch.Tensor, h: torch.Tensor, current: torch.Tensor, word: torch.Tensor,
-                   rows: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    def candidates(self, t: int, log_entity: torch.Tensor, h: torch.Tensor, current: torch.Tensor,
+                   word: torch.Tensor, rows: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         """(S, top) the slots whose p(R = 1, E = e | x_t) the lookahead computes: the ``top`` likeliest by eq. 4
         (``log_entity``, (S, C)); with the copy, by eq. 4 times the word's probability were the entity's own
         embedding e_current's (``current``, (S, D); the gate and eq. 6 read once per row) and its remembered words
@@ -133,23 +131,8 @@ class WordLookahead:
             return log_entity.topk(top, dim=-1).indices
         inputs = h + model.entity_to_word(current)
         own, gate = model.softmax(inputs).log_prob(word), model.word_copy.gate(inputs)[:, 0]
-        share = remembered_shares(self.model_tracker.entities.embeddings, rows, word.expand(len(rows[0])),
-                                  log_entity.shape[-1])
+        share = self.model_tracker.entities.embeddings.remembered_shares(rows, log_entity.shape[-1],
+                                                                         self.batch.words[:, t])
         log_word = torch.logaddexp((F.logsigmoid(-gate) + own)[:, None], F.logsigmoid(gate)[:, None] + share.log())
         return (log_entity + log_word).topk(top, dim=-1).indices
 
-
-def remembered_shares(table: DenseEmbeddings | PooledEmbeddings, rows: tuple[torch.Tensor, torch.Tensor],
-                      word: torch.Tensor, entities: int) -> torch.Tensor:
-    """(S, entities) n_e(x_t) / n_e: the share of each entity's remembered words that are the row's ``word`` (S,),
-    for the S ``rows``. Read a block of entities at a time, so that at most :data:`REMEMBERED_READ` remembered
-    words are held at once: on a book a row has thousands of entities, and (S, entities, M) of them at once
-    would grow with the book."""
-    block = max(1, REMEMBERED_READ // max(1, len(word) * table.memory))
-    shares = []
-    for first in range(0, entities, block):
-        slots = torch.arange(first, min(first + block, entities), device=word.device).expand(len(word), -1)
-        remembered = table.words_at_rows(rows, slots)  # (S, block, M)
-        held = (remembered >= 0).sum(-1)
-        shares.append((remembered == word[:, None, None]).sum(-1) / held.clamp(min=1))
-    return torch.cat(shares, -1)  # entities >= 1: eq. 4 always offers a new entity

@@ -19,6 +19,7 @@ Distance = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], to
 position and sentence, in a current sentence, known or not (broadcast): the entity head's, at one step."""
 GROWTH_INTERVAL = 32  # the entity table is resized at most once per this many steps (one host sync)
 SUBSET_SCORING = 8  # eq. 4 scores the pooled vectors pointed at alone while they are under 1/8 of the pool
+REMEMBERED_READ = 1 << 22  # remembered words a dense table reads at once for the lookahead (32 MB of indices)
 
 
 @dataclass
@@ -186,6 +187,12 @@ class DenseEmbeddings:
         """(K, ..., M): the words remembered in ``slots`` (K, ...) of the K (particle, document) ``rows``."""
         return self.words[_row_index(rows, slots)]
 
+    def remembered_shares(self, rows: tuple[torch.Tensor, torch.Tensor], width: int, words: torch.Tensor
+                          ) -> torch.Tensor:
+        """(K, width) n_e(x) / n_e of the first ``width`` slots of the K ``rows``: the share of the words each
+        entity remembers that are its document's word x (``words``, (B,)); 0 where it remembers none."""
+        return blocked_shares(self, rows, width, words[rows[1]])
+
     def distinct(self, slot: torch.Tensor, remembered: torch.Tensor | None = None) -> DistinctRows:
         values = torch.where((slot >= 0)[..., None], self.at(slot), 0.0)
         words = None if remembered is None else torch.where(remembered[..., None], self.words_at(slot), -1)
@@ -316,6 +323,16 @@ class PooledEmbeddings:
         """(K, ..., M): the words remembered in ``slots`` (K, ...) of the K (particle, document) ``rows``."""
         return self.words[self.pointer[_row_index(rows, slots)]]
 
+    def remembered_shares(self, rows: tuple[torch.Tensor, torch.Tensor], width: int, words: torch.Tensor
+                          ) -> torch.Tensor:
+        """As :meth:`DenseEmbeddings.remembered_shares`, computed once per pooled vector (the words its entity
+        remembers against its document's word) and read through the rows' pointers: O(pool x M + K x width), where
+        reading every slot's words is K x width x M (particles share most of their entities' vectors)."""
+        remembered = self.words[:self.used]
+        held = (remembered >= 0).sum(-1)
+        share = (remembered == words[self.document[:self.used], None]).sum(-1) / held.clamp(min=1)
+        return share[self.pointer[..., :width][rows]]
+
     def distinct(self, slot: torch.Tensor, remembered: torch.Tensor | None = None) -> DistinctRows:
         """Each document's distinct pointers (row 0, zeros, for slot -1), by one sort (one host sync: how many); a
         pointer read with its words (``remembered``) and without them are two."""
@@ -380,6 +397,21 @@ class PooledEmbeddings:
             kept[:len(live)] = old[live]
             setattr(self, name, kept)
         self.pointer, self.used = inverse[1:].view_as(self.pointer), len(live)
+
+
+def blocked_shares(table: DenseEmbeddings, rows: tuple[torch.Tensor, torch.Tensor], width: int, word: torch.Tensor
+                   ) -> torch.Tensor:
+    """(K, width) the share of each slot's remembered words that are the row's ``word`` (K,), read a block of
+    slots at a time, so that at most :data:`REMEMBERED_READ` remembered words are held at once: on a book a row
+    has thousands of entities, and (K, width, M) of them at once would grow with the book."""
+    block = max(1, REMEMBERED_READ // max(1, len(word) * table.memory))
+    shares = []
+    for first in range(0, width, block):
+        slots = torch.arange(first, min(first + block, width), device=word.device).expand(len(word), -1)
+        remembered = table.words_at_rows(rows, slots)  # (K, block, M)
+        held = (remembered >= 0).sum(-1)
+        shares.append((remembered == word[:, None, None]).sum(-1) / held.clamp(min=1))
+    return torch.cat(shares, -1)  # width >= 1: eq. 4 always offers a new entity
 
 
 def _row_index(rows: tuple[torch.Tensor, torch.Tensor], slots: torch.Tensor) -> tuple[torch.Tensor, ...]:

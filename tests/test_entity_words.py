@@ -162,17 +162,15 @@ def test_the_lookahead_looks_at_the_entity_that_bore_the_word_however_unlikely_e
         1, slots[..., None].expand(-1, -1, 2)))
     table.remembered_shares = lambda rows, width, words: blocked_shares(table, rows, width, words[rows[1]])
     tracker = SimpleNamespace(entities=SimpleNamespace(embeddings=table))
-    batch = SimpleNamespace(words=torch.tensor([[4]]))
+    batch = SimpleNamespace(words=torch.tensor([[4]]), size=1)
     log_entity = torch.tensor([[0.0, -3.0, -1.0]]).log_softmax(-1)  # 3 nats against; the copy gives about 4.7
-    h, current, word = torch.zeros(1, model.config.hidden_size), torch.zeros(1, model.config.hidden_size), \
-        torch.tensor([4])
+    h, current = torch.zeros(1, model.config.hidden_size), torch.zeros(1, model.config.hidden_size)
     rows = (torch.tensor([0]), torch.tensor([0]))
     with torch.no_grad():
-        chosen = WordLookahead(model, tracker, None, batch, 0.5, top=1).candidates(0, log_entity, h, current, word,
-                                                                                    rows)
+        chosen = WordLookahead(model, tracker, None, batch, 0.5, top=1).candidates(0, log_entity, h, current, rows)
         plain, _ = tiny_models()
         favourite = WordLookahead(plain, tracker, None, batch, 0.5, top=1).candidates(0, log_entity, h, current,
-                                                                                        word, rows)
+                                                                                        rows)
     assert chosen.tolist() == [[1]] and favourite.tolist() == [[0]]
 
 

@@ -92,7 +92,7 @@ class WordLookahead:
         log_mention = reads.mention_type[rows[1], t].log_softmax(-1)  # (S, 2), eq. 3
         log_entity = model.heads.entity.choice(reads.entity[:, t], entities, t, sentence, rows).logits  # (S, C), eq. 4
         word = self.observed(t, rows)
-        slots = self.candidates(t, log_entity, h, tracker.current[rows], word, rows)
+        slots = self.candidates(t, log_entity, h, tracker.current[rows], rows)
         log_entity = log_entity.gather(-1, slots)
         embeddings = entities.embeddings.at_rows(rows, slots)
         new = (slots == entities.count[rows][:, None]) & previous.needs_candidate[rows][:, None]  # not placed yet
@@ -118,19 +118,19 @@ class WordLookahead:
         return self.batch.words[:, t] if self.batch.size == 1 else self.batch.words[rows[1], t]
 
     def candidates(self, t: int, log_entity: torch.Tensor, h: torch.Tensor, current: torch.Tensor,
-                   word: torch.Tensor, rows: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+                   rows: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         """(S, top) the slots whose p(R = 1, E = e | x_t) the lookahead computes: the ``top`` likeliest by eq. 4
         (``log_entity``, (S, C)); with the copy, by eq. 4 times the word's probability were the entity's own
         embedding e_current's (``current``, (S, D); the gate and eq. 6 read once per row) and its remembered words
-        weighed alike (``word``: x_t of each row (S,), or of them all (1,)). So an entity that bore x_t ("Smith"
-        after "Mr. Smith") is among them however unlikely eq. 4 finds it; the lookahead then scores each chosen one
-        exactly, so the choice only decides which it sees."""
+        weighed alike (x_t as :meth:`observed` gives it). So an entity that bore x_t ("Smith" after "Mr. Smith") is
+        among them however unlikely eq. 4 finds it; the lookahead then scores each chosen one exactly, so the
+        choice only decides which it sees."""
         top = min(self.top, log_entity.shape[-1])
         model = self.model
         if model.word_copy is None:
             return log_entity.topk(top, dim=-1).indices
         inputs = h + model.entity_to_word(current)
-        own, gate = model.softmax(inputs).log_prob(word), model.word_copy.gate(inputs)[:, 0]
+        own, gate = model.softmax(inputs).log_prob(self.observed(t, rows)), model.word_copy.gate(inputs)[:, 0]
         share = self.model_tracker.entities.embeddings.remembered_shares(rows, log_entity.shape[-1],
                                                                          self.batch.words[:, t])
         log_word = torch.logaddexp((F.logsigmoid(-gate) + own)[:, None], F.logsigmoid(gate)[:, None] + share.log())

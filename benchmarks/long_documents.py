@@ -51,6 +51,7 @@ from generative.layers.softmax import ClassFactoredSoftmax
 from inference.algorithms.hints import HintSettings
 from inference.checks import integer, output_file, output_folder, real
 from inference.commands.cli import Parser, run_main
+from inference.training.checkpoint import entitynlm_checkpoint
 
 OPERATIONS = ("resolve", "log_likelihood", "posterior")
 DEFAULT_LENGTHS = (2_000, 8_000, 32_000, 128_000)
@@ -303,6 +304,8 @@ def measured_rows(args: argparse.Namespace) -> list[dict]:
 def run(args: argparse.Namespace) -> int:
     """Measure, print the table, and write the JSON and the plot; with ``--update``, the rows of an earlier
     ``long_documents.json`` that were not measured again are kept (each row records its own command)."""
+    if args.checkpoint != "entitynlm" and {"log_likelihood", "posterior"} & set(args.operations):
+        entitynlm_checkpoint(args.checkpoint)  # a missing file or another model's: one line, before any worker
     path = Path(args.out) / "long_documents.json"
     record = command_record(build_parser(), args)
     rows, commands = measured_rows(args), [record["command"]]

@@ -41,6 +41,7 @@ def _read_back(command: str) -> dict:
 @pytest.mark.parametrize(("name", "record"), _records(), ids=[name for name, _ in _records()])
 def test_every_recorded_command_reads_back_to_the_options_beside_it(name, record, monkeypatch):
     monkeypatch.chdir(ROOT)  # the scripts run from the repository's root, and records name paths from there
+    assert str(ROOT) not in record["command"], "a path inside this checkout, which reads back only here"
     assert _read_back(record["command"]) == record["options"]
 
 

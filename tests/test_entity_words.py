@@ -22,7 +22,8 @@ from coref.io.checkpoint import CheckpointError
 from generative.entitynlm.copying import INITIAL_GATE
 from generative.entitynlm.lookahead import WordLookahead
 from generative.entitynlm.model import EntityNLM
-from generative.entitynlm.state import Annotation, DenseEmbeddings, PooledEmbeddings, blocked_shares
+from generative.entitynlm.state import Annotation, DenseEmbeddings, EntityTable, PooledEmbeddings, blocked_shares
+from generative.layers.document_cache import DocumentCache
 from inference.algorithms.smc import sample_structures
 from inference.training.checkpoint import (
     entitynlm_checkpoint,
@@ -157,20 +158,19 @@ def test_the_lookahead_looks_at_the_entity_that_bore_the_word_however_unlikely_e
     """With one entity to score (top = 1), the lookahead picks by eq. 4 times the word's probability with the copy:
     the entity that remembers x_t, not eq. 4's favourite; without the copy, eq. 4's favourite."""
     model = attention_models("uniform")
-    remembered = torch.tensor([[[5, -1], [4, -1], [-1, -1]]])  # (S = 1, C = 3, M = 2): slot 1 bore the word 4
-    table = SimpleNamespace(memory=2, words_at_rows=lambda rows, slots: remembered.gather(
-        1, slots[..., None].expand(-1, -1, 2)))
-    table.remembered_shares = lambda rows, width, words: blocked_shares(table, rows, width, words[rows[1]])
-    tracker = SimpleNamespace(entities=SimpleNamespace(embeddings=table))
+    size = model.config.hidden_size
+    table = DenseEmbeddings(torch.zeros(1, 1, 3, size), memory=2)  # one row, three entities
+    every = (torch.zeros(3, dtype=torch.long), torch.zeros(3, dtype=torch.long))
+    table.put_rows(every, torch.arange(3), torch.zeros(3, size), words=torch.tensor([[5, -1], [4, -1], [-1, -1]]))
+    tracker = SimpleNamespace(entities=EntityTable(table, torch.tensor([[3]]), 3))  # slot 1 bore the word 4
     batch = SimpleNamespace(words=torch.tensor([[4]]), size=1)
+    states = torch.zeros(1, 1, size)  # h_{t-1} = 0, and e_current (slot -1: none yet) a zero vector
     log_entity = torch.tensor([[0.0, -3.0, -1.0]]).log_softmax(-1)  # 3 nats against; the copy gives about 4.7
-    h, current = torch.zeros(1, model.config.hidden_size), torch.zeros(1, model.config.hidden_size)
-    rows = (torch.tensor([0]), torch.tensor([0]))
+    rows, current = (torch.tensor([0]), torch.tensor([0])), torch.tensor([[-1]])
     with torch.no_grad():
-        chosen = WordLookahead(model, tracker, None, batch, 0.5, top=1).candidates(0, log_entity, h, current, rows)
+        chosen = WordLookahead(model, tracker, states, batch, 0.5, top=1).candidates(0, log_entity, current, rows)
         plain, _ = tiny_models()
-        favourite = WordLookahead(plain, tracker, None, batch, 0.5, top=1).candidates(0, log_entity, h, current,
-                                                                                        rows)
+        favourite = WordLookahead(plain, tracker, states, batch, 0.5, top=1).candidates(0, log_entity, current, rows)
     assert chosen.tolist() == [[1]] and favourite.tolist() == [[0]]
 
 
@@ -219,7 +219,8 @@ def test_a_single_documents_lookahead_reads_its_word_once_with_the_same_estimate
     shared = WordLookahead.observed
     seen = []
     monkeypatch.setattr(WordLookahead, "observed",
-                        lambda self, t, rows: seen.append(shared(self, t, rows).shape) or shared(self, t, rows))
+                        lambda self, t, documents: seen.append(shared(self, t, documents).shape)
+                        or shared(self, t, documents))
 
     def weights():
         pyro.set_rng_seed(7)
@@ -227,7 +228,7 @@ def test_a_single_documents_lookahead_reads_its_word_once_with_the_same_estimate
 
     once = weights()
     assert seen and set(seen) == {(1,)}
-    monkeypatch.setattr(WordLookahead, "observed", lambda self, t, rows: self.batch.words[rows[1], t])
+    monkeypatch.setattr(WordLookahead, "observed", lambda self, t, documents: self.batch.words[documents, t])
     torch.testing.assert_close(once, weights())
 
 
@@ -241,3 +242,71 @@ def test_the_estimate_stays_exact_when_the_lookahead_scores_one_entity(monkeypat
     sampled = sample_structures(model, proposal, batch, 60_000, EOS, "token", ess_threshold=0.5, history=False,
                                 lookahead=0.7)
     assert sampled.log_marginal.item() == pytest.approx(exact.item(), abs=0.03)
+
+
+def _written_alike(particles: int, documents: int, slots: int, size: int, memory: int
+                   ) -> tuple[DenseEmbeddings, PooledEmbeddings]:
+    """A dense and a pooled table given the same random writes: some slots rewritten, some never written."""
+    torch.manual_seed(0)
+    dense = DenseEmbeddings(torch.zeros(particles, documents, slots, size), memory)
+    pooled = PooledEmbeddings.empty(particles, documents, slots, size, torch.zeros(1), memory)
+    for _ in range(12):
+        rows = (torch.randint(particles, (documents,)), torch.arange(documents))
+        slot, vectors = torch.randint(slots, (documents,)), torch.randn(documents, size)
+        words = torch.randint(-1, 4, (documents, memory))
+        for table in (dense, pooled):
+            table.put_rows(rows, slot, vectors, words=words)
+    return dense, pooled
+
+
+def test_the_pooled_tables_distinct_contexts_read_what_the_dense_table_holds():
+    """The lookahead's contexts, each distinct (document, vector, read with its words) kept once by the pooled
+    table: read through their index they are the dense table's vectors and words, place by place, fewer of them."""
+    dense, pooled = _written_alike(4, 2, 5, 3, 2)
+    every = torch.cartesian_prod(torch.arange(4), torch.arange(2)).T
+    rows = (every[0], every[1])
+    slots = torch.randint(-1, 5, (8, 6))  # -1: no entity, a zero vector
+    remembered = torch.rand(8, 6) < 0.5
+    expected, shared = (table.distinct_at_rows(rows, slots, remembered) for table in (dense, pooled))
+    for contexts in (expected, shared):
+        assert contexts.document[contexts.index].equal(rows[1][:, None].expand_as(slots))
+    torch.testing.assert_close(shared.values[shared.index], expected.values[expected.index])
+    assert shared.words[shared.index].equal(expected.words[expected.index])
+    assert not expected.words[expected.index][~remembered].ge(0).any()  # words only where read with them
+    assert len(shared.values) < slots.numel() == len(expected.values)
+    assert pooled.distinct_at_rows(rows, slots).words is None
+
+
+@pytest.mark.parametrize("options", [{}, {"entity_words": 2, "document_cache": 0.3}], ids=["eq6", "copy+cache"])
+def test_the_lookaheads_word_probabilities_are_eq6_at_each_place(options):
+    """Computed once per distinct context (a pooled table) or once per place (a dense one), the lookahead's
+    log p(x_t | h_{t-1}, e) of every place is eq. 6's with that place's entity: its vector (a zero vector for slot
+    -1, the prototype for a new entity) and, where copied, its remembered words; with the document's cache."""
+    model, _ = tiny_models(**options)
+    dense, pooled = _written_alike(4, 2, 5, model.config.hidden_size, model.config.entity_words)
+    every = torch.cartesian_prod(torch.arange(4), torch.arange(2)).T
+    rows = (every[0], every[1])
+    slots = torch.randint(-1, 5, (8, 6))
+    new = torch.rand(8, 6) < 0.2
+    copied = ~new & (torch.rand(8, 6) < 0.7) if model.word_copy is not None else None
+    batch = SimpleNamespace(words=torch.tensor([[3], [1]]), size=2)
+    states = torch.randn(2, 1, model.config.hidden_size)
+    cache = None
+    if model.config.document_cache:
+        cache = DocumentCache(model.config.document_cache, 2, len(COUNTS), torch.device("cpu"))
+        cache.add(torch.tensor([3, 2]), torch.tensor([True, True]))
+    prototype = torch.nn.functional.normalize(model.heads.mention_type.entity_prototype, dim=-1)
+    with torch.no_grad():
+        vectors = torch.where((slots >= 0)[..., None], dense.at_rows(rows, slots.clamp(min=0)), 0.0)
+        vectors = torch.where(new[..., None], prototype, vectors)
+        remembered = None
+        if copied is not None:
+            remembered = torch.where((copied & (slots >= 0))[..., None], dense.words_at_rows(rows, slots.clamp(min=0)),
+                                     -1)
+        inputs = states[rows[1], 0][:, None] + model.entity_to_word(vectors)
+        words = model.word_distribution(inputs, remembered, cache, rows[1])
+        expected = words.log_prob(batch.words[rows[1], 0][:, None])
+        for table in (dense, pooled):
+            tracker = SimpleNamespace(entities=EntityTable(table, torch.full((4, 2), 5), 5), cache=cache)
+            found = WordLookahead(model, tracker, states, batch, 0.5).word_log_probs(0, rows, slots, new, copied)
+            torch.testing.assert_close(found, expected)

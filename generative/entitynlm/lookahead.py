@@ -86,53 +86,66 @@ class WordLookahead:
         rows = starts.nonzero(as_tuple=True)
         row_of = torch.full_like(previous.L, -1)
         row_of[rows] = torch.arange(len(rows[0]), device=row_of.device)
-        h = self.states[rows[1], t]  # (S, H): h_{t-1}, what the model's heads read at step t
         sentence = self.batch.sentence[:, t].expand_as(previous.R)
         reads = tracker.reads  # the model's heads' maps of its states; h_{t-1} is state t
         log_mention = reads.mention_type[rows[1], t].log_softmax(-1)  # (S, 2), eq. 3
         log_entity = model.heads.entity.choice(reads.entity[:, t], entities, t, sentence, rows).logits  # (S, C), eq. 4
-        word = self.observed(t, rows)
-        slots = self.candidates(t, log_entity, h, tracker.current[rows], rows)
+        current = tracker.current_slot[rows][:, None]  # e_current's slot, which R = 0 reads (eq. 6)
+        slots = self.candidates(t, log_entity, current, rows)
         log_entity = log_entity.gather(-1, slots)
-        embeddings = entities.embeddings.at_rows(rows, slots)
         new = (slots == entities.count[rows][:, None]) & previous.needs_candidate[rows][:, None]  # not placed yet
-        prototype = F.normalize(model.heads.mention_type.entity_prototype, dim=-1)
-        embeddings = torch.where(new[..., None], prototype, embeddings)  # a new entity at its mean
-        contexts = torch.cat([tracker.current[rows][:, None], embeddings], dim=1)  # R = 0 reads e_current, eq. 6
         # what each entity remembers, for a model that copies it (none outside mentions, nor for a new entity)
-        remembered = torch.where(new[..., None], -1, entities.embeddings.words_at_rows(rows, slots))
-        remembered = torch.cat([torch.full_like(remembered[:, :1], -1), remembered], dim=1)
-        log_word = model.word_distribution(h[:, None] + model.entity_to_word(contexts), remembered, tracker.cache,
-                                           rows[1]).log_prob(word[:, None])  # (S, 1 + top)
+        copied = None if model.word_copy is None else F.pad(~new, (1, 0))
+        log_word = self.word_log_probs(t, rows, torch.cat([current, slots], dim=1), F.pad(new, (1, 0)), copied)
         outside = log_mention[:, 0] + log_word[:, 0]
         inside = log_mention[:, 1, None] + log_entity + log_word[:, 1:]
-        mention = torch.zeros_like(previous.L, dtype=h.dtype)
+        mention = torch.zeros_like(previous.L, dtype=log_entity.dtype)
         mention[rows] = torch.sigmoid(inside.logsumexp(-1) - outside)
-        entity = h.new_zeros((len(rows[0]), entities.width)).scatter_(-1, slots, inside.softmax(-1))
+        entity = log_entity.new_zeros((len(rows[0]), entities.width)).scatter_(-1, slots, inside.softmax(-1))
         return mention, entity, row_of
 
-    def observed(self, t: int, rows: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-        """x_t of each of the S ``rows`` (S,); of a batch of one document, its one word (1,), which broadcasts
-        against the rows: the class-factored softmax then gathers its class's rows once, not once per row (on a
-        book those per-row copies took most of the lookahead's softmax time)."""
-        return self.batch.words[:, t] if self.batch.size == 1 else self.batch.words[rows[1], t]
+    def word_log_probs(self, t: int, rows: tuple[torch.Tensor, torch.Tensor], slots: torch.Tensor,
+                       new: torch.Tensor, copied: torch.Tensor | None) -> torch.Tensor:
+        """(S, n) log p(x_t | h_{t-1}, e) (eq. 6) of the S ``rows``, e the embedding in each of their ``slots``
+        (S, n; -1: a zero vector), a new entity's at its mean where ``new`` (S, n), copying the words it remembers
+        where ``copied`` (S, n; None: a model without the copy). h_{t-1} is each document's, not each particle's,
+        so eq. 6 is computed once per distinct (document, vector) and read by each place: particles descend from
+        few ancestors (on a book, a few dozen contexts behind 100 particles x 9), and these were 9 softmaxes per
+        particle a step."""
+        model, batch = self.model, self.batch
+        contexts = self.model_tracker.entities.distinct_at_rows(rows, slots.masked_fill(new, -1), copied)
+        prototype = F.normalize(model.heads.mention_type.entity_prototype, dim=-1)  # one more context per document
+        documents = torch.arange(batch.size, device=slots.device)
+        values = torch.cat([contexts.values, prototype.expand(batch.size, -1)])
+        document = torch.cat([contexts.document, documents])
+        index = torch.where(new, len(contexts.values) + rows[1][:, None], contexts.index)
+        words = None if contexts.words is None else F.pad(contexts.words, (0, 0, 0, batch.size), value=-1)
+        inputs = self.states[document, t] + model.entity_to_word(values)
+        log_word = model.word_distribution(inputs, words, self.model_tracker.cache, document)
+        return log_word.log_prob(self.observed(t, document))[index]
 
-    def candidates(self, t: int, log_entity: torch.Tensor, h: torch.Tensor, current: torch.Tensor,
+    def observed(self, t: int, documents: torch.Tensor) -> torch.Tensor:
+        """x_t of each of the ``documents`` (U,) (U,); of a batch of one document, its one word (1,), which
+        broadcasts against them: the class-factored softmax then gathers its class's rows once, not once each."""
+        return self.batch.words[:, t] if self.batch.size == 1 else self.batch.words[documents, t]
+
+    def candidates(self, t: int, log_entity: torch.Tensor, current: torch.Tensor,
                    rows: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         """(S, top) the slots whose p(R = 1, E = e | x_t) the lookahead computes: the ``top`` likeliest by eq. 4
         (``log_entity``, (S, C)); with the copy, by eq. 4 times the word's probability were the entity's own
-        embedding e_current's (``current``, (S, D); the gate and eq. 6 read once per row) and its remembered words
-        weighed alike (x_t as :meth:`observed` gives it). So an entity that bore x_t ("Smith" after "Mr. Smith") is
-        among them however unlikely eq. 4 finds it; the lookahead then scores each chosen one exactly, so the
-        choice only decides which it sees."""
+        embedding e_current's (in slot ``current``, (S, 1); the gate and eq. 6 read once per distinct vector) and
+        its remembered words weighed alike (x_t as :meth:`observed` gives it). So an entity that bore x_t ("Smith"
+        after "Mr. Smith") is among them however unlikely eq. 4 finds it; the lookahead then scores each chosen
+        one exactly, so the choice only decides which it sees."""
         top = min(self.top, log_entity.shape[-1])
         model = self.model
         if model.word_copy is None:
             return log_entity.topk(top, dim=-1).indices
-        inputs = h + model.entity_to_word(current)
-        own, gate = model.softmax(inputs).log_prob(self.observed(t, rows)), model.word_copy.gate(inputs)[:, 0]
+        contexts = self.model_tracker.entities.distinct_at_rows(rows, current)
+        inputs = (self.states[contexts.document, t] + model.entity_to_word(contexts.values))
+        own = model.softmax(inputs).log_prob(self.observed(t, contexts.document))[contexts.index[:, 0]]
+        gate = model.word_copy.gate(inputs)[contexts.index[:, 0], 0]
         share = self.model_tracker.entities.embeddings.remembered_shares(rows, log_entity.shape[-1],
                                                                          self.batch.words[:, t])
         log_word = torch.logaddexp((F.logsigmoid(-gate) + own)[:, None], F.logsigmoid(gate)[:, None] + share.log())
         return (log_entity + log_word).topk(top, dim=-1).indices
-

@@ -94,6 +94,13 @@ class EntityTable:
         with the slot's remembered words where ``remembered`` (P, B) holds (none elsewhere, nor when not given)."""
         return self.embeddings.distinct(slot, remembered)
 
+    def distinct_at_rows(self, rows: tuple[torch.Tensor, torch.Tensor], slots: torch.Tensor,
+                         remembered: torch.Tensor | None = None) -> DistinctContexts:
+        """The embeddings in ``slots`` (K, n) of the K (particle, document) ``rows`` (a zero vector where a slot is
+        -1), each distinct vector of a document kept once (with the pooled table; once per place with a dense
+        one); with its remembered words where ``remembered`` (K, n) holds (none elsewhere, nor when not given)."""
+        return self.embeddings.distinct_at_rows(rows, slots, remembered)
+
     def words_at(self, slot: torch.Tensor) -> torch.Tensor:
         """The words (P, B, M) remembered by the entity in ``slot`` (P, B) of each (particle, document)."""
         return self.embeddings.words_at(slot)
@@ -197,6 +204,17 @@ class DenseEmbeddings:
         values = torch.where((slot >= 0)[..., None], self.at(slot), 0.0)
         words = None if remembered is None else torch.where(remembered[..., None], self.words_at(slot), -1)
         return DistinctRows(values, torch.arange(len(slot), device=slot.device)[:, None].expand_as(slot), words)
+
+    def distinct_at_rows(self, rows: tuple[torch.Tensor, torch.Tensor], slots: torch.Tensor,
+                         remembered: torch.Tensor | None = None) -> DistinctContexts:
+        held = (slots >= 0)[..., None]
+        values = torch.where(held, self.at_rows(rows, slots.clamp(min=0)), 0.0).flatten(0, 1)
+        words = None
+        if remembered is not None:
+            words = torch.where(held & remembered[..., None], self.words_at_rows(rows, slots.clamp(min=0)), -1)
+            words = words.flatten(0, 1)
+        index = torch.arange(slots.numel(), device=slots.device).view(slots.shape)
+        return DistinctContexts(values, rows[1][:, None].expand_as(slots).flatten(), index, words)
 
     def put(self, where: torch.Tensor, slot: torch.Tensor, rows: torch.Tensor,
             seen: tuple[torch.Tensor, torch.Tensor], words: torch.Tensor | None = None) -> None:
@@ -337,20 +355,37 @@ class PooledEmbeddings:
         """Each document's distinct pointers (row 0, zeros, for slot -1), by one sort (one host sync: how many); a
         pointer read with its words (``remembered``) and without them are two."""
         pointer = torch.where(slot >= 0, self.pointer.gather(-1, slot.clamp(min=0)[..., None])[..., 0], 0)
-        documents, size = pointer.shape[1], 2 * len(self.pool)
-        flag = torch.zeros_like(pointer) if remembered is None else remembered.long()
-        # sorted by document, then pointer, then whether read with its words
-        key = torch.arange(documents, device=pointer.device) * size + 2 * pointer + flag
-        unique, inverse = torch.unique(key, return_inverse=True)
-        document, unique_key = unique // size, unique % size
+        documents = pointer.shape[1]
+        document, unique_key, inverse = self._distinct_keys(torch.arange(documents, device=pointer.device), pointer,
+                                                            remembered)
         first = torch.searchsorted(document, torch.arange(documents, device=pointer.device))
-        place = torch.arange(len(unique), device=pointer.device) - first[document]  # among its document's vectors
+        place = torch.arange(len(document), device=pointer.device) - first[document]  # among its document's vectors
         table = pointer.new_zeros((int(place.max()) + 1, documents))  # row 0 (zeros) where a document has fewer
         table[place, document] = unique_key
-        words = None
-        if remembered is not None:
-            words = torch.where((table % 2 == 1)[..., None], self.words[table // 2], -1)
-        return DistinctRows(self.vectors(table // 2), place[inverse], words)
+        return DistinctRows(self.vectors(table // 2), place[inverse], self._words_of_keys(table, remembered))
+
+    def distinct_at_rows(self, rows: tuple[torch.Tensor, torch.Tensor], slots: torch.Tensor,
+                         remembered: torch.Tensor | None = None) -> DistinctContexts:
+        pointer = torch.where(slots >= 0, self.pointer[rows].gather(1, slots.clamp(min=0)), 0)
+        document, unique_key, inverse = self._distinct_keys(rows[1][:, None], pointer, remembered)
+        return DistinctContexts(self.vectors(unique_key // 2), document, inverse,
+                                self._words_of_keys(unique_key, remembered))
+
+    def _distinct_keys(self, document: torch.Tensor, pointer: torch.Tensor, remembered: torch.Tensor | None
+                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The distinct (document, pointer, read with its words) of ``pointer`` with its ``document`` (broadcast)
+        and ``remembered``, by one sort (one host sync: how many): sorted by document, then pointer, then whether
+        read with its words, each as its document (U,) and key 2 x pointer + read with words (U,), and the one
+        each entry of ``pointer`` is (its shape)."""
+        size = 2 * len(self.pool)
+        flag = torch.zeros_like(pointer) if remembered is None else remembered.long()
+        unique, inverse = torch.unique(document * size + 2 * pointer + flag, return_inverse=True)
+        return unique // size, unique % size, inverse
+
+    def _words_of_keys(self, key: torch.Tensor, remembered: torch.Tensor | None) -> torch.Tensor | None:
+        """The words remembered by the pooled vectors of ``key`` (2 x pointer + read with words) that are read with
+        their words, -1 elsewhere; None when no words are read."""
+        return None if remembered is None else torch.where((key % 2 == 1)[..., None], self.words[key // 2], -1)
 
     def vectors(self, pointer: torch.Tensor) -> torch.Tensor:
         """(..., D): the pooled vectors at ``pointer`` (...) (``index_select``: 2-3 times faster than indexing)."""
@@ -461,6 +496,19 @@ class DistinctRows:
     def read(self, distribution: TorchDistribution) -> ReadByRow:
         """``distribution`` of batch shape (U, B), made of ``values``, as the (P, B) rows read it."""
         return ReadByRow(distribution, self.index)
+
+
+@dataclass(frozen=True)
+class DistinctContexts:
+    """Vectors read at (K, n) places of K (particle, document) rows, each distinct vector of a document kept once:
+    ``values`` (U, D) and their ``document`` (U,), ``index`` (K, n) the one each place reads, and ``words`` (U, M)
+    the words each remembers where read with them (-1 elsewhere; None when none are read). What reads a vector
+    with its document's state (eq. 6's word at the lookahead's contexts) is computed U times, not K x n."""
+
+    values: torch.Tensor
+    document: torch.Tensor
+    index: torch.Tensor
+    words: torch.Tensor | None = None
 
 
 class ReadByRow(TorchDistribution):

@@ -120,9 +120,14 @@ class WordLookahead:
         document = torch.cat([contexts.document, documents])
         index = torch.where(new, len(contexts.values) + rows[1][:, None], contexts.index)
         words = None if contexts.words is None else F.pad(contexts.words, (0, 0, 0, batch.size), value=-1)
-        inputs = self.states[document, t] + model.entity_to_word(values)
+        inputs = self.softmax_inputs(t, values, document)
         log_word = model.word_distribution(inputs, words, self.model_tracker.cache, document)
         return log_word.log_prob(self.observed(t, document))[index]
+
+    def softmax_inputs(self, t: int, values: torch.Tensor, documents: torch.Tensor) -> torch.Tensor:
+        """(U, H) what eq. 6's softmax reads at step t, h_{t-1} + W_e e, for entity vectors ``values`` (U, D) of
+        the ``documents`` (U,)."""
+        return self.states[documents, t] + self.model.entity_to_word(values)
 
     def observed(self, t: int, documents: torch.Tensor) -> torch.Tensor:
         """x_t of each of the ``documents`` (U,) (U,); of a batch of one document, its one word (1,), which
@@ -142,7 +147,7 @@ class WordLookahead:
         if model.word_copy is None:
             return log_entity.topk(top, dim=-1).indices
         contexts = self.model_tracker.entities.distinct_at_rows(rows, current)
-        inputs = (self.states[contexts.document, t] + model.entity_to_word(contexts.values))
+        inputs = self.softmax_inputs(t, contexts.values, contexts.document)
         own = model.softmax(inputs).log_prob(self.observed(t, contexts.document))[contexts.index[:, 0]]
         gate = model.word_copy.gate(inputs)[contexts.index[:, 0], 0]
         share = self.model_tracker.entities.embeddings.remembered_shares(rows, log_entity.shape[-1],

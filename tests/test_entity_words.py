@@ -281,24 +281,21 @@ def test_the_pooled_tables_distinct_contexts_read_what_the_dense_table_holds():
 def test_the_lookaheads_word_probabilities_are_eq6_at_each_place(options):
     """Computed once per distinct context (a pooled table) or once per place (a dense one), the lookahead's
     log p(x_t | h_{t-1}, e) of every place is eq. 6's with that place's entity: its vector (a zero vector for slot
-    -1, the prototype for a new entity) and, where copied, its remembered words; with the document's cache."""
+    -1) and, where copied, its remembered words; with the document's cache."""
     model, _ = tiny_models(**options)
     dense, pooled = _written_alike(4, 2, 5, model.config.hidden_size, model.config.entity_words)
     every = torch.cartesian_prod(torch.arange(4), torch.arange(2)).T
     rows = (every[0], every[1])
     slots = torch.randint(-1, 5, (8, 6))
-    new = torch.rand(8, 6) < 0.2
-    copied = ~new & (torch.rand(8, 6) < 0.7) if model.word_copy is not None else None
+    copied = torch.rand(8, 6) < 0.7 if model.word_copy is not None else None
     batch = SimpleNamespace(words=torch.tensor([[3], [1]]), size=2)
     states = torch.randn(2, 1, model.config.hidden_size)
     cache = None
     if model.config.document_cache:
         cache = DocumentCache(model.config.document_cache, 2, len(COUNTS), torch.device("cpu"))
         cache.add(torch.tensor([3, 2]), torch.tensor([True, True]))
-    prototype = torch.nn.functional.normalize(model.heads.mention_type.entity_prototype, dim=-1)
     with torch.no_grad():
         vectors = torch.where((slots >= 0)[..., None], dense.at_rows(rows, slots.clamp(min=0)), 0.0)
-        vectors = torch.where(new[..., None], prototype, vectors)
         remembered = None
         if copied is not None:
             remembered = torch.where((copied & (slots >= 0))[..., None], dense.words_at_rows(rows, slots.clamp(min=0)),
@@ -308,5 +305,5 @@ def test_the_lookaheads_word_probabilities_are_eq6_at_each_place(options):
         expected = words.log_prob(batch.words[rows[1], 0][:, None])
         for table in (dense, pooled):
             tracker = SimpleNamespace(entities=EntityTable(table, torch.full((4, 2), 5), 5), cache=cache)
-            found = WordLookahead(model, tracker, states, batch, 0.5).word_log_probs(0, rows, slots, new, copied)
+            found = WordLookahead(model, tracker, states, batch, 0.5).word_log_probs(0, rows, slots, copied)
             torch.testing.assert_close(found, expected)

@@ -326,12 +326,14 @@ def test_the_lookahead_is_the_models_conditional_given_the_word():
     from generative.entitynlm.lookahead import WordLookahead
     from inference.algorithms.smc import ModelSites, ProposalSites
 
-    model, _ = tiny_models()
+    model, _ = tiny_models()  # sigma = 0: the candidate the model places is r_1 itself (eq. 7)
     batch = tiny_batch([{"words": WORDS}])
     states = model.encoder(batch)
     tracker = model.tracker(batch, 1, states, site=ModelSites(ProposalSites()))
     mention, entity, row_of = WordLookahead(model, tracker, states, batch, 0.5).choice(0)
-    # at t = 0 no entity exists yet: R = 1 is the new one, the word read with its embedding; R = 0 with e_current
+    # at t = 0 no entity exists yet: R = 1 is the new one, the word read with the candidate the lookahead had the
+    # model's table place (eq. 7); R = 0 with e_current
+    assert tracker.prepared == 0 and int(tracker.entities.count) == 0
     h = states[:, 0]
     log_r = model.heads.mention_type(h).logits.log_softmax(-1)[0]  # eq. 3
     context = torch.stack([tracker.current[0, 0],
@@ -346,6 +348,61 @@ def test_the_lookahead_is_the_models_conditional_given_the_word():
     torch.testing.assert_close(length, model.heads.length(h, context[1:]).probs)
     with pytest.raises(ValueError, match="share"):
         WordLookahead(model, tracker, states, batch, 1.0)
+
+
+def test_the_lookahead_reads_the_new_entity_the_model_placed_with_its_noise():
+    """With sigma > 0 the lookahead's new entity is the candidate in the model's table, r_1 plus the noise the
+    proposal drew (eq. 7), not r_1: it prepares the model's table before it reads it."""
+    from generative.entitynlm.lookahead import WordLookahead
+    from inference.algorithms.smc import ModelSites, ProposalSites
+
+    model, _ = tiny_models(new_entity_scale=0.5)
+    batch = tiny_batch([{"words": WORDS}])
+    states = model.encoder(batch)
+    proposed = ProposalSites()
+    proposed.values["new_entity"] = noise = torch.randn(1, 1, model.config.hidden_size)  # the proposal's draw
+    tracker = model.tracker(batch, 1, states, site=ModelSites(proposed))
+    mention, _, _ = WordLookahead(model, tracker, states, batch, 0.5).choice(0)
+    prototype = model.heads.mention_type.entity_prototype
+    candidate = torch.nn.functional.normalize(prototype + 0.5 * noise[0, 0], dim=-1)
+    torch.testing.assert_close(tracker.entities.gather(torch.zeros((1, 1), dtype=torch.long))[0, 0], candidate)
+    h = states[:, 0]
+    log_r = model.heads.mention_type(h).logits.log_softmax(-1)[0]  # eq. 3
+    context = torch.stack([torch.zeros_like(candidate), candidate])
+    log_x = model.softmax(h + model.entity_to_word(context)).log_prob(batch.words[:, 0].expand(2))  # eq. 6
+    assert mention.item() == pytest.approx(torch.softmax(log_r + log_x, 0)[1].item(), rel=1e-5)
+    assert mention.item() != pytest.approx(
+        torch.softmax(log_r + model.softmax(h + model.entity_to_word(torch.stack(
+            [context[0], torch.nn.functional.normalize(prototype, dim=-1)]))).log_prob(batch.words[:, 0].expand(2)),
+            0)[1].item(), rel=1e-3)  # r_1 alone would give another choice
+
+
+def test_the_models_e_site_reads_the_lookaheads_eq_4_and_draws_and_weighs_the_same(monkeypatch):
+    """The lookahead keeps eq. 4 of every row where a mention may start; the model's E site reads its rows from
+    there instead of scoring them again: the same particles and weights as scoring them afresh."""
+    from generative.entitynlm.model import EntityTracker
+
+    model, proposal = tiny_models(new_entity_scale=0.3)
+    batch = tiny_batch([{"words": WORDS}, {"words": WORDS[:7]}])
+
+    def sampled():
+        pyro.set_rng_seed(2)
+        return sample_structures(model, proposal, batch, 50, EOS, "token", hints=hinted(batch, 0.5), lookahead=0.7)
+
+    kept = sampled()
+    assert kept.R.sum() > 0 and kept.E.max() > 1  # mentions of several entities: the E site read kept rows
+    scored = EntityTracker.entity_logits
+
+    def afresh(self, t, at, rows):  # what the lookahead kept is never read
+        self.kept_entity_logits = None
+        return scored(self, t, at, rows)
+
+    monkeypatch.setattr(EntityTracker, "entity_logits", afresh)
+    afresh = sampled()
+    for name in ("R", "E", "L"):
+        assert torch.equal(getattr(kept, name), getattr(afresh, name))
+    torch.testing.assert_close(kept.log_weights, afresh.log_weights)
+    torch.testing.assert_close(kept.log_marginal, afresh.log_marginal)
 
 
 def test_copying_only_the_rows_read_later_changes_no_number(monkeypatch):

@@ -3,6 +3,7 @@ categorical the samplers draw from (normalised by log_softmax, drawn by the inve
 
 from __future__ import annotations
 
+import numpy as np
 import pyro
 import pyro.distributions as dist
 import pytest
@@ -157,6 +158,26 @@ def test_many_steps_are_scored_a_piece_at_a_time_with_the_same_values_and_gradie
     (pieces_grad,) = torch.autograd.grad(pieces.sum(), v)
     assert pieces.shape == whole.shape
     assert torch.allclose(pieces, whole, atol=1e-6) and torch.allclose(pieces_grad, whole_grad, atol=1e-6)
+
+
+@pytest.mark.parametrize("shapes", [((7,), (1,)), ((4, 1), (1,)), ((3,), ()), ((2, 3), (1, 1)), ((1,), (1,))])
+def test_one_word_at_many_vectors_is_scored_by_products_with_the_general_values_and_gradients(
+        shapes: tuple[tuple[int, ...], tuple[int, ...]]) -> None:
+    """A word of one element against a batch of vectors (a sampler's contexts) takes the path of two matrix
+    products: the values and gradients of the general path (the word expanded to the batch) and of the logits."""
+    softmax = make_softmax("class", HIDDEN, COUNTS)
+    v_shape, word_shape = shapes
+    v = torch.randn(*v_shape, HIDDEN, requires_grad=True)
+    for word in range(len(COUNTS)):  # a word of each class, padded or not
+        one = torch.full(word_shape, word)
+        by_products = softmax(v).log_prob(one)
+        (by_products_grad,) = torch.autograd.grad(by_products.sum(), v)
+        general = softmax(v).log_prob(one.expand(np.broadcast_shapes(v_shape, word_shape)).clone())
+        (general_grad,) = torch.autograd.grad(general.sum(), v)
+        assert by_products.shape == general.shape
+        torch.testing.assert_close(by_products, general)
+        torch.testing.assert_close(by_products_grad, general_grad)
+        torch.testing.assert_close(by_products, softmax(v).logits[..., word].expand(general.shape))
 
 
 def test_gradient_reaches_only_the_observed_class() -> None:

@@ -8,8 +8,9 @@ At a step where a mention may start, the model's own conditional of the choice g
 drawn from it, the step's weight no longer depends on which (r, e) was drawn. Issue 27 found the word site making
 most of the weights' per-step variance: Q reads x_t through its own LSTM, not through the model's softmax with
 each entity's embedding. :class:`WordLookahead` computes that conditional over R = 0 and the ``top`` entities the
-model finds likeliest (eq. 4), a new entity's embedding at its mean (no eq. 7 noise); x_t does not depend on L,
-so L's locally optimal choice is the model's own p(L | h_{t-1}, e) (eq. 5). The proposal draws
+model finds likeliest (eq. 4), a new entity's embedding the candidate the model's table holds (its eq. 7 noise
+already drawn, as the proposal's); x_t does not depend on L, so L's locally optimal choice is the model's own
+p(L | h_{t-1}, e) (eq. 5). The proposal draws
 
     R from (1 - share) q(R) + share p(R | history, x_t),
     E from (1 - share) q(E | R = 1) + share p(E | R = 1, history, x_t)     (zero beyond the ``top``),
@@ -17,8 +18,11 @@ so L's locally optimal choice is the model's own p(L | h_{t-1}, e) (eq. 5). The 
 
 so every structure the proposal could draw keeps positive probability (share < 1) and the estimate stays
 unbiased; Q (with the pipeline's hints, where given) keeps what it knows of the words after x_t. It reads the
-model's entity state as it stands before step t, so it exists only in the lockstep sampler
-(:func:`inference.algorithms.smc.sample_structures`), which runs the model beside the proposal.
+model's entity state as prepared for step t (:meth:`EntityTracker.prepare`, which it calls once the proposal has
+drawn its new-entity noise), before any choice, so it exists only in the lockstep sampler
+(:func:`inference.algorithms.smc.sample_structures`), which runs the model beside the proposal. It keeps eq. 4 of
+the rows where a mention may start, and the model's E site reads its own rows from there
+(:meth:`EntityTracker.keep_entity_logits`).
 """
 
 from __future__ import annotations
@@ -68,35 +72,30 @@ class WordLookahead:
 
     def length_prior(self, t: int, slot: torch.Tensor, rows: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         """(K, lengths): the model's p(L_t | h_{t-1}, e) (eq. 5) for the entity in ``slot`` (P, B) of each of the K
-        (particle, document) ``rows``, a new one at its mean."""
-        model, entities, previous = self.model, self.model_tracker.entities, self.model_tracker.previous
-        entity = entities.gather(slot)[rows]
-        new = ((slot == entities.count) & previous.needs_candidate)[rows]
-        prototype = F.normalize(model.heads.mention_type.entity_prototype, dim=-1)
+        (particle, document) ``rows`` (a new one: the candidate the model's table holds)."""
+        entity = self.model_tracker.entities.gather(slot)[rows]
         from_state = self.model_tracker.reads.length[rows[1], t]  # eq. 5's map of h_{t-1}, read once per batch
-        return model.heads.length.choice(from_state, torch.where(new[..., None], prototype, entity)).probs
+        return self.model.heads.length.choice(from_state, entity).probs
 
     def choice(self, t: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Under the model, from its state before step t, over R = 0 and its ``top`` likeliest entities:
         p(R_t = 1 | history, x_t) (P, B), and p(E_t | R_t = 1, history, x_t) (S, slots) for the S rows where a
         mention may start, with each row's place among them (P, B) (-1 elsewhere)."""
-        model, tracker = self.model, self.model_tracker
+        tracker = self.model_tracker
+        tracker.prepare(t)  # the new-entity candidates in place (the proposal's eq. 7 noise, drawn, scored by it)
         entities, previous = tracker.entities, tracker.previous
         starts = (previous.L == 1) & self.batch.mask[:, t]  # where R is drawn; other rows are masked out anyway
         rows = starts.nonzero(as_tuple=True)
-        row_of = torch.full_like(previous.L, -1)
-        row_of[rows] = torch.arange(len(rows[0]), device=row_of.device)
-        sentence = self.batch.sentence[:, t].expand_as(previous.R)
-        reads = tracker.reads  # the model's heads' maps of its states; h_{t-1} is state t
-        log_mention = reads.mention_type[rows[1], t].log_softmax(-1)  # (S, 2), eq. 3
-        log_entity = model.heads.entity.choice(reads.entity[:, t], entities, t, sentence, rows).logits  # (S, C), eq. 4
+        # eq. 4 (S, C), kept: the model's E site reads the rows that start a mention from it
+        kept = tracker.keep_entity_logits(t, t, rows)
+        log_entity, row_of = kept.logits, kept.place
+        log_mention = tracker.reads.mention_type[rows[1], t].log_softmax(-1)  # (S, 2), eq. 3; h_{t-1} is state t
         current = tracker.current_slot[rows][:, None]  # e_current's slot, which R = 0 reads (eq. 6)
         slots = self.candidates(t, log_entity, current, rows)
         log_entity = log_entity.gather(-1, slots)
-        new = (slots == entities.count[rows][:, None]) & previous.needs_candidate[rows][:, None]  # not placed yet
-        # what each entity remembers, for a model that copies it (none outside mentions, nor for a new entity)
-        copied = None if model.word_copy is None else F.pad(~new, (1, 0))
-        log_word = self.word_log_probs(t, rows, torch.cat([current, slots], dim=1), F.pad(new, (1, 0)), copied)
+        # what each entity remembers, for a model that copies it (none outside mentions; a new one has none yet)
+        copied = None if self.model.word_copy is None else F.pad(slots < entities.count[rows][:, None], (1, 0))
+        log_word = self.word_log_probs(t, rows, torch.cat([current, slots], dim=1), copied)
         outside = log_mention[:, 0] + log_word[:, 0]
         inside = log_mention[:, 1, None] + log_entity + log_word[:, 1:]
         mention = torch.zeros_like(previous.L, dtype=log_entity.dtype)
@@ -105,24 +104,16 @@ class WordLookahead:
         return mention, entity, row_of
 
     def word_log_probs(self, t: int, rows: tuple[torch.Tensor, torch.Tensor], slots: torch.Tensor,
-                       new: torch.Tensor, copied: torch.Tensor | None) -> torch.Tensor:
+                       copied: torch.Tensor | None) -> torch.Tensor:
         """(S, n) log p(x_t | h_{t-1}, e) (eq. 6) of the S ``rows``, e the embedding in each of their ``slots``
-        (S, n; -1: a zero vector), a new entity's at its mean where ``new`` (S, n), copying the words it remembers
-        where ``copied`` (S, n; None: a model without the copy). h_{t-1} is each document's, not each particle's,
-        so eq. 6 is computed once per distinct (document, vector) and read by each place: particles descend from
-        few ancestors (on a book, a few dozen contexts behind 100 particles x 9), and these were 9 softmaxes per
-        particle a step."""
-        model, batch = self.model, self.batch
-        contexts = self.model_tracker.entities.distinct_at_rows(rows, slots.masked_fill(new, -1), copied)
-        prototype = F.normalize(model.heads.mention_type.entity_prototype, dim=-1)  # one more context per document
-        documents = torch.arange(batch.size, device=slots.device)
-        values = torch.cat([contexts.values, prototype.expand(batch.size, -1)])
-        document = torch.cat([contexts.document, documents])
-        index = torch.where(new, len(contexts.values) + rows[1][:, None], contexts.index)
-        words = None if contexts.words is None else F.pad(contexts.words, (0, 0, 0, batch.size), value=-1)
-        inputs = self.softmax_inputs(t, values, document)
-        log_word = model.word_distribution(inputs, words, self.model_tracker.cache, document)
-        return log_word.log_prob(self.observed(t, document))[index]
+        (S, n; -1: a zero vector), copying the words it remembers where ``copied`` (S, n; None: a model without
+        the copy). h_{t-1} is each document's, not each particle's, so eq. 6 is computed once per distinct
+        (document, vector) and read by each place: particles descend from few ancestors (on a book, a few dozen
+        contexts behind 100 particles x 9), and these were 9 softmaxes per particle a step."""
+        contexts = self.model_tracker.entities.distinct_at_rows(rows, slots, copied)
+        inputs = self.softmax_inputs(t, contexts.values, contexts.document)
+        log_word = self.model.word_distribution(inputs, contexts.words, self.model_tracker.cache, contexts.document)
+        return log_word.log_prob(self.observed(t, contexts.document))[contexts.index]
 
     def softmax_inputs(self, t: int, values: torch.Tensor, documents: torch.Tensor) -> torch.Tensor:
         """(U, H) what eq. 6's softmax reads at step t, h_{t-1} + W_e e, for entity vectors ``values`` (U, D) of

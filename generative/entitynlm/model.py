@@ -112,6 +112,8 @@ class EntityTracker:
         ones = batch.words.new_ones(shape)
         self.previous = MentionState(R=ones * 0, E=-ones, L=ones, needs_candidate=ones.bool())
         self.current_slot = -ones  # e_current's slot: the latest mentioned entity's (-1: none yet, a zero vector)
+        self.prepared = -1  # the latest step whose table is made (:meth:`prepare`)
+        self.kept_entity_logits: KeptLogits | None = None  # eq. 4 at one step's rows (:meth:`keep_entity_logits`)
         self.cache = (DocumentCache(document_cache, batch.size, config.vocab_size, ones.device)
                       if document_cache else None)  # the same for every particle: it reads only the words
 
@@ -132,8 +134,7 @@ class EntityTracker:
         heads, previous, entities, reads = self.heads, self.previous, self.entities, self.reads
         valid = self.batch.mask[:, t].expand_as(previous.R)
         sentence = self.batch.sentence[:, t].expand_as(previous.R)
-        entities.reserve(t)
-        self._offer_candidate(t, previous.needs_candidate & valid)
+        self.prepare(t)
 
         starts = (previous.L == 1) & valid  # eq.: R is drawn only when no mention is ongoing
         # eq. 3 reads h alone: R's distribution is each document's, tempered and reshaped once, then read by all
@@ -144,9 +145,8 @@ class EntityTracker:
         # eqs. 4 and 5 on the K rows where a mention starts alone, (K, C) and (K, lengths), put in place by
         # DrawnRows (elsewhere E and L are masked): a step reads and draws over K tables, not P x B (one host sync)
         self.drawn_rows = rows = mention_starts.nonzero(as_tuple=True)
-        E_dist = self._drawn_on_rows(
-            "E", t, lambda: heads.entity.choice(reads.entity[:, at], entities, t, sentence, rows), entities.width,
-            reads.entity)
+        E_dist = self._drawn_on_rows("E", t, lambda: Categorical(logits=self.entity_logits(t, at, rows),
+                                                                 validate_args=False), entities.width, reads.entity)
         drawn_E = self.site("E", t, E_dist, mention_starts, _at(gold, "E", t))
         E = torch.where(mention_starts, drawn_E, torch.where(R == 1, previous.E, -torch.ones_like(drawn_E)))
         self.entity_slot = E
@@ -157,6 +157,35 @@ class EntityTracker:
         L = torch.where(mention_starts, drawn_L + 1, torch.where(starts, torch.ones_like(drawn_L), previous.L - 1))
         self.chosen = Choice(t, valid, sentence, R, E, L, entity)
         return torch.where((R == 1) & valid, E, self.current_slot)
+
+    def prepare(self, t: int) -> None:
+        """Step t's entity table, before any choice: widened where needed (:meth:`EntityTable.reserve`), and a
+        new-entity candidate placed (eq. 7) where the last one was used. Once per step: the sampler's lookahead
+        prepares the model's table before the proposal draws R, so that it reads the table the model's E site will
+        score (the candidates in place), and :meth:`choose` then finds it done."""
+        if self.prepared == t:
+            return
+        self.prepared = t
+        self.entities.reserve(t)
+        self._offer_candidate(t, self.previous.needs_candidate & self.batch.mask[:, t].expand_as(self.previous.R))
+
+    def entity_logits(self, t: int, at: int, rows: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        """(K, width): eq. 4's normalised logits at step t, reading state ``at``, of the K (particle, document)
+        ``rows``; read off what :meth:`keep_entity_logits` kept, where it kept step t's."""
+        kept = self.kept_entity_logits
+        if kept is not None and kept.step == t:
+            return kept.logits[kept.place[rows]]
+        sentence = self.batch.sentence[:, t].expand_as(self.previous.R)
+        return self.heads.entity.choice(self.reads.entity[:, at], self.entities, t, sentence, rows).logits
+
+    def keep_entity_logits(self, t: int, at: int, rows: tuple[torch.Tensor, torch.Tensor]) -> KeptLogits:
+        """:meth:`entity_logits` of the K ``rows``, kept for the rest of step t: the lookahead scores eq. 4 at every
+        row where a mention may start, and the model's E site then reads the rows that start one from there."""
+        logits = self.entity_logits(t, at, rows)
+        place = torch.full_like(self.previous.L, -1)
+        place[rows] = torch.arange(len(rows[0]), device=place.device)
+        self.kept_entity_logits = KeptLogits(t, place, logits)
+        return self.kept_entity_logits
 
     @property
     def in_mention(self) -> torch.Tensor:
@@ -248,6 +277,16 @@ class EntityTracker:
             noise = self.site(NEW_ENTITY_SITE, t, noise_dist, needed, None)
             prototype = prototype + self.config.new_entity_scale * noise[rows]
         self.entities.write_rows(rows, self.entities.count[rows], F.normalize(prototype, dim=-1))
+
+
+@dataclasses.dataclass
+class KeptLogits:
+    """Eq. 4's logits (K, width) of K rows at ``step``, and each (particle, document)'s row among them (P, B; -1:
+    none)."""
+
+    step: int
+    place: torch.Tensor
+    logits: torch.Tensor
 
 
 def _at(gold: Annotation | None, name: str, t: int) -> torch.Tensor | None:

@@ -181,12 +181,32 @@ class ClassFactoredCategorical(WordCategorical):
 
     def _log_prob(self, v: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
         """log p(``value`` | ``v``), each class's rows gathered for the elements of ``value`` at once."""
+        if value.numel() == 1:
+            return self._one_word_log_prob(v, value)
         classes = self.layer.word_classes
         word_class = classes.word_class[value]
         # log_softmax, not logits - logsumexp: one kernel instead of about eight small ops on the CPU
         in_class_log_prob = _pick(torch.log_softmax(self._in_class_logits(word_class, v), -1), classes.position[value])
         class_log_probs = self.class_log_probs if v is self.v else torch.log_softmax(self.layer.classes(v), dim=-1)
         return _pick(class_log_probs, word_class) + in_class_log_prob
+
+    def _one_word_log_prob(self, v: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+        """log p(``value`` | ``v``) for one word (``value`` of one element, broadcast against the batch): both
+        stages as one matrix product each over ``v``'s rows, its class's rows read once. The same numbers as the
+        general path in a third of the operations: a sampler's step scores its document's word at every context
+        (the lookahead's, e_current's), where the general path's small operations cost more than the products."""
+        layer, classes = self.layer, self.layer.word_classes
+        word = value.reshape(1)
+        word_class = classes.word_class[word]  # (1,)
+        members = classes.members[word_class[0]]
+        bias = layer.words.bias[members].masked_fill(~classes.member_mask[word_class[0]], float("-inf"))
+        rows = v.reshape(-1, v.shape[-1])
+        in_class = torch.addmm(bias, rows, layer.words.weight[members].T).log_softmax(-1)
+        class_log_probs = torch.addmm(layer.classes.bias, rows, layer.classes.weight.T).log_softmax(-1)
+        log_prob = (class_log_probs.index_select(-1, word_class)
+                    + in_class.index_select(-1, classes.position[word]))[:, 0]
+        shape = np.broadcast_shapes(tuple(v.shape[:-1]), tuple(value.shape))
+        return log_prob.view(v.shape[:-1]).expand(shape)
 
     @torch.no_grad()
     def sample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:

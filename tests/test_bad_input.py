@@ -403,6 +403,7 @@ ROWS = [
     row("inference.marginal_ppl", "--corpus litbank --data-dir {data_binary} --baseline none",
         "{data_binary}/litbank/splits.tsv:1:"),
     row("inference.marginal_ppl", "--particles 0", "argument --particles: must be at least 1"),
+    row("inference.marginal_ppl", "--threads 0", "argument --threads: must be at least 1"),
     row("inference.marginal_ppl", "--document-cache 1", "argument --document-cache: must be in [0, 1), got 1"),
     row("inference.marginal_ppl", "--particles 100,x", "argument --particles"),
     row("inference.marginal_ppl", "--seeds 0", "argument --seeds: must be at least 1"),

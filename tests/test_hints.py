@@ -180,6 +180,26 @@ def test_the_main_job_samples_with_hints_and_token_resampling(tmp_path, capsys):
     assert math.isfinite(with_lookahead["perplexity"]) and with_lookahead["perplexity"] != result["perplexity"]
 
 
+def test_the_main_job_runs_on_the_threads_asked_for_with_the_same_numbers(tmp_path, monkeypatch):
+    """``--threads N`` sets torch's threads for the run; the settled sampler's numbers do not depend on them."""
+    from inference.commands import marginal_ppl
+
+    before, seen, run = torch.get_num_threads(), [], marginal_ppl.run
+    monkeypatch.setattr(marginal_ppl, "run", lambda args: seen.append(torch.get_num_threads()) or run(args))
+    estimates = {}
+    for threads in (1, 2):
+        out = tmp_path / f"{threads}.json"
+        argv = ["--particles", "8", "--baseline", "none", "--device", "cpu", "--resample", "token", "--hint-weight",
+                "0.5", "--lookahead", "0.8", "--threads", str(threads), "--json", str(out)]
+        try:
+            assert marginal_ppl.main(argv) == 0
+        finally:
+            torch.set_num_threads(before)
+        estimates[threads] = [row["log_likelihood"] for row in json.loads(out.read_text())["per_document"]]
+    assert seen == [1, 2]
+    assert estimates[1] == estimates[2]
+
+
 def test_the_posterior_on_the_pipelines_mentions_is_scored_and_calibrated(tmp_path, capsys):
     from inference.commands import posterior
 

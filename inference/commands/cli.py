@@ -26,6 +26,8 @@ from dataclasses import fields
 from types import ModuleType
 from typing import NoReturn, TypeVar
 
+import torch
+
 from coref.io.atomic import remove_partial_files, write_text_atomic
 
 BAD_INPUT = 2  # argparse's status for a usage error; every command uses it for any bad input
@@ -134,6 +136,8 @@ def run_command(run: Callable[[argparse.Namespace], dict], format_result: Callab
     stderr and exit status 2, Ctrl-C one line and status 130 (:func:`run_main`)."""
 
     def body() -> int:
+        if getattr(args, "threads", None):  # --threads (add_threads); the same numbers on any count
+            torch.set_num_threads(args.threads)
         result = run(args)
         if int(os.environ.get("RANK", "0")) != 0:  # under torchrun every rank computes; rank 0 prints and writes
             return 0

@@ -19,7 +19,13 @@ from collections.abc import Sequence
 from generative.entitynlm.model import PROPOSAL_CONTEXTS
 from inference.checks import integer, real
 from inference.commands.cli import Parser, config_of, help_text, run_command
-from inference.commands.options import add_corpus_split, add_data_dir, add_device_seed_json, add_hint_options
+from inference.commands.options import (
+    add_corpus_split,
+    add_data_dir,
+    add_device_seed_json,
+    add_hint_options,
+    add_threads,
+)
 from inference.evaluation import marginal_ppl
 from inference.evaluation.marginal_ppl import (
     SAMPLERS,
@@ -62,6 +68,7 @@ def build_parser() -> Parser:
                              "EntityNLM's and the baselines', with this weight (ours; default: 0, none)")
     parser.add_argument("--batch-tokens", type=integer(1), default=20_000,
                         help="particles x padded tokens per batch")
+    add_threads(parser)
     add_device_seed_json(parser)
     return parser
 

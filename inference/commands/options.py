@@ -63,6 +63,15 @@ def add_device(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto", help="auto, cpu or cuda")
 
 
+def add_threads(parser: argparse.ArgumentParser) -> None:
+    """``--threads N``: torch's threads on the CPU for the run (:func:`inference.commands.cli.run_command` sets
+    them), for the commands that sample EntityNLM's structures step by step."""
+    parser.add_argument("--threads", type=integer(1), metavar="N",
+                        help="torch threads on the CPU (default: torch's, one per core). The sampler's step is "
+                             "many small operations, which one thread runs faster than two: a 128K-token book's "
+                             "settled estimate took 594 s on one thread and 688 s on two (docs/long-documents.md)")
+
+
 def add_json(parser: argparse.ArgumentParser, help: str = "also write the results as JSON") -> None:
     """``--json OUT``: the command's result also written, atomically, as JSON to OUT."""
     parser.add_argument("--json", metavar="OUT", type=output_file, help=help)

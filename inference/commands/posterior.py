@@ -46,7 +46,15 @@ from inference.algorithms.posterior import (
 )
 from inference.checks import integer, real
 from inference.commands.cli import Parser, config_of, run_command
-from inference.commands.options import add_corpus_split, add_data_dir, add_device, add_hint_options, add_json, add_seed
+from inference.commands.options import (
+    add_corpus_split,
+    add_data_dir,
+    add_device,
+    add_hint_options,
+    add_json,
+    add_seed,
+    add_threads,
+)
 from inference.evaluation.posterior_resolver import evaluate_on_pipeline_mentions, format_pipeline_mentions
 
 
@@ -118,6 +126,7 @@ def build_parser() -> Parser:
     add_json(parser, help="--evaluate: also write the results as JSON to OUT")
     parser.add_argument("--batch-tokens", type=integer(1), default=20_000,
                         help="particles x padded tokens per batch (memory against speed)")
+    add_threads(parser)
     add_device(parser)
     add_seed(parser, help="random seed (a run is reproducible)")
     return parser

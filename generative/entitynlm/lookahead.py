@@ -78,7 +78,7 @@ class WordLookahead:
         return self.model.heads.length.choice(from_state, entity).probs
 
     def choice(self, t: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Under the model, from its state before step t, over R = 0 and its ``top`` likeliest entities:
+        """Under the model, from its state prepared for step t, over R = 0 and its ``top`` likeliest entities:
         p(R_t = 1 | history, x_t) (P, B), and p(E_t | R_t = 1, history, x_t) (S, slots) for the S rows where a
         mention may start, with each row's place among them (P, B) (-1 elsewhere)."""
         tracker = self.model_tracker

@@ -171,7 +171,8 @@ class EntityTracker:
 
     def entity_logits(self, t: int, at: int, rows: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         """(K, width): eq. 4's normalised logits at step t, reading state ``at``, of the K (particle, document)
-        ``rows``; read off what :meth:`keep_entity_logits` kept, where it kept step t's."""
+        ``rows``; read off what :meth:`keep_entity_logits` kept, where it kept step t's (rows among those it kept:
+        the model's E site draws where a mention starts, among the rows where one may)."""
         kept = self.kept_entity_logits
         if kept is not None and kept.step == t:
             return kept.logits[kept.place[rows]]

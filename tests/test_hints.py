@@ -195,7 +195,9 @@ def test_the_main_job_runs_on_the_threads_asked_for_with_the_same_numbers(tmp_pa
             assert marginal_ppl.main(argv) == 0
         finally:
             torch.set_num_threads(before)
-        estimates[threads] = [row["log_likelihood"] for row in json.loads(out.read_text())["per_document"]]
+        result = json.loads(out.read_text())
+        assert result["threads"] == threads  # beside the seconds they were measured on
+        estimates[threads] = [row["log_likelihood"] for row in result["per_document"]]
     assert seen == [1, 2]
     assert estimates[1] == estimates[2]
 

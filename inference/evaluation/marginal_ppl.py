@@ -233,6 +233,7 @@ def marginal_perplexity(config: MarginalConfig) -> dict:
         "lookahead": config.lookahead, "document_cache": config.document_cache,
         "samplers": {name: sampler_run.totals(tokens) for name, sampler_run in runs.items()},
         "baselines": {}, "seconds": sum(sampler_run.seconds for sampler_run in runs.values()),
+        "threads": torch.get_num_threads(),  # what the seconds were measured on (the numbers do not depend on it)
     }
     if config.sampler == "both":
         result["per_document"] = [{**key, **{name: runs[name].statistics[i] for name in samplers}}

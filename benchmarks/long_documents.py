@@ -55,6 +55,7 @@ from inference.training.checkpoint import entitynlm_checkpoint
 
 OPERATIONS = ("resolve", "log_likelihood", "posterior")
 DEFAULT_LENGTHS = (2_000, 8_000, 32_000, 128_000)
+RESULTS, DOCS_PLOT = "benchmarks/results", "docs/img/long_documents.png"  # the default run writes the docs' figure
 
 
 # ---- the long text --------------------------------------------------------------------------------------------
@@ -259,10 +260,12 @@ def build_parser() -> Parser:
     parser.add_argument("--gflops", type=real(0, include_low=False), default=40.0,
                         help="the arithmetic rate (GFLOP/s) the step bound assumes: one core's float32 rate")
     parser.add_argument("--seed", type=int, default=0, help="random seed of the samplers")
-    parser.add_argument("--out", type=output_folder, default="benchmarks/results",
+    parser.add_argument("--out", type=output_folder, default=RESULTS,
                         help="folder of long_documents.json")
-    parser.add_argument("--plot", type=output_file, default="docs/img/long_documents.png",
-                        help="the log-log plot (PNG)")
+    parser.add_argument("--plot", type=output_file,
+                        help=f"the log-log plot (PNG) (default: {DOCS_PLOT}, the docs' figure, with the default "
+                             "--out; OUT/long_documents.png with another, so a measurement elsewhere leaves the "
+                             "docs' figure alone)")
     parser.add_argument("--update", action="store_true",
                         help="keep the rows of an earlier long_documents.json that this run does not measure again")
     parser.add_argument("--worker", choices=OPERATIONS, help=argparse.SUPPRESS)  # one measurement (internal)
@@ -332,8 +335,16 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options, ``--plot`` defaulting to the docs' figure with the default ``--out``, else beside the JSON."""
     args = build_parser().parse_args(argv)
+    if args.plot is None:
+        args.plot = DOCS_PLOT if args.out == RESULTS else str(Path(args.out) / "long_documents.png")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     if args.worker:
         return worker(args)
     return run_main(lambda: run(args))

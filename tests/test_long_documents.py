@@ -9,6 +9,8 @@ tests/test_long_resolve.py).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -54,3 +56,15 @@ def test_the_posterior_of_a_book_is_traced_back_and_summarised_sparsely(book):
     assert np.isclose(marginals.mention.max(), 1.0)
     rankings = antecedent_rankings(posterior.structures, posterior.weights, top=3)
     assert len(rankings) == len(marginals.spans) and all(len(r.antecedents) <= 3 for r in rankings)
+
+
+def test_the_benchmark_draws_the_docs_figure_only_from_its_default_run(monkeypatch):
+    """``--plot`` defaults to the docs' figure with the default ``--out``, and beside the JSON with another one: a
+    measurement written elsewhere does not redraw docs/img/long_documents.png."""
+    from benchmarks import long_documents
+
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])
+    assert long_documents.parse_args([]).plot == "docs/img/long_documents.png"
+    assert long_documents.parse_args(["--out", "runs/book/x"]).plot == str(Path("runs/book/x/long_documents.png"))
+    assert long_documents.parse_args(["--out", "runs/x", "--plot", "runs/y.png"]).plot == "runs/y.png"
+

@@ -219,3 +219,17 @@ def test_a_long_document_without_history():
     sampled = sample_structures(model, proposal, batch, 4, eos, "sentence", history=False)
     assert batch.steps > LONG_TOKENS and sampled.R.shape == (4, 1, 0) and sampled.log_weights.shape == (4, 1)
     assert torch.isfinite(sampled.log_marginal).all() and sampled.resamplings.item() > 0
+
+
+def test_the_draws_are_ordinary_tensors_a_caller_can_train_on():
+    """The loop runs in inference mode, but what it returns is made outside it: no field is an inference tensor,
+    and a proposal's gradient step can read the draws (an inference tensor saved for backward would raise)."""
+    model, proposal = tiny_models(new_entity_scale=0.01)
+    pyro.set_rng_seed(0)
+    sampled = sample_structures(model, proposal, tiny_sentences_batch(), 4, EOS, "sentence", 1.0)
+    assert not any(getattr(sampled, name).is_inference() for name in FIELDS)
+    weight = next(proposal.parameters())
+    loss = (weight.flatten()[: sampled.E.numel()] * sampled.E.flatten()[: weight.numel()].float()).sum()
+    loss = loss + torch.gather(weight.flatten(), 0, sampled.E.flatten()[:1].clamp(min=0)).sum()
+    loss.backward()
+    assert weight.grad is not None

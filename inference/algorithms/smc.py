@@ -293,62 +293,69 @@ def sample_structures(
         raise ValueError(f"resample must be one of {RESAMPLING}, got {resample!r}")
     if particles < 1:
         raise ValueError(f"particles must be at least 1, got {particles}")
-    model_states, proposal_states = model.encoder(batch), proposal.encoder(batch)
-    shape = (particles, batch.size)
-    device = batch.words.device
-    genealogy = Genealogy(particles, batch.size, batch.steps if history else 0, device)
-    log_weights = torch.zeros(shape, device=device)
-    log_joint = torch.zeros(shape, device=device)
-    log_marginal = torch.zeros(batch.size, device=device)
-    resamplings = torch.zeros(batch.size, dtype=torch.long, device=device)
-    ess_sum = torch.zeros(batch.size, device=device)
-    identity = torch.arange(particles, device=device)[:, None]
-    sentence_end = (batch.words == eos) & batch.mask  # (B, T)
-    last_token = torch.arange(batch.steps, device=device) == (batch.lengths - 1)[:, None]
-    stage_end = batch.mask if resample == "token" else sentence_end  # where a document may be resampled
-    may_resample = stage_end & ~last_token  # the final weights are kept for drawing
-    stage_end_steps = set(stage_end.any(0).nonzero().flatten().tolist())  # one host sync, before the loop
-    proposed = ProposalSites(reference)
-    scored = ModelSites(proposed)
-    resampling = systematic_resampling if reference is None else conditional_resampling
-    model_tracker = model.tracker(batch, particles, model_states, site=scored)
-    proposal_tracker = hinted_tracker(proposal, batch, particles, proposal_states, proposed, hints)
-    if lookahead > 0:
-        proposal_tracker.lookahead = WordLookahead(model, model_tracker, model_states, batch, lookahead)
-    with pyro.validation_enabled(False):  # argument and support checks cost several small ops per site
-        steps = progress_bar(range(batch.steps), desc=f"{particles} particles", unit="token", leave=False,
-                             enabled=progress and batch.steps >= PROGRESS_STEPS)
-        for t in steps:
-            if resample != "never":  # SMC's weights: products of per-step ratios, reset at resamplings
-                proposed.start()
-                scored.start()
-            proposal.step(t, proposal_tracker, mentions)
-            model.step(t, batch, model_states, model_tracker, mentions)
-            if resample != "never":
-                log_weights += scored.joint - proposed.total  # the new-entity noise cancels: same value and density
-                log_joint += scored.structure
-            else:  # importance sampling's: each density summed site by site over the document (estimate_marginal's)
-                log_weights = scored.joint - proposed.total
-                log_joint = scored.structure
-            if history:
-                genealogy.record(t, proposal_tracker.previous)
-            if t not in stage_end_steps:
-                continue
-            ess = effective_sample_size(log_weights)
-            ess_sum += torch.where(sentence_end[:, t], ess, torch.zeros_like(ess))
-            if resample == "never":
-                continue
-            chosen_to_resample = may_resample[:, t] & (ess < ess_threshold * particles)
-            if bool(chosen_to_resample.any()):  # one host sync per sentence end (per token when "token")
-                log_marginal += torch.where(chosen_to_resample, log_mean_exp(log_weights), torch.zeros_like(ess))
-                ancestors = torch.where(chosen_to_resample, resampling(log_weights), identity)
-                for tracker in (model_tracker, proposal_tracker):
-                    tracker.resample(ancestors)
+    # the loop's tensors are inference tensors (no version counters, no view tracking: a tenth of a step's time
+    # on the CPU, where a step is some two hundred small operations); what it returns is made outside
+    with torch.inference_mode():
+        model_states, proposal_states = model.encoder(batch), proposal.encoder(batch)
+        shape = (particles, batch.size)
+        device = batch.words.device
+        genealogy = Genealogy(particles, batch.size, batch.steps if history else 0, device)
+        log_weights = torch.zeros(shape, device=device)
+        log_joint = torch.zeros(shape, device=device)
+        log_marginal = torch.zeros(batch.size, device=device)
+        resamplings = torch.zeros(batch.size, dtype=torch.long, device=device)
+        ess_sum = torch.zeros(batch.size, device=device)
+        identity = torch.arange(particles, device=device)[:, None]
+        sentence_end = (batch.words == eos) & batch.mask  # (B, T)
+        last_token = torch.arange(batch.steps, device=device) == (batch.lengths - 1)[:, None]
+        stage_end = batch.mask if resample == "token" else sentence_end  # where a document may be resampled
+        may_resample = stage_end & ~last_token  # the final weights are kept for drawing
+        stage_end_steps = set(stage_end.any(0).nonzero().flatten().tolist())  # one host sync, before the loop
+        proposed = ProposalSites(reference)
+        scored = ModelSites(proposed)
+        resampling = systematic_resampling if reference is None else conditional_resampling
+        model_tracker = model.tracker(batch, particles, model_states, site=scored)
+        proposal_tracker = hinted_tracker(proposal, batch, particles, proposal_states, proposed, hints)
+        if lookahead > 0:
+            proposal_tracker.lookahead = WordLookahead(model, model_tracker, model_states, batch, lookahead)
+        with pyro.validation_enabled(False):  # argument and support checks cost several small ops per site
+            steps = progress_bar(range(batch.steps), desc=f"{particles} particles", unit="token", leave=False,
+                                 enabled=progress and batch.steps >= PROGRESS_STEPS)
+            for t in steps:
+                if resample != "never":  # SMC's weights: products of per-step ratios, reset at resamplings
+                    proposed.start()
+                    scored.start()
+                proposal.step(t, proposal_tracker, mentions)
+                model.step(t, batch, model_states, model_tracker, mentions)
+                if resample != "never":
+                    # the new-entity noise cancels: the same value and density
+                    log_weights += scored.joint - proposed.total
+                    log_joint += scored.structure
+                else:  # importance sampling's: each density summed site by site (estimate_marginal's)
+                    log_weights = scored.joint - proposed.total
+                    log_joint = scored.structure
                 if history:
-                    genealogy.resampled(t, ancestors)
-                log_joint = log_joint.gather(0, ancestors)
-                log_weights = torch.where(chosen_to_resample, torch.zeros_like(log_weights), log_weights)
-                resamplings += chosen_to_resample.long()
+                    genealogy.record(t, proposal_tracker.previous)
+                if t not in stage_end_steps:
+                    continue
+                ess = effective_sample_size(log_weights)
+                ess_sum += torch.where(sentence_end[:, t], ess, torch.zeros_like(ess))
+                if resample == "never":
+                    continue
+                chosen_to_resample = may_resample[:, t] & (ess < ess_threshold * particles)
+                if bool(chosen_to_resample.any()):  # one host sync per sentence end (per token when "token")
+                    log_marginal += torch.where(chosen_to_resample, log_mean_exp(log_weights), torch.zeros_like(ess))
+                    ancestors = torch.where(chosen_to_resample, resampling(log_weights), identity)
+                    for tracker in (model_tracker, proposal_tracker):
+                        tracker.resample(ancestors)
+                    if history:
+                        genealogy.resampled(t, ancestors)
+                    log_joint = log_joint.gather(0, ancestors)
+                    log_weights = torch.where(chosen_to_resample, torch.zeros_like(log_weights), log_weights)
+                    resamplings += chosen_to_resample.long()
+    # out of inference mode: each tensor returned is an ordinary one (a caller may train on the draws)
+    log_weights, log_joint, log_marginal, resamplings, ess_sum = (
+        value.clone() for value in (log_weights, log_joint, log_marginal, resamplings, ess_sum))
     log_marginal += log_mean_exp(log_weights)
     if not torch.isfinite(log_marginal).all():
         bad = [batch.keys[i][0] for i in (~torch.isfinite(log_marginal)).nonzero().flatten().tolist()]

@@ -98,7 +98,7 @@ def test_pooled_embeddings_read_what_dense_ones_hold_through_writes_resamplings_
     projected = torch.randn(documents, size, generator=generator)  # eq. 4's W h of each document
     sentence = torch.tensor([30, 45])  # each document's sentence now
     rows = (torch.tensor([0, 3, 5]), torch.tensor([1, 0, 1]))
-    for share in (0, 10**9):  # the vectors pointed at scored alone; the whole pool scored
+    for share in (0, 10**9):  # the whole pool scored; the vectors pointed at scored alone
         monkeypatch.setattr(state, "SUBSET_SCORING", share)
         for form in ("paper", "reference"):  # eq. 4 with each distance term, per pooled vector or per slot
             head = EntityHead(size, form)

@@ -315,20 +315,19 @@ class PooledEmbeddings:
         if not len(pointers):  # no mention starts at this step
             return projected.new_zeros(pointers.shape)
         used = self.used
+        vectors = None  # the whole pool, unless it is large against the pointers: then the vectors pointed at
         if SUBSET_SCORING * used > pointers.numel():
             marked = torch.zeros(used, dtype=torch.bool, device=pointers.device)
             vectors = marked.index_fill_(0, pointers.reshape(-1), True).nonzero()[:, 0]  # one host sync
 
-            def pooled(values: torch.Tensor) -> torch.Tensor:
-                return values.index_select(0, vectors)
-        else:
-            def pooled(values: torch.Tensor) -> torch.Tensor:
-                return values[:used]
+        def pooled(values: torch.Tensor) -> torch.Tensor:
+            return values[:used] if vectors is None else _read(values, vectors)
+
         document = pooled(self.document)
         bilinear = (pooled(self.pool) @ projected.T).gather(1, document[:, None])[:, 0]
         scores = bilinear + distance(sentence[document], pooled(self.position), pooled(self.sentence),
                                      pooled(self.mentioned))
-        if len(scores) < used:
+        if vectors is not None:
             scores = scores.new_zeros(used).index_copy_(0, vectors, scores)
         return _read(scores, pointers)
 
@@ -401,7 +400,7 @@ class PooledEmbeddings:
 
     def vectors(self, pointer: torch.Tensor) -> torch.Tensor:
         """(..., D): the pooled vectors at ``pointer`` (...) (``index_select``: 2-3 times faster than indexing)."""
-        return torch.index_select(self.pool, 0, pointer.reshape(-1)).view(*pointer.shape, self.pool.shape[-1])
+        return _read(self.pool, pointer)
 
     def put(self, where: torch.Tensor, slot: torch.Tensor, rows: torch.Tensor,
             seen: tuple[torch.Tensor, torch.Tensor], words: torch.Tensor | None = None) -> None:
@@ -462,9 +461,9 @@ def blocked_shares(table: DenseEmbeddings, rows: tuple[torch.Tensor, torch.Tenso
 
 
 def _read(values: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """``values[index]`` of a 1-D ``values`` by ``index_select`` (a quarter of the time of indexing, on a book's
-    K x width pointers)."""
-    return values.index_select(0, index.reshape(-1)).view(index.shape)
+    """``values[index]`` (index's shape, then values' trailing ones) by ``index_select``: a quarter of the time of
+    indexing on a book's K x width pointers, 2-3 times faster on the pool's vectors."""
+    return values.index_select(0, index.reshape(-1)).view(*index.shape, *values.shape[1:])
 
 
 def _row_index(rows: tuple[torch.Tensor, torch.Tensor], slots: torch.Tensor) -> tuple[torch.Tensor, ...]:

@@ -354,8 +354,8 @@ def sample_structures(
                     log_weights = torch.where(chosen_to_resample, torch.zeros_like(log_weights), log_weights)
                     resamplings += chosen_to_resample.long()
     # out of inference mode: each tensor returned is an ordinary one (a caller may train on the draws)
-    log_weights, log_joint, log_marginal, resamplings, ess_sum = (
-        value.clone() for value in (log_weights, log_joint, log_marginal, resamplings, ess_sum))
+    log_weights, log_joint, log_marginal, resamplings = (
+        value.clone() for value in (log_weights, log_joint, log_marginal, resamplings))
     log_marginal += log_mean_exp(log_weights)
     if not torch.isfinite(log_marginal).all():
         bad = [batch.keys[i][0] for i in (~torch.isfinite(log_marginal)).nonzero().flatten().tolist()]

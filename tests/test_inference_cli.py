@@ -63,6 +63,57 @@ def test_an_out_folder_of_another_run_is_refused(tmp_path, capsys):
     assert len(Checkpoint.load(out / "last.pt").training["state"]["history"]) == 1
 
 
+def write_lambada_dev(root: Path) -> Path:
+    """A data folder holding two LAMBADA development passages (lowercased, tokenised), as ``--extra-text
+    lambada-dev`` reads them."""
+    (root / "lambada").mkdir(parents=True)
+    (root / "lambada" / "lambada_development_plain_text.txt").write_text(
+        "he looked at the cake . `` nineteen , '' she said\nthe cat sat on the mat .\n", encoding="utf-8")
+    return root
+
+
+def test_init_fine_tunes_and_keeps_the_start_where_training_only_harms_dev(trained, tmp_path):
+    """--init starts from the checkpoint's weights and vocabulary, and its dev score is the one to beat: with a
+    learning rate that wrecks the model, the weights kept are the start's."""
+    start = Checkpoint.load(trained["rnnlm"])
+    out = tmp_path / "tuned"
+    argv = ["--model", "rnnlm", "--epochs", "1", *TINY, "--init", str(trained["rnnlm"]), "--lr", "50",
+            "--out", str(out), "--device", "cpu"]
+    assert train.main(argv) == 0
+    tuned = Checkpoint.load(out / "model.pt")
+    assert tuned.vocabulary.fingerprint == start.vocabulary.fingerprint
+    assert all(torch.equal(tuned.weights["model"][name], value) for name, value in start.weights["model"].items())
+    last = Checkpoint.load(out / "last.pt").training["state"]
+    assert last["history"][0]["dev_nll"]["model"] > last["best"]["model"]  # the epoch harmed dev; the start kept
+
+
+def test_extra_text_joins_the_training_text_without_changing_the_vocabulary(trained, tmp_path):
+    data = write_lambada_dev(tmp_path / "data")
+    runs = {}
+    for name, more in (("plain", []), ("extra", ["--extra-text", "lambada-dev", "--data-dir", str(data)])):
+        out = tmp_path / name
+        assert train.main(["--model", "rnnlm", "--epochs", "1", *TINY, "--init", str(trained["rnnlm"]), *more,
+                           "--out", str(out), "--device", "cpu"]) == 0
+        record = Checkpoint.load(out / "last.pt").training["state"]["history"][0]
+        runs[name] = record["train_tokens_per_second"] * record["seconds"]
+    # the two passages' 8 and 6 words once punctuation is dropped, and </s> after each of their 3 sentences
+    assert runs["extra"] - runs["plain"] == pytest.approx(8 + 6 + 3, abs=1e-3)
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["--model", "entitynlm", "--extra-text", "lambada-dev"], "--model entitynlm cannot train on"),
+    (["--model", "ngram", "--init", "{rnnlm}"], "the n-gram is counted"),
+    (["--model", "rnnlm", "--hidden-size", "8", "--init", "{rnnlm}"], "(hidden_size): pass the options"),
+    (["--model", "rnnlm", "--init", "{entitynlm}"], "a entitynlm whose settings differ"),
+])
+def test_what_extra_text_and_init_cannot_do_is_refused_in_one_line(argv, says, trained, tmp_path, capsys):
+    argv = [a.format(rnnlm=trained["rnnlm"], entitynlm=trained["entitynlm"]) for a in argv]
+    common = ["--embedding-size", "16", "--batch-tokens", "1000", "--epochs", "1", "--device", "cpu"]
+    capsys.readouterr()
+    assert train.main([*common, *argv, "--out", str(tmp_path / "x")]) == 2
+    assert says in capsys.readouterr().err.strip().splitlines()[-1]
+
+
 def test_marginal_perplexity_with_baselines(trained, tmp_path, capsys):
     out = tmp_path / "result.json"
     argv = ["--checkpoint", str(trained["entitynlm"]), "--baseline", str(trained["rnnlm"]),

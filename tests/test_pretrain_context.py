@@ -17,6 +17,7 @@ from generative.dntm import ContextEncoder, DNTMConfig, DynamicNeuralTextModel, 
 from generative.layers.batch import make_batch
 from inference.commands import pretrain_context, train
 from inference.commands.cli import HelpFormatter
+from inference.data import read_passages, split_sentences
 from inference.training import context_encoder
 from inference.training.checkpoint import Checkpoint, CheckpointError
 from inference.training.context_encoder import (
@@ -24,8 +25,6 @@ from inference.training.context_encoder import (
     load_context_encoder,
     pad,
     read_context_encoder,
-    read_passages,
-    split_sentences,
 )
 
 SIZE = 16

@@ -216,3 +216,39 @@ def test_the_pipeline_margin_is_the_logistic_loss_of_the_gold_against_the_pipeli
         optimizer.step()
     with torch.no_grad():
         assert (margin() > before).all()
+
+
+def test_extra_text_trains_without_the_supervised_term(tmp_path, monkeypatch, capsys):
+    """The pieces of --extra-text join the training pieces, and wake-theta is given no supervised term on them
+    (they have no annotation); the corpus's own pieces keep theirs."""
+    from inference.algorithms import refine as algorithm
+    from inference.training.checkpoint import pretrained
+    from tests.test_inference_cli import write_lambada_dev
+
+    data = write_lambada_dev(tmp_path / "data")
+    calls = []
+
+    def recorded(model, proposal, batch, particles, eos, supervised_weight):
+        calls.append(({key[0].split(":")[0] for key in batch.keys}, supervised_weight))  # (id, part)
+        return wake_theta_loss(model, proposal, batch, particles, eos, supervised_weight)
+
+    monkeypatch.setattr(algorithm, "wake_theta_loss", recorded)
+    argv = ["--checkpoint", str(pretrained("entitynlm.pt")), "--wake", "theta", "--supervised-weight", "0.5",
+            "--extra-text", "lambada-dev", "--data-dir", str(data), "--steps", "12", "--eval-every", "12",
+            "--eval-pieces", "2", "--particles", "2", "--batch-tokens", "200", "--out", str(tmp_path / "x.pt"),
+            "--device", "cpu"]
+    assert refine.main(argv) == 0
+    assert '"lambada-dev": {\n      "documents": 2,\n      "pieces": 2,\n      "tokens": 14' in capsys.readouterr().out
+    text = [weight for sources, weight in calls if sources == {"lambada-dev"}]
+    annotated = [weight for sources, weight in calls if "lambada-dev" not in sources]
+    assert text and annotated and len(text) + len(annotated) == len(calls) == 12  # batches of one kind
+    assert set(text) == {0.0} and set(annotated) == {0.5}
+
+
+def test_extra_text_is_refused_for_the_coref_wake(tmp_path, capsys):
+    from inference.training.checkpoint import pretrained
+
+    argv = ["--checkpoint", str(pretrained("entitynlm.pt")), "--wake", "coref", "--extra-text", "lambada-dev",
+            "--out", str(tmp_path / "x.pt"), "--device", "cpu"]
+    assert refine.main(argv) == 2
+    assert "--extra-text is text without annotation: it is for --wake phi, theta or both" in capsys.readouterr().err

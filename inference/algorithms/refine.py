@@ -14,7 +14,9 @@ With ``--wake phi`` (the default) the model's parameters stay fixed.
 wake-theta maximises sum_i w_i log p(x, z_i), whose gradient is the self-normalised estimate of the gradient of
 log p(x) (Le et al. 2019), plus ``--supervised-weight`` times the supervised log p(x, z_gold) of the same piece,
 so that R, E and L keep the meaning the annotation gives them. The proposal stays fixed; ``--wake both`` updates
-both, each by its own objective.
+both, each by its own objective. ``--extra-text`` adds pieces of text without annotation to the training pieces
+(LAMBADA's passages, or another corpus's training split read as text alone; :func:`inference.data.extra_text_names`):
+wake-phi and wake-theta need none (the structures are drawn), and on those pieces the supervised term is left out.
 
 ``--wake coref`` fine-tunes the model for the posterior as a resolver (issue 27: its MAP chooses entities given
 the mentions): it maximises the conditional log p(E_gold | x, R_gold, L_gold) = log p(x, z_gold) - log p(x, R_gold,
@@ -68,7 +70,7 @@ from generative.layers.batch import DocumentBatch, batches_by_length, make_batch
 from inference.algorithms.hints import HintSettings, corpus_hints
 from inference.algorithms.importance import ImportanceEstimate, importance_log_densities, log_importance_weights
 from inference.algorithms.smc import sample_structures
-from inference.data import prepared_documents
+from inference.data import extra_text_names, prepared_documents, text_documents
 from inference.evaluation.posterior_resolver import local_log_conditionals
 from inference.evaluation.rerank import noise_free
 from inference.runtime import changed_options, resolve_device, set_seed
@@ -103,7 +105,9 @@ class RefineConfig:
     train document's mentions from the one that never saw it); ``pipeline_margin``: the weight of the gold
     clusters' logistic loss against the pipeline's own; ``entity_words``: the mention words each entity remembers
     for the model's copy (:func:`~inference.training.checkpoint.with_entity_words`; None: the checkpoint's),
-    ``copy_weighting`` how the copy weighs them (None: the checkpoint's, else uniform). The
+    ``copy_weighting`` how the copy weighs them (None: the checkpoint's, else uniform); ``extra_text``: texts read
+    without their annotation (:func:`inference.data.extra_text_names`) whose pieces join the training pieces, with
+    no supervised term (not for the coref wake, which needs the gold mentions). The
     options of ``python -m inference.refine``; a resumed run must keep all but :data:`RESUMABLE_CHANGES`."""
 
     checkpoint: str
@@ -131,6 +135,7 @@ class RefineConfig:
     pipeline_margin: float = 0.0
     entity_words: int | None = None
     copy_weighting: str | None = None
+    extra_text: str | None = None
 
     def __post_init__(self) -> None:
         if self.wake not in WAKES:
@@ -159,6 +164,9 @@ class RefineConfig:
             raise ValueError("--entity-words gives the model a part to train: it is for --wake theta, both or coref")
         if self.copy_weighting is not None and self.entity_words is None:
             raise ValueError("--copy-weighting is for --entity-words")
+        if extra_text_names(self.extra_text, self.corpus) and self.wake == "coref":
+            raise ValueError("--extra-text is text without annotation: it is for --wake phi, theta or both (the "
+                             "coref wake is given the gold mentions)")
 
 
 def wake_phi_loss(model, proposal, batch: DocumentBatch, particles: int) -> torch.Tensor:
@@ -336,6 +344,22 @@ def proposal_quality(model, proposal, batches: list[DocumentBatch], particles: i
     return {"ess_fraction": float(torch.cat(ess).mean()), "log_likelihood_per_token": log_marginal / tokens}
 
 
+def extra_text_pieces(config: RefineConfig, checkpoint: Checkpoint) -> tuple[list[Document], dict[str, dict]]:
+    """The pieces of whole sentences (about ``config.chunk`` tokens) of ``config.extra_text``, preprocessed as the
+    checkpoint's corpus is and read as text alone (a corpus's annotation dropped), and per text its documents,
+    pieces and tokens."""
+    pieces, counts = [], {}
+    for name in extra_text_names(config.extra_text, config.corpus):
+        documents = [document.replace(mentions=[]) for document in text_documents(
+            name, config.data_dir, checkpoint.preprocess, checkpoint.vocabulary)]
+        text = [piece for document in documents for piece in sentence_chunks(document, config.chunk)]
+        counts[name] = {"documents": len(documents), "pieces": len(text),
+                        "tokens": sum(len(piece.tokens) for piece in text)}
+        print(f"{name}: {json.dumps(counts[name])}", file=sys.stderr)
+        pieces += text
+    return pieces, counts
+
+
 def refine_proposal(config: RefineConfig) -> dict:
     """Refine the proposal (resuming from ``out.state`` when it exists, with the same options), keep the best by
     the dev log-likelihood, and write ``out`` and ``out.state`` at each evaluation: the checkpoint, the proposal,
@@ -383,7 +407,9 @@ def refine_proposal(config: RefineConfig) -> dict:
 
     per_step = max(1, config.batch_tokens // config.particles)
     train_pieces = pieces("train")
-    train = [b.to(device) for b in batches_by_length(train_pieces, checkpoint.vocabulary, per_step)]
+    extra_pieces, extra_counts = extra_text_pieces(config, checkpoint)
+    train = [(b.to(device), annotated) for pieces_, annotated in ((train_pieces, True), (extra_pieces, False))
+             for b in batches_by_length(pieces_, checkpoint.vocabulary, per_step)]
     dev_pieces = pieces("dev")
     dev_pieces = [dev_pieces[i] for i in torch.randperm(len(dev_pieces), generator=torch.Generator().manual_seed(0))
                   [:config.eval_pieces].tolist()]
@@ -392,16 +418,16 @@ def refine_proposal(config: RefineConfig) -> dict:
     if config.coref_objective == "local":
         piece_of = {piece.key: piece for piece in train_pieces}
 
-        def model_loss(batch: DocumentBatch) -> torch.Tensor:
+        def model_loss(batch: DocumentBatch, supervised_weight: float) -> torch.Tensor:
             rivals = make_batch([rival_of[key] for key in batch.keys], checkpoint.vocabulary).to(device) if (
                 config.pipeline_margin) else None
             return wake_coref_local_loss(model, checkpoint, [piece_of[key] for key in batch.keys], batch,
-                                         config.supervised_weight, rivals, config.pipeline_margin)
+                                         supervised_weight, rivals, config.pipeline_margin)
     else:
         sampled_loss = wake_coref_loss if coref else wake_theta_loss
 
-        def model_loss(batch: DocumentBatch) -> torch.Tensor:
-            return sampled_loss(model, proposal, batch, config.particles, eos, config.supervised_weight)
+        def model_loss(batch: DocumentBatch, supervised_weight: float) -> torch.Tensor:
+            return sampled_loss(model, proposal, batch, config.particles, eos, supervised_weight)
 
     def measure(model: EntityNLM, proposal: EntityProposal, batches: list[DocumentBatch], particles: int) -> dict:
         if not coref:
@@ -441,7 +467,7 @@ def refine_proposal(config: RefineConfig) -> dict:
     order = torch.randperm(len(train), generator=torch.Generator().manual_seed(config.seed)).tolist()
     bar = progress(range(state["step"], config.steps), desc=f"wake-{config.wake} ({context} proposal)", unit="step")
     for step in bar:
-        batch = train[order[step % len(order)]]
+        batch, annotated = train[order[step % len(order)]]
         loss = torch.zeros((), device=device)
         if proposal in updated:
             proposal.train()
@@ -450,7 +476,7 @@ def refine_proposal(config: RefineConfig) -> dict:
         if model in updated:
             proposal.eval()
             model.train()
-            loss = loss + model_loss(batch)
+            loss = loss + model_loss(batch, config.supervised_weight if annotated else 0.0)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -468,10 +494,11 @@ def refine_proposal(config: RefineConfig) -> dict:
                             "best_model": best_model, "rng": torch.get_rng_state()}, temporary)
     return {"checkpoint": str(path), "proposal": context, "wake": config.wake, "out": config.out,
             "steps": state["step"], **({"pipeline_mentions": mention_counts} if mention_counts else {}),
+            **({"extra_text": extra_counts} if extra_counts else {}),
             "before": state["history"][0], "best": state["best"], "history": state["history"]}
 
 
 def format_result(result: dict) -> str:
     """The figures before and at best, as the command prints them."""
-    keys = ("proposal", "wake", "steps", "pipeline_mentions", "before", "best")
+    keys = ("proposal", "wake", "steps", "pipeline_mentions", "extra_text", "before", "best")
     return json.dumps({k: result[k] for k in keys if k in result}, indent=2)

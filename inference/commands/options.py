@@ -109,6 +109,14 @@ def add_training_corpus(parser: argparse.ArgumentParser) -> None:
     add_data_dir(parser)
 
 
+def add_extra_text(parser: argparse.ArgumentParser, use: str = "") -> None:
+    """``--extra-text NAMES``: text beside the corpus's (:func:`inference.data.extra_text_names`); ``use`` says how
+    the command reads it."""
+    parser.add_argument("--extra-text", metavar="NAMES",
+                        help="more text, comma-separated: corpora of coref.corpora.registry (their training split), "
+                             "lambada (LAMBADA's training novels) or lambada-dev (its development passages)" + use)
+
+
 def add_held_out_fold(parser: argparse.ArgumentParser) -> None:
     """``--held-out-fold F/K``: train without fold F of K of the train split (cross-fitting,
     :mod:`coref.corpora.folds`)."""

@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from inference.commands.cli import Parser, config_of, json_text, run_command
-from inference.commands.options import add_data_dir, add_device, add_seed, config_options
+from inference.commands.options import add_data_dir, add_device, add_extra_text, add_seed, config_options
 from inference.training.context_encoder import CHECKS, ContextEncoderTraining, pretrain_context_encoder
 
 
@@ -51,9 +51,7 @@ def build_parser() -> Parser:
                         help="the corpus the DNTM will be trained on (its training split is text and vocabulary)")
     add_data_dir(parser)
     add("out", required=True, help="the checkpoint to write (atomically)")
-    parser.add_argument("--extra-text", metavar="NAMES",
-                        help="more text, comma-separated: corpora of coref.corpora.registry (their training split), "
-                             "lambada (LAMBADA's training novels) or lambada-dev (its development passages)")
+    add_extra_text(parser)
     add("vocab_size", help="as entitylm train's --vocab-size (the anonymised vocabulary, paper 10K)")
     add("context_size", help="embeddings, BiLSTM units per direction and context vectors (entitylm train's)")
     add("steps", help="updates (paper 50,000)")

@@ -5,6 +5,8 @@
         --corpus litbank+ontogum --data-dir DATA --out runs/entitynlm/refined.pt
     python -m inference.refine --checkpoint runs/entitynlm/model.pt --wake theta --supervised-weight 1 \\
         --corpus litbank --data-dir DATA --out runs/entitynlm/marginal.pt      # the model, on log p(x)
+    python -m inference.refine --checkpoint runs/entitynlm/model.pt --wake theta --supervised-weight 1 \\
+        --extra-text lambada-dev --corpus litbank --data-dir DATA --out runs/entitynlm/marginal-text.pt  # + raw text
     python -m inference.refine --checkpoint runs/entitynlm/model.pt --wake coref --supervised-weight 1 \\
         --corpus ontogum --data-dir DATA --out runs/entitynlm/coref.pt         # the model, on p(E | x, R, L)
     python -m inference.refine --checkpoint runs/entitynlm/model.pt --wake coref --supervised-weight 0 \\
@@ -32,7 +34,7 @@ from inference.algorithms.refine import (
 )
 from inference.checks import integer, output_file, real
 from inference.commands.cli import Parser, config_of, help_text, run_command
-from inference.commands.options import add_corpus_split, add_data_dir, add_device_seed_json
+from inference.commands.options import add_corpus_split, add_data_dir, add_device_seed_json, add_extra_text
 
 
 def build_parser() -> Parser:
@@ -92,6 +94,8 @@ def build_parser() -> Parser:
                         help="with --entity-words: how the copy weighs the remembered words, alike (uniform) or by a "
                              "learned attention from the context (attention; it starts uniform) (default: the "
                              "checkpoint's, else uniform)")
+    add_extra_text(parser, ", read as text alone (any annotation dropped), its pieces among the training pieces "
+                           "with no supervised term (--wake phi, theta or both)")
     parser.add_argument("--eval-pieces", type=integer(1), default=200, help="dev pieces the evaluation uses")
     add_device_seed_json(parser, "also write the before/after figures as JSON")
     return parser

@@ -23,6 +23,11 @@ for EntityNLM, as in paper §5.1). ``OUT/model.pt`` holds the best weights, ``OU
 ``--resume`` from; both are written atomically after every epoch. A folder that holds an earlier run is refused
 unless ``--resume`` continues it with the same options (only ``--epochs``, ``--patience``, ``--device``,
 ``--data-dir`` and ``--eval-batch-tokens`` may change), so a model.pt never sits beside another run's last.pt.
+
+``--init CHECKPOINT`` fine-tunes a trained model (its weights and vocabulary; its dev score is the one to beat).
+``--extra-text`` adds text without annotation to the training text of the models that read text alone (the RNNLM,
+the n-gram), the vocabulary staying the corpus's; EntityNLM trains on such text by wake-theta, ``python -m
+inference.refine --wake theta --extra-text``, where its structures are drawn.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from collections.abc import Sequence
 
 from inference.commands import reading, story_lm
 from inference.commands.cli import Parser, config_of, json_text, run_command
-from inference.commands.options import add_data_dir, add_run_options, add_stopping, config_options
+from inference.commands.options import add_data_dir, add_extra_text, add_run_options, add_stopping, config_options
 from inference.training.coref_gru import READERS
 from inference.training.mneme import MODELS as STORY_MODELS
 from inference.training.train import CHECKS, MODELS, LanguageModelTraining, train_language_model
@@ -82,6 +87,11 @@ def build_parser() -> Parser:
     add_stopping(add, "stop after this many epochs without dev gain")
     add("batch_tokens", help="padded tokens per training batch")
     add("eval_batch_tokens", help="padded tokens per dev batch (no gradients: larger batches, fewer sequential steps)")
+    add("init", metavar="CHECKPOINT",
+        help="fine-tune: start from this checkpoint's weights and vocabulary (a model of the same kind and settings, "
+             "trained on text preprocessed alike); the weights kept are never worse on dev than the start")
+    add_extra_text(parser, ", added to the training text without its annotation, for rnnlm and ngram; the "
+                           "vocabulary stays the corpus's")
     add("train_chunk",
         help="train on pieces of whole sentences of about this many tokens (0: whole documents, "
              "the paper); dev selection always uses whole documents")

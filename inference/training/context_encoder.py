@@ -24,99 +24,20 @@ from coref.corpora.anonymise import (
     first_entity_id,
 )
 from coref.corpora.preprocess import EOS, SPECIALS, Vocabulary, preprocess_documents
-from coref.corpora.registry import SPLITS, CorpusError, corpus_names, load_corpus, resolve_data_dir
 from coref.document import Document
 from coref.io import checkpoint as stored
 from coref.io.checkpoint import CheckpointError
-from coref.io.conll import read_utf8
 from generative.dntm import ContextEncoder, DynamicNeuralTextModel, sample_negatives
 from inference.checks import integer, output_file, real
+from inference.data import LAMBADA_TEXTS, extra_text_names, text_documents
 from inference.training.loop import Run, Trainer
 from inference.training.options import check_run
 
 KIND = "context_encoder"  # its kind of checkpoint (coref.io.checkpoint)
-LAMBADA_TEXTS = ("lambada", "lambada-dev")
-LAMBADA_DEV = Path("lambada") / "lambada_development_plain_text.txt"
-LAMBADA_TRAIN = Path("lambada") / "train-novels"
-SENTENCE_ENDS = frozenset({".", "!", "?", "...", "…"})
-CLOSING_QUOTES = frozenset({"''", "”", "'", ")"})  # not '"', which may open the next sentence
-LAMBADA_QUOTES = {"``": '"', "''": '"'}  # PTB quotes as OntoGUM writes them
 NEGATIVE_POWER = 0.75
 
 
 # ---- text -------------------------------------------------------------------------------------------------------
-
-
-def split_sentences(tokens: Sequence[str]) -> list[tuple[int, int]]:
-    """Half-open sentence spans of a tokenised passage: a sentence ends after ``.``, ``!``, ``?`` (and the closing
-    quotes right after it) and at the passage's end."""
-    spans, start, position = [], 0, 0
-    while position < len(tokens):
-        position += 1
-        if tokens[position - 1] in SENTENCE_ENDS:
-            while position < len(tokens) and tokens[position] in CLOSING_QUOTES:
-                position += 1
-            spans.append((start, position))
-            start = position
-    if start < len(tokens):
-        spans.append((start, len(tokens)))
-    return spans
-
-
-def read_passages(path: Path, name: str) -> list[Document]:
-    """A plain text file of whitespace-tokenised passages, one per line (LAMBADA's format), as documents with
-    sentences; blank lines are skipped. Not UTF-8 or a control character is ``FILE:LINE: reason``."""
-    documents = []
-    for number, line in enumerate(read_utf8(path).split("\n"), start=1):
-        bad = next((c for c in line if ord(c) < 32 and c not in "\t\r"), None)
-        if bad is not None:
-            raise CorpusError(f"{path}:{number}: control character U+{ord(bad):04X}: not plain text")
-        tokens = line.split()
-        if tokens:
-            sentences = split_sentences(tokens)  # on the PTB quotes, which say whether they open or close
-            tokens = [LAMBADA_QUOTES.get(token, token) for token in tokens]
-            documents.append(Document(f"{name}:{path.name}:{number}", tokens, sentences))
-    return documents
-
-
-def lambada_documents(name: str, data_dir: str | None) -> list[Document]:
-    """LAMBADA's training novels (``lambada``) or development passages (``lambada-dev``), never its test ones."""
-    root = resolve_data_dir(data_dir)
-    if name == "lambada-dev":
-        if not (root / LAMBADA_DEV).is_file():
-            raise CorpusError(f"--extra-text lambada-dev: {root / LAMBADA_DEV} does not exist")
-        return read_passages(root / LAMBADA_DEV, name)
-    files = sorted((root / LAMBADA_TRAIN).rglob("*.txt")) if (root / LAMBADA_TRAIN).is_dir() else []
-    if not files:
-        raise CorpusError(
-            f"--extra-text lambada: no training novels in {root / LAMBADA_TRAIN} (*.txt, from the official LAMBADA "
-            "release); the development and test passages are evaluation data: pass lambada-dev to use the "
-            "development passages anyway")
-    return [document for path in files for document in read_passages(path, name)]
-
-
-def extra_text_names(text: str | None, corpus: str) -> list[str]:
-    """The names of ``--extra-text``: corpora of :mod:`coref.corpora.registry` (their training split) or LAMBADA's
-    texts; each once, and none already in ``--corpus``."""
-    names = [name.strip() for name in (text or "").split(",") if name.strip()]
-    for name in names:
-        if name not in SPLITS and name not in LAMBADA_TEXTS:
-            raise ValueError(f"--extra-text {name}: unknown text: choose from {', '.join([*SPLITS, *LAMBADA_TEXTS])}")
-        if name in corpus_names(corpus):
-            raise ValueError(f"--extra-text {name}: its training split is already the --corpus text")
-    if len(set(names)) < len(names):
-        raise ValueError(f"--extra-text {text}: a text is named twice")
-    return names
-
-
-def text_documents(name: str, data_dir: str | None) -> list[Document]:
-    """The documents of one pretraining text, preprocessed as the anonymised data is but not anonymised."""
-    if name in LAMBADA_TEXTS:
-        documents = lambada_documents(name, data_dir)
-    else:
-        documents = list(load_corpus(name, "train", data_dir).documents)
-    return preprocess_documents(documents, ANONYMISED_PREPROCESS)[0]
-
 
 
 def encode_sentences(documents: Sequence[Document], vocabulary: Vocabulary,

@@ -26,7 +26,13 @@ from generative.entitynlm.model import PROPOSAL_CONTEXTS, EntityNLMConfig, Entit
 from generative.layers.batch import DocumentBatch, batches_by_length, token_stream
 from generative.registry import LANGUAGE_MODELS, model_kind
 from inference.checks import integer, output_folder, real
-from inference.data import language_model_documents, language_model_preprocess, language_model_vocabulary
+from inference.data import (
+    extra_text_names,
+    language_model_documents,
+    language_model_preprocess,
+    language_model_vocabulary,
+    text_documents,
+)
 from inference.distributed import Ranks, Share, sum_gradients
 from inference.training.checkpoint import PROPOSAL_WEIGHTS, Checkpoint
 from inference.training.context_encoder import load_context_encoder
@@ -36,6 +42,7 @@ from inference.training.options import check_run
 PAPER_LEARNING_RATES = {"adam": 1e-3, "adagrad": 0.1}
 PRECISIONS = ("fp32", "bf16")  # bf16: the forward pass under torch.autocast (weights and optimiser in float32)
 MODELS = (*LANGUAGE_MODELS, "ngram")
+TEXT_ALONE = ("rnnlm", "ngram")  # the models that read text without annotation (--extra-text)
 
 
 @dataclass
@@ -74,6 +81,8 @@ class LanguageModelTraining:
     order: int = 5
     discount_fallback: bool = False
     precision: str = "fp32"
+    init: str | None = None
+    extra_text: str | None = None
     device: str = "auto"
     seed: int = 0
     resume: bool = False
@@ -82,6 +91,12 @@ class LanguageModelTraining:
         if isinstance(self.proposals, str):  # one proposal named in Python, as on the command line
             self.proposals = [self.proposals]
         check_run(self, CHECKS)
+        if extra_text_names(self.extra_text, self.corpus) and self.model not in TEXT_ALONE:
+            raise ValueError(f"--extra-text is text without annotation, which --model {self.model} cannot train on "
+                             f"(for {', '.join(TEXT_ALONE)}; EntityNLM: python -m inference.refine --wake theta "
+                             "--extra-text)")
+        if self.init and self.model == "ngram":
+            raise ValueError("--init: the n-gram is counted, not trained from weights")
 
 
 CHECKS = {
@@ -154,6 +169,20 @@ class LanguageModelFamily:
         self.dev_batches = ranks.shard(list(enumerate(dev_batches)))  # whole batches, each with its own seed
         self.train_tokens = sum(batch.num_tokens for batch in train_batches)
         self.dev_tokens = sum(batch.num_tokens for batch in dev_batches)
+
+    def start_from(self, checkpoint: Checkpoint, path: str) -> None:
+        """Fine-tune: every component starts from ``checkpoint``'s weights (same model, sizes and vocabulary), and
+        its dev score there is the one to beat, so the weights kept are never worse on dev than the start."""
+        if checkpoint.kind != self.kind or checkpoint.config != self.config.to_dict():
+            changed = sorted(key for key in {**checkpoint.config, **self.config.to_dict()}
+                             if checkpoint.config.get(key) != self.config.to_dict().get(key))
+            raise ValueError(f"--init {path}: a {checkpoint.kind} whose settings differ from this run's "
+                             f"({', '.join(changed) or 'the model'}): pass the options it was trained with")
+        for name, module in self.modules.items():
+            if name not in checkpoint.weights:
+                raise ValueError(f"--init {path}: holds no {name} weights")
+            module.load_state_dict(checkpoint.weights[name])
+        self.initial = self.evaluate()
 
     def log_likelihoods(self, batch: DocumentBatch) -> dict[str, torch.Tensor]:
         """Summed log-likelihood of the batch for each component (model: joint on gold; proposal: log Q)."""
@@ -232,9 +261,16 @@ def train_language_model(options: LanguageModelTraining, report: Report | None =
     trainer = Trainer(Run(out, options.epochs, options.seed, asdict(options), patience=options.patience,
                           resume=options.resume, resumable=RESUMABLE_CHANGES, device=options.device, report=report))
     resumed = trainer.check_out_folder(Checkpoint.load)
+    initial = Checkpoint.load(options.init) if options.init else None
+    if initial is not None and initial.preprocess != preprocess:
+        raise ValueError(f"--init {options.init}: its text was preprocessed otherwise than this run's")
     train_docs = language_model_documents(data, options.corpus, options.train_split, options.data_dir, preprocess)
-    vocabulary = resumed.vocabulary if resumed else language_model_vocabulary(data, train_docs, options.vocab_size)
+    vocabulary = (resumed or initial).vocabulary if (resumed or initial) else language_model_vocabulary(
+        data, train_docs, options.vocab_size)
     train_docs = [apply_vocabulary(document, vocabulary)[0] for document in train_docs]
+    for name in extra_text_names(options.extra_text, options.corpus):  # text alone: its annotation dropped
+        train_docs += [document.replace(mentions=[])
+                       for document in text_documents(name, options.data_dir, preprocess, vocabulary)]
     dev_docs = language_model_documents(data, options.corpus, options.dev_split, options.data_dir, preprocess,
                                         vocabulary)
     if options.model == "ngram":
@@ -245,6 +281,8 @@ def train_language_model(options: LanguageModelTraining, report: Report | None =
     train_batches = [b.to(device) for b in batches_by_length(train_docs, vocabulary, options.batch_tokens)]
     dev_batches = [b.to(device) for b in batches_by_length(dev_docs, vocabulary, options.eval_batch_tokens)]
     family = LanguageModelFamily(options, vocabulary, preprocess, train_batches, dev_batches, device, trainer.ranks)
+    if initial is not None and resumed is None:
+        family.start_from(initial, options.init)
     if options.context_encoder:
         print(load_context_encoder(family.modules["model"], options.context_encoder, vocabulary), file=sys.stderr)
     state = trainer.fit(family)

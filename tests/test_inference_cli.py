@@ -72,7 +72,7 @@ def write_lambada_dev(root: Path) -> Path:
     return root
 
 
-def test_init_fine_tunes_and_keeps_the_start_where_training_only_harms_dev(trained, tmp_path):
+def test_init_fine_tunes_and_keeps_the_start_where_training_only_harms_dev(trained, tmp_path, capsys):
     """--init starts from the checkpoint's weights and vocabulary, and its dev score is the one to beat: with a
     learning rate that wrecks the model, the weights kept are the start's."""
     start = Checkpoint.load(trained["rnnlm"])
@@ -80,6 +80,8 @@ def test_init_fine_tunes_and_keeps_the_start_where_training_only_harms_dev(train
     argv = ["--model", "rnnlm", "--epochs", "1", *TINY, "--init", str(trained["rnnlm"]), "--lr", "50",
             "--out", str(out), "--device", "cpu"]
     assert train.main(argv) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["initial_dev_nll"] == summary["best_dev_nll"] == start.training["state"]["best"]
     tuned = Checkpoint.load(out / "model.pt")
     assert tuned.vocabulary.fingerprint == start.vocabulary.fingerprint
     assert all(torch.equal(tuned.weights["model"][name], value) for name, value in start.weights["model"].items())

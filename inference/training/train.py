@@ -287,4 +287,5 @@ def train_language_model(options: LanguageModelTraining, report: Report | None =
         print(load_context_encoder(family.modules["model"], options.context_encoder, vocabulary), file=sys.stderr)
     state = trainer.fit(family)
     return {"model": family.kind, "epochs": state["epoch"], "best_dev_nll": state["best"],
-            "best_dev_perplexity": {k: math.exp(v) for k, v in state["best"].items()}}
+            "best_dev_perplexity": {k: math.exp(v) for k, v in state["best"].items()},
+            **({"initial_dev_nll": family.initial} if family.initial else {})}

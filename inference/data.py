@@ -141,3 +141,12 @@ def text_documents(name: str, data_dir: str | None, config: PreprocessConfig = A
     else:
         documents = list(load_corpus(name, "train", data_dir).documents)
     return preprocess_documents(documents, config, vocabulary)[0]
+
+
+def extra_text_documents(text: str | None, corpus: str, data_dir: str | None, config: PreprocessConfig,
+                         vocabulary: Vocabulary | None = None) -> dict[str, list[Document]]:
+    """The documents of each text ``text`` names beside ``corpus`` (:func:`extra_text_names`), preprocessed by
+    ``config`` and ``vocabulary`` and read as text alone (a corpus's annotation dropped): what a model trains on
+    without annotation."""
+    return {name: [document.replace(mentions=[]) for document in text_documents(name, data_dir, config, vocabulary)]
+            for name in extra_text_names(text, corpus)}

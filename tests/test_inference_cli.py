@@ -106,7 +106,7 @@ def test_extra_text_joins_the_training_text_without_changing_the_vocabulary(trai
     (["--model", "entitynlm", "--extra-text", "lambada-dev"], "--model entitynlm cannot train on"),
     (["--model", "ngram", "--init", "{rnnlm}"], "the n-gram is counted"),
     (["--model", "rnnlm", "--hidden-size", "8", "--init", "{rnnlm}"], "(hidden_size): pass the options"),
-    (["--model", "rnnlm", "--init", "{entitynlm}"], "a entitynlm whose settings differ"),
+    (["--model", "rnnlm", "--init", "{entitynlm}"], "a entitynlm checkpoint, not a rnnlm one"),
 ])
 def test_what_extra_text_and_init_cannot_do_is_refused_in_one_line(argv, says, trained, tmp_path, capsys):
     argv = [a.format(rnnlm=trained["rnnlm"], entitynlm=trained["entitynlm"]) for a in argv]

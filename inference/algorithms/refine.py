@@ -70,7 +70,7 @@ from generative.layers.batch import DocumentBatch, batches_by_length, make_batch
 from inference.algorithms.hints import HintSettings, corpus_hints
 from inference.algorithms.importance import ImportanceEstimate, importance_log_densities, log_importance_weights
 from inference.algorithms.smc import sample_structures
-from inference.data import extra_text_names, prepared_documents, text_documents
+from inference.data import extra_text_documents, extra_text_names, prepared_documents
 from inference.evaluation.posterior_resolver import local_log_conditionals
 from inference.evaluation.rerank import noise_free
 from inference.runtime import changed_options, resolve_device, set_seed
@@ -349,9 +349,8 @@ def extra_text_pieces(config: RefineConfig, checkpoint: Checkpoint) -> tuple[lis
     checkpoint's corpus is and read as text alone (a corpus's annotation dropped), and per text its documents,
     pieces and tokens."""
     pieces, counts = [], {}
-    for name in extra_text_names(config.extra_text, config.corpus):
-        documents = [document.replace(mentions=[]) for document in text_documents(
-            name, config.data_dir, checkpoint.preprocess, checkpoint.vocabulary)]
+    for name, documents in extra_text_documents(config.extra_text, config.corpus, config.data_dir,
+                                                checkpoint.preprocess, checkpoint.vocabulary).items():
         text = [piece for document in documents for piece in sentence_chunks(document, config.chunk)]
         counts[name] = {"documents": len(documents), "pieces": len(text),
                         "tokens": sum(len(piece.tokens) for piece in text)}

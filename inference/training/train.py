@@ -27,11 +27,11 @@ from generative.layers.batch import DocumentBatch, batches_by_length, token_stre
 from generative.registry import LANGUAGE_MODELS, model_kind
 from inference.checks import integer, output_folder, real
 from inference.data import (
+    extra_text_documents,
     extra_text_names,
     language_model_documents,
     language_model_preprocess,
     language_model_vocabulary,
-    text_documents,
 )
 from inference.distributed import Ranks, Share, sum_gradients
 from inference.training.checkpoint import PROPOSAL_WEIGHTS, Checkpoint
@@ -173,11 +173,14 @@ class LanguageModelFamily:
     def start_from(self, checkpoint: Checkpoint, path: str) -> None:
         """Fine-tune: every component starts from ``checkpoint``'s weights (same model, sizes and vocabulary), and
         its dev score there is the one to beat, so the weights kept are never worse on dev than the start."""
-        if checkpoint.kind != self.kind or checkpoint.config != self.config.to_dict():
-            changed = sorted(key for key in {**checkpoint.config, **self.config.to_dict()}
-                             if checkpoint.config.get(key) != self.config.to_dict().get(key))
-            raise ValueError(f"--init {path}: a {checkpoint.kind} whose settings differ from this run's "
-                             f"({', '.join(changed) or 'the model'}): pass the options it was trained with")
+        config = self.config.to_dict()
+        if checkpoint.kind != self.kind:
+            raise ValueError(f"--init {path}: a {checkpoint.kind} checkpoint, not a {self.kind} one")
+        changed = sorted(key for key in {**checkpoint.config, **config}
+                         if checkpoint.config.get(key) != config.get(key))
+        if changed:
+            raise ValueError(f"--init {path}: its settings differ from this run's ({', '.join(changed)}): pass the "
+                             "options it was trained with")
         for name, module in self.modules.items():
             if name not in checkpoint.weights:
                 raise ValueError(f"--init {path}: holds no {name} weights")
@@ -268,9 +271,9 @@ def train_language_model(options: LanguageModelTraining, report: Report | None =
     vocabulary = (resumed or initial).vocabulary if (resumed or initial) else language_model_vocabulary(
         data, train_docs, options.vocab_size)
     train_docs = [apply_vocabulary(document, vocabulary)[0] for document in train_docs]
-    for name in extra_text_names(options.extra_text, options.corpus):  # text alone: its annotation dropped
-        train_docs += [document.replace(mentions=[])
-                       for document in text_documents(name, options.data_dir, preprocess, vocabulary)]
+    for documents in extra_text_documents(options.extra_text, options.corpus, options.data_dir, preprocess,
+                                          vocabulary).values():
+        train_docs += documents
     dev_docs = language_model_documents(data, options.corpus, options.dev_split, options.data_dir, preprocess,
                                         vocabulary)
     if options.model == "ngram":

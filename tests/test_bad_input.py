@@ -759,8 +759,10 @@ INTERRUPTIBLE = [  # (command, arguments, a line of stderr or stdout that shows 
 def test_ctrl_c_is_one_line_and_status_130(command, args, busy, tmp_path):
     out = tmp_path / "out"
     argv = Row(command, args, "").argv({"out": str(out)})
+    # SIGINT restored in the child: a suite run as a shell's background job inherits it ignored, and Python then
+    # never raises KeyboardInterrupt (as a user's terminal would never send it to a background job)
     with subprocess.Popen(argv, cwd=tmp_path, env=environment(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True) as process:
+                          text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)) as process:
         try:
             seen = []
             for line in process.stdout:  # until the command is in its long step

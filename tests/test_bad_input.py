@@ -454,6 +454,8 @@ ROWS = [
     row("inference.posterior", "--evaluate --link-temperature 2", "--link-temperature needs --given-mentions"),
     row("inference.posterior", "--evaluate --local-search 2", "--local-search needs --given-mentions"),
     row("inference.posterior", "--evaluate --given-mentions pipeline --local-search -1", "argument --local-search"),
+    row("inference.posterior", "--evaluate --ranker-weight 1", "--ranker-weight needs --given-mentions"),
+    row("inference.posterior", "--evaluate --given-mentions pipeline --ranker-weight -1", "argument --ranker-weight"),
     row("inference.posterior", "--evaluate --given-mentions pipeline --link-temperature 0", "--link-temperature"),
     row("inference.posterior", f"--text {TEXT} --new-entity-bias many --out {{out}}", "--new-entity-bias"),
     row("inference.posterior", f"--text {TEXT} --new-entity-bias inf --out {{out}}", "must be a finite number"),

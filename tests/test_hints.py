@@ -15,6 +15,7 @@ from coref.corpora.registry import load_corpus
 from coref.document import Document
 from coref.resolution.hints import pipeline_hints
 from coref.resolution.pipeline import bundled_pipeline
+from coref.resolution.rerank import DEFAULT_GRID
 from generative.entitynlm.hints import CorefHints, StreamHint
 from generative.entitynlm.state import Annotation
 from inference.algorithms.smc import particle_gibbs, sample_structures
@@ -147,6 +148,57 @@ def test_pipeline_hints_are_encodable_and_distributions():
     assert len(response.mentions) == int(hint.linked.sum())
 
 
+def set_partitions(size: int):
+    """Every partition of ``size`` items as labels (restricted growth strings)."""
+    if size == 0:
+        yield []
+        return
+    for rest in set_partitions(size - 1):
+        for label in range(max(rest, default=-1) + 2):
+            yield [*rest, label]
+
+
+def test_the_rankers_tree_score_is_each_partitions_best_tree_and_greedy_decoding_scores_highest():
+    from coref.resolution.hints import CorefHint
+
+    rng = np.random.default_rng(0)
+    size, top = 6, 3
+    antecedents = np.full((size, top), -1)
+    probabilities = np.zeros((size, top + 1))
+    for j in range(size):  # the top earlier mentions of each, by a random softmax; the rest of the mass to "new"
+        listed = rng.permutation(j)[:top]
+        weights = rng.dirichlet(np.ones(len(listed) + 2))
+        antecedents[j, :len(listed)] = listed
+        probabilities[j, 1:len(listed) + 1] = weights[:len(listed)]
+        probabilities[j, 0] = 1 - probabilities[j, 1:].sum()
+    greedy = np.argmax(probabilities, 1)
+    clusters = np.arange(size)
+    for j in range(size):  # the greedy clusters: each mention joins its most probable antecedent's
+        if greedy[j] > 0:
+            clusters[j] = clusters[antecedents[j, greedy[j] - 1]]
+    hint = CorefHint([(2 * j, 2 * j + 1) for j in range(size)], np.ones(size), antecedents, probabilities,
+                     np.ones(size, dtype=bool), clusters)
+
+    def best_tree(labels):  # by hand: each mention's most probable arc from its cluster, or "new" for its first
+        total = 0.0
+        for j in range(size):
+            if not any(labels[i] == labels[j] for i in range(j)):
+                total += math.log(probabilities[j, 0])
+                continue
+            mates = [probabilities[j, k + 1] for k in range(top)
+                     if antecedents[j, k] >= 0 and labels[antecedents[j, k]] == labels[j]]
+            total += math.log(max(mates) if mates else probabilities[j][probabilities[j] > 0].min())
+        return total
+
+    partitions = np.array(list(set_partitions(size)))
+    assert len(partitions) == 203  # Bell(6)
+    scores = hint.tree_log_scores(partitions)
+    np.testing.assert_allclose(scores, [best_tree(labels) for labels in partitions])
+    best = partitions[np.argmax(scores)]
+    assert all((best[i] == best[j]) == (clusters[i] == clusters[j]) for i in range(size) for j in range(size))
+    assert hint.tree_log_scores(clusters * 7 + 1)[0] == pytest.approx(scores.max())  # labels are only names
+
+
 def test_calibration_error_and_pairs():
     assert link_pairs(4, 2)[0].tolist() == [0, 0, 1, 1, 2]
     assert link_pairs(4, 2)[1].tolist() == [1, 2, 2, 3, 3]
@@ -208,10 +260,15 @@ def test_the_posterior_on_the_pipelines_mentions_is_scored_and_calibrated(tmp_pa
     out, figure = tmp_path / "result.json", tmp_path / "reliability.png"
     argv = ["--evaluate", "--given-mentions", "pipeline", "--particles", "6", "--method", "smc", "--device", "cpu",
             "--hint-weight", "0.3", "--lookahead", "0.5", "--sweeps", "2", "--reliability", str(figure),
-            "--local-search", "2", "--json", str(out)]
+            "--local-search", "2", "--ranker-weight", "1000", "--json", str(out)]
     assert posterior.main(argv) == 0
     printed = capsys.readouterr().out
     result = json.loads(out.read_text())
+    grid = {row["weight"]: row["conll_f1"] for row in result["map_by_ranker_weight"]}
+    assert len(grid) == len(DEFAULT_GRID) and result["ranker_weight"] == 1000
+    assert result["particle_map"]["conll_f1"] == grid[1000.0]  # climbed from the MAP at its ranker weight
+    assert grid["inf"] == result["pipeline"]["conll_f1"]  # the ranker alone: its greedy partition, Gibbs's start
+    assert "MAP CoNLL F1 by ranker weight" in printed and 0 < result["p_value_vs_pipeline"] <= 1
     assert result["local_search"] == 2 and f"made {result['moved_by_local_search']} single-mention moves" in printed
     assert "particles' MAP" in printed and 0 <= result["particle_map"]["conll_f1"] <= 1
     assert result["mentions"] > 0 and result["calibration"]["pairs"] > 0 and result["lookahead"] == 0.5
@@ -220,6 +277,11 @@ def test_the_posterior_on_the_pipelines_mentions_is_scored_and_calibrated(tmp_pa
     assert sum(row["pairs"] for row in result["calibration"]["bins"]) == result["calibration"]["pairs"]
     assert "posterior MAP" in printed and "expected calibration error" in printed
     assert figure.read_bytes()[:4] == b"\x89PNG"
+    plain = tmp_path / "plain.json"  # weight 0, no search: the posterior's own MAP
+    assert posterior.main([*argv[:argv.index("--reliability")], "--json", str(plain)]) == 0
+    result = json.loads(plain.read_text())
+    assert result["ranker_weight"] == 0 and "particle_map" not in result
+    assert result["posterior_map"]["conll_f1"] == result["map_by_ranker_weight"][0]["conll_f1"]
 
 
 def test_local_link_probabilities_are_the_models_conditionals():

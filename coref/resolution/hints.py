@@ -64,6 +64,28 @@ class CorefHint:
         return CorefHint(list(spans), self.detected[kept_array], antecedents, probabilities,
                          self.linked[kept_array], self.clusters[kept_array])
 
+    def tree_log_scores(self, labels: np.ndarray) -> np.ndarray:
+        """The ranker's score of each partition of these spans, (S,) from ``labels`` (S, M): span j's cluster
+        in partition s (any integers; a span alone in its cluster is a singleton). The score of the partition's
+        best antecedent tree, as reranking scores a candidate (paper §5.2): every span's most probable arc from an
+        earlier span of its cluster, or "new" for a cluster's first span, summed as log-probabilities. Greedy
+        decoding's own partition scores highest. An earlier cluster-mate outside a span's listed antecedents
+        counts as its least probable listed choice (an upper bound on its probability). At the ranker's softmax
+        temperature T the scores are the arc-score sums divided by T, less a constant per document, so a weight
+        on them absorbs T."""
+        labels = np.asarray(labels, dtype=np.int64).reshape(-1, len(self))
+        listed = self.antecedents >= 0
+        same = listed & (labels[:, np.where(listed, self.antecedents, 0)] == labels[:, :, None])  # (S, M, K)
+        best = np.where(same, self.probabilities[None, :, 1:], 0.0).max(-1, initial=0.0)
+        positive = np.where(self.probabilities > 0, self.probabilities, np.inf).min(-1)
+        order = np.argsort(labels, axis=1, kind="stable")
+        ranked = np.take_along_axis(labels, order, 1)
+        first = np.empty_like(labels, dtype=bool)
+        np.put_along_axis(first, order, np.c_[np.ones((len(labels), 1), dtype=bool),
+                                              ranked[:, 1:] != ranked[:, :-1]][:, :len(self)], 1)
+        arc = np.where(first, self.probabilities[:, 0], np.where(best > 0, best, positive))
+        return np.log(np.maximum(arc, np.finfo(float).tiny)).sum(1)  # a probability rounded to 0 stays finite
+
     def response(self, document: Document) -> Document:
         """``document`` with the pipeline's greedy clusters of its linked spans: the pipeline's own answer."""
         return document.replace(mentions=[Mention(start, end, int(cluster)) for (start, end), cluster, linked

@@ -267,14 +267,14 @@ class RerankResult:
 
     def to_json(self) -> dict[str, object]:
         return {
-            "weight": _weight_json(self.weight),
-            "grid": [{"weight": _weight_json(w), "dev_conll_f1": f1} for w, f1 in self.dev_f1_by_weight.items()],
+            "weight": weight_json(self.weight),
+            "grid": [{"weight": weight_json(w), "dev_conll_f1": f1} for w, f1 in self.dev_f1_by_weight.items()],
             "dev": [row.to_json() for row in self.dev],
             "test": [row.to_json() for row in self.test],
         }
 
 
-def _weight_json(weight: float) -> float | str:
+def weight_json(weight: float) -> float | str:
     return "inf" if weight == RESOLVER_ONLY else weight
 
 

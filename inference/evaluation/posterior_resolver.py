@@ -4,8 +4,13 @@ The coreference pipeline finds the mentions (its detector, outermost, linked one
 kind, which has no singletons) and resolves them (its ranker, greedy). On the same mentions, given to EntityNLM
 as observed R and L, the posterior p(E | x, R, L) is sampled (:func:`inference.algorithms.smc.sample_structures`
 with ``mentions``); its MAP structure (the particle of highest p(x, R, E, L)) is scored against the gold beside
-the pipeline's own clusters, by CoNLL F1 on the same documents and tokens. With ``local_search`` the particles'
-MAP is climbed further by iterated conditional modes (:func:`local_mode`, the exact joint of each single-mention
+the pipeline's own clusters, by CoNLL F1 on the same documents and tokens. With ``ranker_weight`` w the MAP is
+instead the particle of highest log p(x, R, E, L) + w x the ranker's tree score of its partition
+(:meth:`~coref.resolution.hints.CorefHint.tree_log_scores`): the paper's "EntityNLM + base" reranker (§5.2, Table
+2, eq. 12 with the base resolver's score), over the posterior's particles instead of a k-best list; the report
+gives the CoNLL F1 of every weight of :data:`~coref.resolution.rerank.DEFAULT_GRID`, to choose w on dev, and
+the chosen MAP's approximate-randomization p-value against the pipeline. With ``local_search`` the MAP
+is climbed further by iterated conditional modes (:func:`local_mode`, the exact joint of each single-mention
 move, as the local conditionals below score them) and both MAPs are reported: the particles' and the climbed one.
 
 Calibration: for each mention and each of the ``window`` mentions before it, the probability that the two are one
@@ -39,8 +44,10 @@ from matplotlib.figure import Figure
 
 from coref.document import Document
 from coref.io.progress import progress as progress_bar
-from coref.metrics.coreference import evaluate
+from coref.metrics.coreference import CorefEvaluation, score_document
+from coref.resolution.hints import CorefHint
 from coref.resolution.kbest import document_with_clusters
+from coref.resolution.rerank import DEFAULT_GRID, RESOLVER_ONLY, approximate_randomization, micro_average, weight_json
 from generative.entitynlm.model import EntityNLM
 from inference.algorithms.hints import corpus_hints
 from inference.algorithms.posterior import (
@@ -257,14 +264,35 @@ def local_log_conditionals(model: EntityNLM, checkpoint: Checkpoint, document: D
     return scores[own] - peak - total.log()  # each mention's own move comes once, in mention order
 
 
+def ranker_scores(hint: CorefHint, posterior: Posterior) -> np.ndarray:
+    """The pipeline ranker's tree score (:meth:`CorefHint.tree_log_scores`) of each particle's partition of the
+    given mentions (the hint's linked spans; its other spans stay alone)."""
+    index = {span: j for j, span in enumerate(hint.spans)}
+    labels = np.tile(-1 - np.arange(len(hint)), (len(posterior.structures), 1))
+    for s, structure in enumerate(posterior.structures):
+        for mention in structure.mentions:
+            if mention.span not in index:
+                raise ValueError(f"document {posterior.document.id!r}: a sampled mention {mention.span} is not "
+                                 "among the pipeline's")
+            labels[s, index[mention.span]] = mention.entity
+    return hint.tree_log_scores(labels)
+
+
+def ranked_map(posterior: Posterior, ranker: np.ndarray, weight: float) -> int:
+    """The particle of highest log p(x, R, E, L) + ``weight`` x ``ranker`` (its partition's tree score), the
+    first among equals: 0 gives the posterior's MAP, :data:`RESOLVER_ONLY` the ranker's best particle."""
+    return int(np.argmax(ranker if weight == RESOLVER_ONLY else posterior.log_joint + weight * ranker))
+
+
 def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
                                   reliability: str | Path | None = None, link_temperature: float = 1.0,
-                                  local_search: int = 0) -> dict:
+                                  local_search: int = 0, ranker_weight: float = 0.0) -> dict:
     """The posterior's MAP structure and link marginals on the pipeline's mentions of the corpus split, beside
     the pipeline's own clusters (module docstring); ``reliability``: write the reliability diagram there (PNG);
     ``link_temperature``: the local conditionals' temperature (their calibration error is also reported at each of
     :data:`TEMPERATURES`, to choose it on dev); ``local_search``: climb each particle MAP by at most this many
-    rounds of :func:`local_mode` (0: the particles' own)."""
+    rounds of :func:`local_mode` (0: the particles' own); ``ranker_weight``: the MAP by :func:`ranked_map` (0:
+    the posterior's own)."""
     device = resolve_device(config.device)
     settings = config.hints()
     pipeline = settings.pipeline()  # the mentions are its, whatever the proposal's weight on its hints
@@ -281,17 +309,32 @@ def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
                          hints=hints if settings.used else None, hint_settings=settings, given_mentions=True,
                          seed=config.seed, sweeps=config.sweeps)
     seconds = time.perf_counter() - started
+    ranker = [ranker_scores(hints[document.key], posterior) for document, posterior in zip(gold, results)]
+    scored: dict[tuple[int, int], CorefEvaluation] = {}  # (document, particle): the particle's MAP scored
+
+    def chosen(weight: float) -> list[CorefEvaluation]:
+        indices = [ranked_map(posterior, scores, weight) for posterior, scores in zip(results, ranker)]
+        for number, index in enumerate(indices):
+            if (number, index) not in scored:
+                scored[number, index] = score_document(gold[number],
+                                                       without_singletons(results[number].structures[index]))
+        return [scored[number, index] for number, index in enumerate(indices)]
+
+    by_weight = [{"weight": weight_json(weight), "conll_f1": micro_average(chosen(weight)).conll_f1}
+                 for weight in DEFAULT_GRID]
+    chosen_maps = [posterior.structures[ranked_map(posterior, scores, ranker_weight)]
+                   for posterior, scores in zip(results, ranker)]
     pairs = [link_calibration(posterior, document, window) for posterior, document in zip(results, gold)]
     labels = np.concatenate([label for _, label in pairs])
     calibration = Calibration(np.concatenate([p for p, _ in pairs]), labels)
     scorer = entitynlm_modules(noise_free(checkpoint), device)[0]
     scorer.heads.entity.new_entity_bias = config.new_entity_bias
     if local_search:  # the climbed MAPs, and their links as the search's last round scored them
-        climbed = [local_mode(scorer, checkpoint, posterior.map_structure, device, local_search, window)
-                   for posterior in progress_bar(results, desc="local search", unit="document")]
+        climbed = [local_mode(scorer, checkpoint, structure, device, local_search, window)
+                   for structure in progress_bar(chosen_maps, desc="local search", unit="document")]
         maps, moved, links = [c[0] for c in climbed], sum(c[1] for c in climbed), [c[2] for c in climbed]
     else:
-        maps, moved = [posterior.map_structure for posterior in results], 0
+        maps, moved = chosen_maps, 0
         links = [local_links(scorer, checkpoint, structure, device, window)
                  for structure in progress_bar(maps, desc="local link probabilities", unit="document")]
 
@@ -299,13 +342,17 @@ def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
         return Calibration(np.concatenate([link.probabilities(temperature) for link in links]), labels)
 
     local = local_calibration(link_temperature)
-    pipeline, posterior_map = evaluate(gold, [without_singletons(d) for d in given]), evaluate(
-        gold, [without_singletons(structure) for structure in maps])
+    pipeline_documents, map_documents = ([score_document(key, without_singletons(response))
+                                          for key, response in zip(gold, responses)] for responses in (given, maps))
+    pipeline, posterior_map = micro_average(pipeline_documents), micro_average(map_documents)
     result = {
         "corpus": config.corpus, "split": config.split, "documents": len(gold), "particles": config.particles,
         "method": config.method, "resample": config.resample, "sweeps": config.sweeps, "proposal": proposal.context,
         "hint_weight": settings.weight, "hint_temperature": settings.temperature, "lookahead": settings.lookahead,
-        "new_entity_bias": config.new_entity_bias, "local_search": local_search, "moved_by_local_search": moved,
+        "new_entity_bias": config.new_entity_bias, "ranker_weight": ranker_weight,
+        "map_by_ranker_weight": by_weight,
+        "p_value_vs_pipeline": approximate_randomization(pipeline_documents, map_documents),
+        "local_search": local_search, "moved_by_local_search": moved,
         "device": str(device),
         "mentions": sum(len(document.mentions) for document in given),
         "gold_mentions": sum(len(document.mentions) for document in gold),
@@ -319,7 +366,7 @@ def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
         "ess": [posterior.ess for posterior in results], "seconds": seconds,
     }
     if local_search:  # the particles' own MAP beside the climbed one
-        particle_map = evaluate(gold, [without_singletons(posterior.map_structure) for posterior in results])
+        particle_map = micro_average(chosen(ranker_weight))
         result["particle_map"] = {"scores": particle_map.to_json(), "conll_f1": particle_map.conll_f1}
     if reliability is not None:
         title = f"{config.corpus}/{config.split}: {len(labels)} mention pairs, {config.particles} particles"
@@ -333,7 +380,8 @@ def format_pipeline_mentions(result: dict) -> str:
     lines = [f"{result['corpus']}/{result['split']}: {result['documents']} documents, the pipeline's "
              f"{result['mentions']} mentions (gold {result['gold_mentions']}), {result['particles']} particles "
              f"({result['method']}, resampling at each {result['resample']}, {result['sweeps']} sweep(s)), hint weight "
-             f"{result['hint_weight']}, new-entity bias {result['new_entity_bias']:g}"
+             f"{result['hint_weight']}, new-entity bias {result['new_entity_bias']:g}, ranker weight "
+             f"{result['ranker_weight']:g}"
              + (f"; local search ({result['local_search']} rounds at most) made {result['moved_by_local_search']} "
                 f"single-mention moves" if result["local_search"] else ""),
              f"{'resolver':<16} {'MUC F1':>7} {'B3 F1':>7} {'CEAFe F1':>9} {'CoNLL F1':>9}"]
@@ -342,6 +390,11 @@ def format_pipeline_mentions(result: dict) -> str:
         scores = result[key]["scores"]
         lines.append(f"{name:<16} {100 * scores['muc']['f1']:>7.2f} {100 * scores['bcub']['f1']:>7.2f} "
                      f"{100 * scores['ceafe']['f1']:>9.2f} {100 * result[key]['conll_f1']:>9.2f}")
+    lines.append(f"posterior MAP against the pipeline: p = {result['p_value_vs_pipeline']:.4f} (approximate "
+                 "randomization)")
+    lines.append("  MAP CoNLL F1 by ranker weight: " + ", ".join(
+        f"{row['weight']:.3g}: {100 * row['conll_f1']:.2f}" if row["weight"] != "inf" else
+        f"inf: {100 * row['conll_f1']:.2f}" for row in result["map_by_ranker_weight"]))
     calibration = result["calibration"]
     lines.append(f"links: {calibration['pairs']} pairs within {calibration['window']} mentions, "
                  f"{100 * calibration['coreferent_share']:.1f}% coreferent; expected calibration error "

@@ -86,10 +86,11 @@ class CorefHint:
         arc = np.where(first, self.probabilities[:, 0], np.where(best > 0, best, positive))
         return np.log(np.maximum(arc, np.finfo(float).tiny)).sum(1)  # a probability rounded to 0 stays finite
 
-    def response(self, document: Document) -> Document:
-        """``document`` with the pipeline's greedy clusters of its linked spans: the pipeline's own answer."""
+    def response(self, document: Document, singletons: bool = False) -> Document:
+        """``document`` with the pipeline's greedy clusters of its linked spans: the pipeline's own answer
+        (``singletons``: of every span, those it leaves alone in clusters of their own)."""
         return document.replace(mentions=[Mention(start, end, int(cluster)) for (start, end), cluster, linked
-                                          in zip(self.spans, self.clusters, self.linked) if linked])
+                                          in zip(self.spans, self.clusters, self.linked) if linked or singletons])
 
 
 def pipeline_hints(pipeline: CorefPipeline, documents: Sequence[Document], temperature: float = 1.0,

@@ -55,7 +55,11 @@ from inference.commands.options import (
     add_seed,
     add_threads,
 )
-from inference.evaluation.posterior_resolver import evaluate_on_pipeline_mentions, format_pipeline_mentions
+from inference.evaluation.posterior_resolver import (
+    GIVEN_MENTIONS,
+    evaluate_on_pipeline_mentions,
+    format_pipeline_mentions,
+)
 
 
 def build_parser() -> Parser:
@@ -87,10 +91,12 @@ def build_parser() -> Parser:
                              "else the checkpoint's own")
     parser.add_argument("--particles", type=integer(1), default=100, help="particles per document")
     add_hint_options(parser)
-    parser.add_argument("--given-mentions", choices=["pipeline"],
+    parser.add_argument("--given-mentions", choices=GIVEN_MENTIONS,
                         help="--evaluate: give EntityNLM the coreference pipeline's mentions (R and L observed) and "
                              "sample their entities only; scores its MAP beside the pipeline's own clusters on them "
-                             "and the calibration of its link probabilities")
+                             "and the calibration of its link probabilities. pipeline: the spans the pipeline links; "
+                             "detected: every span its detector finds, so the posterior also decides which stay "
+                             "alone")
     parser.add_argument("--reliability", metavar="PNG",
                         help="--given-mentions: also draw the links' reliability diagram into this file")
     parser.add_argument("--link-temperature", type=real(0, include_low=False), default=1.0,
@@ -167,7 +173,7 @@ def run(args: argparse.Namespace) -> dict:
     if args.given_mentions:
         return evaluate_on_pipeline_mentions(config, reliability=args.reliability,
                                              link_temperature=args.link_temperature, local_search=args.local_search,
-                                             ranker_weight=args.ranker_weight)
+                                             ranker_weight=args.ranker_weight, mentions=args.given_mentions)
     return evaluate_map(config) if args.evaluate else analyse(config)
 
 

@@ -66,6 +66,7 @@ from inference.training.checkpoint import Checkpoint, entitynlm_modules
 WINDOW = 30  # each mention is paired with this many mentions before it
 BINS = 10
 IMPROVEMENT = 1e-3  # nats: a move raises the joint by more than the scores' rounding between runs
+GIVEN_MENTIONS = ("pipeline", "detected")  # the pipeline's linked spans, or all its detector's
 TEMPERATURES = (0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)  # the local conditionals' temperatures reported
 
 
@@ -286,13 +287,19 @@ def ranked_map(posterior: Posterior, ranker: np.ndarray, weight: float) -> int:
 
 def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
                                   reliability: str | Path | None = None, link_temperature: float = 1.0,
-                                  local_search: int = 0, ranker_weight: float = 0.0) -> dict:
+                                  local_search: int = 0, ranker_weight: float = 0.0, mentions: str = "pipeline"
+                                  ) -> dict:
     """The posterior's MAP structure and link marginals on the pipeline's mentions of the corpus split, beside
     the pipeline's own clusters (module docstring); ``reliability``: write the reliability diagram there (PNG);
     ``link_temperature``: the local conditionals' temperature (their calibration error is also reported at each of
     :data:`TEMPERATURES`, to choose it on dev); ``local_search``: climb each particle MAP by at most this many
     rounds of :func:`local_mode` (0: the particles' own); ``ranker_weight``: the MAP by :func:`ranked_map` (0:
-    the posterior's own)."""
+    the posterior's own). ``mentions``: "pipeline", the spans the pipeline links (its answer's mentions), or
+    "detected", every span its detector finds (as EntityNLM can encode them), so that the posterior also decides
+    which stay alone, as reranking's candidates on predicted mentions do; either way the pipeline's answer is the
+    same, and singletons are dropped from both answers before scoring."""
+    if mentions not in GIVEN_MENTIONS:
+        raise ValueError(f"given mentions are one of {', '.join(GIVEN_MENTIONS)}, got {mentions!r}")
     device = resolve_device(config.device)
     settings = config.hints()
     pipeline = settings.pipeline()  # the mentions are its, whatever the proposal's weight on its hints
@@ -301,7 +308,7 @@ def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
                               checkpoint.vocabulary, quiet=True)
     hints = corpus_hints(settings, pipeline, config.corpus, config.split, config.data_dir, gold,
                          checkpoint.preprocess)
-    given = [hints[document.key].response(document) for document in gold]
+    given = [hints[document.key].response(document, singletons=mentions == "detected") for document in gold]
     set_seed(config.seed)
     started = time.perf_counter()
     results = posteriors(model, proposal, given, checkpoint.vocabulary, config.particles, config.method,
@@ -346,7 +353,8 @@ def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
                                           for key, response in zip(gold, responses)] for responses in (given, maps))
     pipeline, posterior_map = micro_average(pipeline_documents), micro_average(map_documents)
     result = {
-        "corpus": config.corpus, "split": config.split, "documents": len(gold), "particles": config.particles,
+        "corpus": config.corpus, "split": config.split, "given_mentions": mentions, "documents": len(gold),
+        "particles": config.particles,
         "method": config.method, "resample": config.resample, "sweeps": config.sweeps, "proposal": proposal.context,
         "hint_weight": settings.weight, "hint_temperature": settings.temperature, "lookahead": settings.lookahead,
         "new_entity_bias": config.new_entity_bias, "ranker_weight": ranker_weight,
@@ -378,7 +386,8 @@ def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
 def format_pipeline_mentions(result: dict) -> str:
     """The two resolvers' scores on the same mentions and the posterior's calibration, as the command prints."""
     lines = [f"{result['corpus']}/{result['split']}: {result['documents']} documents, the pipeline's "
-             f"{result['mentions']} mentions (gold {result['gold_mentions']}), {result['particles']} particles "
+             f"{result['mentions']} {'detected' if result['given_mentions'] == 'detected' else 'linked'} mentions "
+             f"(gold {result['gold_mentions']}), {result['particles']} particles "
              f"({result['method']}, resampling at each {result['resample']}, {result['sweeps']} sweep(s)), hint weight "
              f"{result['hint_weight']}, new-entity bias {result['new_entity_bias']:g}, ranker weight "
              f"{result['ranker_weight']:g}"

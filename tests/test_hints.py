@@ -282,6 +282,13 @@ def test_the_posterior_on_the_pipelines_mentions_is_scored_and_calibrated(tmp_pa
     result = json.loads(plain.read_text())
     assert result["ranker_weight"] == 0 and "particle_map" not in result
     assert result["posterior_map"]["conll_f1"] == result["map_by_ranker_weight"][0]["conll_f1"]
+    detected = tmp_path / "detected.json"  # every detected span given: the posterior also decides singletons
+    argv[argv.index("--given-mentions") + 1] = "detected"
+    assert posterior.main([*argv[:argv.index("--reliability")], "--json", str(detected)]) == 0
+    alone = json.loads(detected.read_text())
+    assert alone["given_mentions"] == "detected" and result["given_mentions"] == "pipeline"
+    assert alone["mentions"] > result["mentions"]  # the sample's pipeline leaves some spans alone
+    assert alone["pipeline"] == result["pipeline"]  # its answer, singletons dropped, is the same
 
 
 def test_local_link_probabilities_are_the_models_conditionals():

@@ -102,20 +102,26 @@ def read_passages(path: Path, name: str) -> list[Document]:
     return documents
 
 
-def lambada_documents(name: str, data_dir: str | None) -> list[Document]:
-    """LAMBADA's training novels (``lambada``) or development passages (``lambada-dev``), never its test ones."""
+def lambada_files(name: str, data_dir: str | None) -> list[Path]:
+    """The files of LAMBADA's training novels (``lambada``) or development passages (``lambada-dev``), never its
+    test ones; a missing one is a :class:`CorpusError` naming where it was looked for."""
     root = resolve_data_dir(data_dir)
     if name == "lambada-dev":
         if not (root / LAMBADA_DEV).is_file():
             raise CorpusError(f"--extra-text lambada-dev: {root / LAMBADA_DEV} does not exist")
-        return read_passages(root / LAMBADA_DEV, name)
+        return [root / LAMBADA_DEV]
     files = sorted((root / LAMBADA_TRAIN).rglob("*.txt")) if (root / LAMBADA_TRAIN).is_dir() else []
     if not files:
         raise CorpusError(
             f"--extra-text lambada: no training novels in {root / LAMBADA_TRAIN} (*.txt, from the official LAMBADA "
             "release); the development and test passages are evaluation data: pass lambada-dev to use the "
             "development passages anyway")
-    return [document for path in files for document in read_passages(path, name)]
+    return files
+
+
+def lambada_documents(name: str, data_dir: str | None) -> list[Document]:
+    """The passages of :func:`lambada_files`, as documents."""
+    return [document for path in lambada_files(name, data_dir) for document in read_passages(path, name)]
 
 
 def extra_text_names(text: str | None, corpus: str) -> list[str]:
@@ -129,6 +135,16 @@ def extra_text_names(text: str | None, corpus: str) -> list[str]:
             raise ValueError(f"--extra-text {name}: its training split is already the --corpus text")
     if len(set(names)) < len(names):
         raise ValueError(f"--extra-text {text}: a text is named twice")
+    return names
+
+
+def check_extra_text(text: str | None, corpus: str, data_dir: str | None) -> list[str]:
+    """:func:`extra_text_names`, with LAMBADA's files found: a text that is not there fails in one line before a
+    command reads (and reports on) its corpus."""
+    names = extra_text_names(text, corpus)
+    for name in names:
+        if name in LAMBADA_TEXTS:
+            lambada_files(name, data_dir)
     return names
 
 

@@ -245,6 +245,8 @@ ROWS = [
     row("inference.train", "--model rnnlm --out {run_earlier}", "{run_earlier}: holds an earlier run"),
     row("inference.train", "--model rnnlm --out {out} --init {binary}", "{binary}: not an entitylm checkpoint"),
     row("inference.train", "--model rnnlm --out {out} --extra-text gigaword", "--extra-text gigaword: unknown text"),
+    row("inference.train", "--model rnnlm --out {out} --extra-text lambada-dev --data-dir {data_empty}",
+        "{data_empty}/lambada/lambada_development_plain_text.txt does not exist"),  # before the corpus's report
     row("entitylm-train", "--model rnnlm --corpus nope --out {out}", "unknown corpus 'nope'"),
     row("inference.train", "--model ga_cgru --task babi:0 --out {out}", "expected babi:N with N in 1..20"),
     row("inference.train", "--model ga_cgru --task babi:3 --data-dir {missing} --out {out}", "{missing}"),
@@ -366,6 +368,8 @@ ROWS = [
     row("inference.refine", "--checkpoint {bundled} --out {out}/r.pt --wake eta", "argument --wake"),
     row("inference.refine", "--checkpoint {bundled} --out {out}/r.pt --wake theta --extra-text gigaword",
         "--extra-text gigaword: unknown text"),
+    row("inference.refine", "--checkpoint {bundled} --out {out}/r.pt --wake theta --extra-text lambada-dev "
+        "--data-dir {data_empty}", "{data_empty}/lambada/lambada_development_plain_text.txt does not exist"),
     row("inference.refine", "--checkpoint {bundled} --out {out}/r.pt --wake coref --extra-text lambada-dev",
         "--extra-text is text without annotation"),
     row("inference.refine", "--checkpoint {bundled} --out {out}/r.pt --supervised-weight -1",

@@ -70,7 +70,7 @@ from generative.layers.batch import DocumentBatch, batches_by_length, make_batch
 from inference.algorithms.hints import HintSettings, corpus_hints
 from inference.algorithms.importance import ImportanceEstimate, importance_log_densities, log_importance_weights
 from inference.algorithms.smc import sample_structures
-from inference.data import extra_text_documents, extra_text_names, prepared_documents
+from inference.data import check_extra_text, extra_text_documents, extra_text_names, prepared_documents
 from inference.evaluation.posterior_resolver import local_log_conditionals
 from inference.evaluation.rerank import noise_free
 from inference.runtime import changed_options, resolve_device, set_seed
@@ -364,6 +364,7 @@ def refine_proposal(config: RefineConfig) -> dict:
     the dev log-likelihood, and write ``out`` and ``out.state`` at each evaluation: the checkpoint, the proposal,
     the steps done, the figures before, the best figures and the history of evaluations."""
     options = asdict(config)
+    check_extra_text(config.extra_text, config.corpus, config.data_dir)
     set_seed(config.seed)
     device = resolve_device(config.device)
     path, checkpoint = entitynlm_checkpoint(config.checkpoint)

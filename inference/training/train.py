@@ -27,6 +27,7 @@ from generative.layers.batch import DocumentBatch, batches_by_length, token_stre
 from generative.registry import LANGUAGE_MODELS, model_kind
 from inference.checks import integer, output_folder, real
 from inference.data import (
+    check_extra_text,
     extra_text_documents,
     extra_text_names,
     language_model_documents,
@@ -259,6 +260,7 @@ def train_language_model(options: LanguageModelTraining, report: Report | None =
     out = Path(options.out)
     data = "entity" if options.model == "ngram" else model_kind(options.model).data
     preprocess = language_model_preprocess(data, options.keep_singletons)
+    check_extra_text(options.extra_text, options.corpus, options.data_dir)
     if options.context_encoder and options.model != "dntm":
         raise ValueError(f"--context-encoder: only --model dntm has a context encoder, not {options.model}")
     trainer = Trainer(Run(out, options.epochs, options.seed, asdict(options), patience=options.patience,

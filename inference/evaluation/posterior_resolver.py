@@ -276,7 +276,8 @@ def ranker_scores(hint: CorefHint, posterior: Posterior) -> np.ndarray:
                 raise ValueError(f"document {posterior.document.id!r}: a sampled mention {mention.span} is not "
                                  "among the pipeline's")
             labels[s, index[mention.span]] = mention.entity
-    return hint.tree_log_scores(labels)
+    return np.concatenate([hint.tree_log_scores(labels[first:first + 64])  # (64, M, K) at a time
+                           for first in range(0, len(labels), 64)] or [np.zeros(0)])
 
 
 def ranked_map(posterior: Posterior, ranker: np.ndarray, weight: float) -> int:

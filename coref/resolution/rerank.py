@@ -147,22 +147,25 @@ def document_candidates(
 Chooser = Callable[[CandidateList], int]
 
 
-def _argmax(values: Sequence[float]) -> int:
-    """The index of the largest value, the earliest among equals (``max`` keeps the first maximum)."""
-    return max(range(len(values)), key=values.__getitem__)
-
-
 def base_choice(candidates: CandidateList) -> int:
     """The base resolver's one-best (always the first candidate)."""
     return 0
 
 
-def interpolated_choice(candidates: CandidateList, weight: float) -> int:
-    """The candidate of highest ``log_prob + weight * resolver_score``; ``weight = inf`` ranks by the resolver
-    score alone (the base one-best), ``weight = 0`` by the language model alone (eq. 12)."""
+def interpolated_index(log_prob: ArrayLike, resolver_score: ArrayLike, weight: float) -> int:
+    """The index of highest ``log_prob + weight * resolver_score``, the earliest among equals; ``weight = inf``
+    ranks by the resolver score alone, ``weight = 0`` by the language model alone (eq. 12)."""
+    resolver = np.asarray(resolver_score, dtype=float)
     if weight == RESOLVER_ONLY:
-        return _argmax([candidate.resolver_score for candidate in candidates.candidates])
-    return _argmax([candidate.log_prob + weight * candidate.resolver_score for candidate in candidates.candidates])
+        return int(np.argmax(resolver))
+    return int(np.argmax(np.asarray(log_prob, dtype=float) + weight * resolver))
+
+
+def interpolated_choice(candidates: CandidateList, weight: float) -> int:
+    """The candidate of highest ``log_prob + weight * resolver_score`` (:func:`interpolated_index`): ``weight =
+    inf`` gives the base one-best."""
+    return interpolated_index([candidate.log_prob for candidate in candidates.candidates],
+                              [candidate.resolver_score for candidate in candidates.candidates], weight)
 
 
 def oracle_choice(candidates: CandidateList) -> int:

@@ -47,7 +47,13 @@ from coref.io.progress import progress as progress_bar
 from coref.metrics.coreference import CorefEvaluation, score_document
 from coref.resolution.hints import CorefHint
 from coref.resolution.kbest import document_with_clusters
-from coref.resolution.rerank import DEFAULT_GRID, RESOLVER_ONLY, approximate_randomization, micro_average, weight_json
+from coref.resolution.rerank import (
+    DEFAULT_GRID,
+    approximate_randomization,
+    interpolated_index,
+    micro_average,
+    weight_json,
+)
 from generative.entitynlm.model import EntityNLM
 from inference.algorithms.hints import corpus_hints
 from inference.algorithms.posterior import (
@@ -267,7 +273,7 @@ def local_log_conditionals(model: EntityNLM, checkpoint: Checkpoint, document: D
 
 def ranker_scores(hint: CorefHint, posterior: Posterior) -> np.ndarray:
     """The pipeline ranker's tree score (:meth:`CorefHint.tree_log_scores`) of each particle's partition of the
-    given mentions (the hint's linked spans; its other spans stay alone)."""
+    given mentions (spans of the hint; any of its spans not given stays alone)."""
     index = {span: j for j, span in enumerate(hint.spans)}
     labels = np.tile(-1 - np.arange(len(hint)), (len(posterior.structures), 1))
     for s, structure in enumerate(posterior.structures):
@@ -280,12 +286,6 @@ def ranker_scores(hint: CorefHint, posterior: Posterior) -> np.ndarray:
                            for first in range(0, len(labels), 64)] or [np.zeros(0)])
 
 
-def ranked_map(posterior: Posterior, ranker: np.ndarray, weight: float) -> int:
-    """The particle of highest log p(x, R, E, L) + ``weight`` x ``ranker`` (its partition's tree score), the
-    first among equals: 0 gives the posterior's MAP, :data:`RESOLVER_ONLY` the ranker's best particle."""
-    return int(np.argmax(ranker if weight == RESOLVER_ONLY else posterior.log_joint + weight * ranker))
-
-
 def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
                                   reliability: str | Path | None = None, link_temperature: float = 1.0,
                                   local_search: int = 0, ranker_weight: float = 0.0, mentions: str = "pipeline"
@@ -294,11 +294,12 @@ def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
     the pipeline's own clusters (module docstring); ``reliability``: write the reliability diagram there (PNG);
     ``link_temperature``: the local conditionals' temperature (their calibration error is also reported at each of
     :data:`TEMPERATURES`, to choose it on dev); ``local_search``: climb each particle MAP by at most this many
-    rounds of :func:`local_mode` (0: the particles' own); ``ranker_weight``: the MAP by :func:`ranked_map` (0:
-    the posterior's own). ``mentions``: "pipeline", the spans the pipeline links (its answer's mentions), or
-    "detected", every span its detector finds (as EntityNLM can encode them), so that the posterior also decides
-    which stay alone, as reranking's candidates on predicted mentions do; either way the pipeline's answer is the
-    same, and singletons are dropped from both answers before scoring."""
+    rounds of :func:`local_mode` (0: the particles' own); ``ranker_weight``: the MAP is the particle of highest
+    log p(x, R, E, L) + ``ranker_weight`` x :func:`ranker_scores` (0: the posterior's own). ``mentions``:
+    "pipeline", the spans the pipeline links (its answer's mentions), or "detected", every span its detector finds
+    (as EntityNLM can encode them), so that the posterior also decides which stay alone, as reranking's candidates
+    on predicted mentions do; either way the pipeline's answer is the same, and singletons are dropped from both
+    answers before scoring."""
     if mentions not in GIVEN_MENTIONS:
         raise ValueError(f"given mentions are one of {', '.join(GIVEN_MENTIONS)}, got {mentions!r}")
     device = resolve_device(config.device)
@@ -320,8 +321,11 @@ def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
     ranker = [ranker_scores(hints[document.key], posterior) for document, posterior in zip(gold, results)]
     scored: dict[tuple[int, int], CorefEvaluation] = {}  # (document, particle): the particle's MAP scored
 
+    def map_indices(weight: float) -> list[int]:  # each document's MAP particle at this ranker weight
+        return [interpolated_index(posterior.log_joint, scores, weight) for posterior, scores in zip(results, ranker)]
+
     def chosen(weight: float) -> list[CorefEvaluation]:
-        indices = [ranked_map(posterior, scores, weight) for posterior, scores in zip(results, ranker)]
+        indices = map_indices(weight)
         for number, index in enumerate(indices):
             if (number, index) not in scored:
                 scored[number, index] = score_document(gold[number],
@@ -330,8 +334,7 @@ def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
 
     by_weight = [{"weight": weight_json(weight), "conll_f1": micro_average(chosen(weight)).conll_f1}
                  for weight in DEFAULT_GRID]
-    chosen_maps = [posterior.structures[ranked_map(posterior, scores, ranker_weight)]
-                   for posterior, scores in zip(results, ranker)]
+    chosen_maps = [posterior.structures[index] for posterior, index in zip(results, map_indices(ranker_weight))]
     pairs = [link_calibration(posterior, document, window) for posterior, document in zip(results, gold)]
     labels = np.concatenate([label for _, label in pairs])
     calibration = Calibration(np.concatenate([p for p, _ in pairs]), labels)

@@ -8,7 +8,13 @@ makes the text and runs the operation once, so its peak resident set size is tha
   ``--particles`` particles, 100 by default as the issue asks; ``--checkpoint`` another EntityNLM than the bundled
   one, e.g. one with the copy of each entity's words, and ``--document-cache`` the cache);
 - ``posterior``: EntityNLM's posterior over the coreference structure (:meth:`~inference.api.LanguageModel.posterior`
-  with its defaults, 500 particles, SMC), and its sparse antecedent marginals.
+  with its defaults, 500 particles, SMC), and its sparse antecedent marginals;
+- ``given_mentions``: the posterior as a resolver, ``python -m inference.posterior --file ... --given-mentions
+  pipeline`` (:func:`inference.evaluation.posterior_resolver.analyse_on_pipeline_mentions`, all of it from the
+  models' loading to the folder written): the pipeline reads the text, EntityNLM samples the entities of its
+  mentions (``--particles``, ``--sweeps``, the proposal mixed with the pipeline at ``--hint-weight`` and
+  ``--hint-temperature``), and the local link conditionals around the MAP are scored on pieces of
+  ``--link-piece`` tokens.
 
 The long text is the user's ``--file`` (its first N tokens, repeated from its start when it is shorter), or a
 corpus split's documents joined end to end (:func:`coref.corpora.registry.joined_text`; LitBank's test split by default,
@@ -53,7 +59,7 @@ from inference.checks import integer, output_file, output_folder, real
 from inference.commands.cli import Parser, run_main
 from inference.training.checkpoint import entitynlm_checkpoint
 
-OPERATIONS = ("resolve", "log_likelihood", "posterior")
+OPERATIONS = ("resolve", "log_likelihood", "posterior", "given_mentions")
 DEFAULT_LENGTHS = (2_000, 8_000, 32_000, 128_000)
 RESULTS, DOCS_PLOT = "benchmarks/results", "docs/img/long_documents.png"  # the default run writes the docs' figure
 
@@ -83,16 +89,31 @@ def long_text(tokens: int, file: str | None, corpus: str, split: str, data_dir: 
 
 def measure(operation: str, text: str, particles: int, seed: int, resample: str = "sentence",
             hint_weight: float = 0.0, hint_temperature: float = 1.0, lookahead: float = 0.0,
-            checkpoint: str = "entitynlm", document_cache: float = 0.0) -> dict:
+            checkpoint: str = "entitynlm", document_cache: float = 0.0, sweeps: int = 1,
+            link_piece: int | None = None) -> dict:
     """Run ``operation`` once on ``text`` in this process: its seconds and what it found. ``checkpoint``: the
-    EntityNLM the likelihood and the posterior read (the bundled one by default); ``document_cache``: the
-    likelihood's cache weight lambda (0: none)."""
+    EntityNLM the likelihood and the posteriors read (the bundled one by default); ``document_cache``: the
+    likelihood's cache weight lambda (0: none); ``sweeps`` and ``link_piece``: the given-mentions resolver's."""
     started = time.perf_counter()
     if operation == "resolve":
         from coref.resolution.pipeline import resolve
 
         document = resolve(text)
         found = {"mentions": len(document.mentions), "entities": len({m.entity for m in document.mentions})}
+    elif operation == "given_mentions":
+        import tempfile
+
+        from inference.algorithms.posterior import PosteriorConfig
+        from inference.evaluation.posterior_resolver import LINK_PIECE, analyse_on_pipeline_mentions
+
+        with tempfile.TemporaryDirectory() as folder:
+            config = PosteriorConfig(text=text, particles=particles, sweeps=sweeps, hint_weight=hint_weight,
+                                     hint_temperature=hint_temperature, seed=seed, out=f"{folder}/out",
+                                     checkpoint=None if checkpoint == "entitynlm" else checkpoint)
+            result = analyse_on_pipeline_mentions(config, piece_tokens=link_piece or LINK_PIECE)
+        (row,), (structure,) = result["summary"], result["maps"]
+        found = {"steps": None, "mentions": row["mentions"], "entities": len({m.entity for m in structure.mentions}),
+                 "ess": row["ess"], "log_likelihood": row["log_marginal"]}
     else:
         import inference.api as elm
 
@@ -145,7 +166,8 @@ def worker(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.threads)
     text = long_text(args.lengths[0], args.file, args.corpus, args.split, args.data_dir)
     print(json.dumps(measure(args.worker, text, args.particles, args.seed, args.resample, args.hint_weight,
-                             args.hint_temperature, args.lookahead, args.checkpoint, args.document_cache)))
+                             args.hint_temperature, args.lookahead, args.checkpoint, args.document_cache,
+                             args.sweeps, args.link_piece)))
     return 0
 
 
@@ -155,7 +177,9 @@ def worker_command(args: argparse.Namespace, operation: str, tokens: int) -> lis
                "--particles", str(args.particles), "--threads", str(args.threads), "--seed", str(args.seed),
                "--resample", args.resample, "--hint-weight", str(args.hint_weight),
                "--hint-temperature", str(args.hint_temperature), "--lookahead", str(args.lookahead),
-               "--checkpoint", args.checkpoint, "--document-cache", str(args.document_cache)]
+               "--checkpoint", args.checkpoint, "--document-cache", str(args.document_cache),
+               "--sweeps", str(args.sweeps)]
+    command += ["--link-piece", str(args.link_piece)] if args.link_piece else []
     if args.file:
         command += ["--file", args.file]
     else:
@@ -246,9 +270,14 @@ def build_parser() -> Parser:
     parser.add_argument("--resample", choices=["sentence", "token"], default="sentence",
                         help="log_likelihood: where SMC may resample (as marginal_ppl's --resample)")
     parser.add_argument("--hint-weight", type=real(0, 1), default=0.0,
-                        help="log_likelihood: the proposal's mixture weight on the bundled pipeline's hints")
+                        help="log_likelihood, given_mentions: the proposal's mixture weight on the bundled "
+                             "pipeline's hints")
     parser.add_argument("--hint-temperature", type=real(0, include_low=False), default=1.0,
-                        help="log_likelihood: the pipeline ranker's softmax temperature")
+                        help="log_likelihood, given_mentions: the pipeline ranker's softmax temperature")
+    parser.add_argument("--sweeps", type=integer(1), default=1,
+                        help="given_mentions: passes of SIR (particle Gibbs when more than 1)")
+    parser.add_argument("--link-piece", type=integer(1), metavar="TOKENS",
+                        help="given_mentions: the local conditionals' pieces (default: the command's)")
     parser.add_argument("--lookahead", type=real(0, 1), default=0.0,
                         help="log_likelihood: the proposal's share of the model's choice given the word")
     parser.add_argument("--checkpoint", default="entitynlm",
@@ -307,7 +336,7 @@ def measured_rows(args: argparse.Namespace) -> list[dict]:
 def run(args: argparse.Namespace) -> int:
     """Measure, print the table, and write the JSON and the plot; with ``--update``, the rows of an earlier
     ``long_documents.json`` that were not measured again are kept (each row records its own command)."""
-    if args.checkpoint != "entitynlm" and {"log_likelihood", "posterior"} & set(args.operations):
+    if args.checkpoint != "entitynlm" and {"log_likelihood", "posterior", "given_mentions"} & set(args.operations):
         entitynlm_checkpoint(args.checkpoint)  # a missing file or another model's: one line, before any worker
     path = Path(args.out) / "long_documents.json"
     record = command_record(build_parser(), args)

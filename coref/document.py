@@ -162,14 +162,9 @@ class Document:
         return Document(**fields)
 
 
-def sentence_chunks(document: Document, max_tokens: int) -> list[Document]:
-    """The document cut between sentences into pieces of at most ``max_tokens`` tokens where possible.
-
-    Cuts fall only at sentence starts that no mention spans; a piece grows past ``max_tokens`` when it must (a
-    long sentence, a mention across sentences). Piece k is a Document with id ``ID#k`` holding its own mentions
-    (spans shifted), so an entity first mentioned in an earlier piece is new in this one: training on pieces
-    truncates the context, which is why it is an option (``inference.training.train --train-chunk``), not the default.
-    """
+def sentence_cuts(document: Document, max_tokens: int) -> list[tuple[int, int]]:
+    """The (begin, end) token ranges of :func:`sentence_chunks`: the document cut between sentences into pieces
+    of at most ``max_tokens`` tokens where possible, at sentence starts that no mention spans."""
     spanned = {b for m in document.mentions for b in range(m.start + 1, m.end)}
     pieces: list[tuple[int, int]] = []
     start = 0
@@ -178,18 +173,33 @@ def sentence_chunks(document: Document, max_tokens: int) -> list[Document]:
             pieces.append((start, sentence_start))
             start = sentence_start
     pieces.append((start, len(document.tokens)))
+    return pieces
+
+
+def excerpt(document: Document, begin: int, end: int, name: str) -> Document:
+    """Tokens ``begin:end`` of ``document`` (both at sentence starts, or the end, that no mention spans) as a
+    Document with id ``name``: its sentences and the mentions that start there, spans shifted."""
+    return Document(
+        name,
+        document.tokens[begin:end],
+        [(s - begin, e - begin) for s, e in document.sentences if begin <= s < end],
+        [Mention(m.start - begin, m.end - begin, m.entity) for m in document.mentions if begin <= m.start < end],
+        document.part,
+    )
+
+
+def sentence_chunks(document: Document, max_tokens: int) -> list[Document]:
+    """The document cut between sentences into pieces of at most ``max_tokens`` tokens where possible.
+
+    Cuts fall only at sentence starts that no mention spans; a piece grows past ``max_tokens`` when it must (a
+    long sentence, a mention across sentences). Piece k is a Document with id ``ID#k`` holding its own mentions
+    (spans shifted), so an entity first mentioned in an earlier piece is new in this one: training on pieces
+    truncates the context, which is why it is an option (``inference.training.train --train-chunk``), not the default.
+    """
+    pieces = sentence_cuts(document, max_tokens)
     if len(pieces) == 1:
         return [document]
-    return [
-        Document(
-            f"{document.id}#{k}",
-            document.tokens[begin:end],
-            [(s - begin, e - begin) for s, e in document.sentences if begin <= s < end],
-            [Mention(m.start - begin, m.end - begin, m.entity) for m in document.mentions if begin <= m.start < end],
-            document.part,
-        )
-        for k, (begin, end) in enumerate(pieces)
-    ]
+    return [excerpt(document, begin, end, f"{document.id}#{k}") for k, (begin, end) in enumerate(pieces)]
 
 
 @dataclass(frozen=True)

@@ -350,6 +350,117 @@ def test_a_mention_alone_has_each_partition_once_among_its_local_moves():
         float(exact[2].log()), abs=1e-4)
 
 
+def test_local_links_on_pieces_decide_every_pair_of_the_window_from_a_bounded_context():
+    """A long text's local conditionals are scored on pieces (``--link-piece``), each read from the sentence of
+    the window-th mention before its first: every pair of the window still decided, the work bounded."""
+    from coref.document import Mention
+    from inference.evaluation.posterior_resolver import link_pieces, local_links
+    from inference.evaluation.rerank import noise_free
+    from inference.training.checkpoint import Checkpoint, entitynlm_modules, pretrained
+
+    checkpoint = noise_free(Checkpoint.load(pretrained("entitynlm.pt")))
+    model = entitynlm_modules(checkpoint, "cpu")[0]
+    story = "anna met tom . she gave him the book and he thanked her .".split()  # 14 tokens
+    cuts = [(0, 2), (2, 4), (4, 6), (6, 7), (7, 10), (10, 12), (12, 14)]  # a "sentence" per mention: cuts anywhere
+    spans, labels = [(0, 1), (2, 3), (4, 5), (6, 7), (10, 11), (12, 13)], [1, 2, 1, 2, 2, 1]
+    words, sentences, mentions = [], [], []
+    for r in range(10):  # ten times over, each time with a third entity of its own for "the book"
+        at = len(words)
+        words += story
+        sentences += [(at + s, at + e) for s, e in cuts]
+        mentions += [Mention(at + s, at + e, c) for (s, e), c in zip([*spans, (7, 9)], [*labels, 3 + r])]
+    document = Document("d", words, sentences, mentions)
+    window, piece = 5, 30
+    pieces = link_pieces(document, piece, window)
+    assert len(pieces) >= 4
+    for excerpt, first, offset in pieces:
+        assert first >= window or offset == 0  # the window of its first mention is all there
+        assert len(excerpt.tokens) <= piece + 3 + 14  # a piece, at most a sentence past it, and 5 mentions' context
+        assert sorted(excerpt.mentions)[first:] and offset + len(excerpt.mentions) <= len(mentions)
+    exact = local_links(model, checkpoint, document, "cpu", window=window)
+    pieced = local_links(model, checkpoint, document, "cpu", window=window, piece_tokens=piece)
+    np.testing.assert_array_equal(pieced.later, exact.later)
+    np.testing.assert_array_equal(pieced.earlier_cluster, exact.earlier_cluster)
+    np.testing.assert_array_equal(np.unique(pieced.mention), np.arange(len(mentions)))  # each moves once
+    assert (pieced.probabilities(temperature=1e6) > 0).all()  # every pair's cluster is among its mention's moves
+    excerpt, first, offset = pieces[2]  # a piece's moves are those of its excerpt, scored on it alone
+    on_excerpt = local_links(model, checkpoint, excerpt, "cpu", window=window)
+    own = on_excerpt.mention >= first
+    mine = (pieced.mention >= offset + first) & (pieced.mention < offset + len(excerpt.mentions))
+    np.testing.assert_allclose(pieced.score[mine], on_excerpt.score[own], atol=1e-4)
+    whole = local_links(model, checkpoint, document, "cpu", window=window, piece_tokens=len(words))
+    np.testing.assert_allclose(whole.score, exact.score, atol=1e-4)  # one piece: the exact computation
+
+
+def test_link_rankings_name_each_move_by_its_clusters_latest_mention():
+    from coref.document import Mention
+    from inference.evaluation.posterior_resolver import LocalMoves, link_rankings
+
+    words = "anna met tom . she gave him the book".split()
+    document = Document("d", words, [(0, 4), (4, 9)],
+                        [Mention(0, 1, 1), Mention(2, 3, 2), Mention(4, 5, 1), Mention(6, 7, 2)])
+    moves = LocalMoves.of(document)
+    links = moves.links(np.log(np.arange(1, len(moves.mention) + 1, dtype=float)))  # distinct scores
+    probabilities = links.move_probabilities()
+    rankings = link_rankings(document, links)
+    assert [r.text for r in rankings] == ["anna", "tom", "she", "him"]
+    first = rankings[0].antecedents  # anna stays first of its cluster, or leaves it alone: both a new entity
+    assert len(first) == 1 and first[0].span is None and first[0].probability == pytest.approx(1.0)
+    him = {a.text: a.probability for a in rankings[3].antecedents}
+    at = {int(c): float(p) for c, p in zip(links.cluster[links.mention == 3], probabilities[links.mention == 3])}
+    assert him == pytest.approx({"she": at[1], "tom": at[2], None: at[3]})  # cluster 1's latest is "she"
+    assert [a.probability for a in rankings[3].antecedents] == sorted(him.values(), reverse=True)
+    top = link_rankings(document, links, top=1)[3]
+    assert len(top.antecedents) == 1 and top.remainder == pytest.approx(1 - max(him.values()))
+
+
+def test_the_posterior_resolves_a_text_on_the_pipelines_mentions(tmp_path, capsys):
+    from coref.io.conll import read_conll
+    from coref.io.text import plain_document
+    from inference.algorithms.posterior import GIVEN_MENTIONS_FILES, OUTPUT_FILES
+    from inference.commands import posterior
+
+    text = ("Anna met her brother Tom in Paris. She thanked him, and he smiled at her. "
+            "Later Anna wrote to Tom about the city.")
+    options = ["--text", text, "--hint-weight", "0.99", "--hint-temperature", "0.5", "--particles", "8", "--sweeps",
+               "2", "--link-temperature", "3", "--device", "cpu"]
+    out = tmp_path / "out"
+    assert posterior.main([*options, "--given-mentions", "pipeline", "--link-piece", "10", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "log p(x, R, L)" in printed and "linked mentions given" in printed
+    assert sorted(p.name for p in out.iterdir()) == sorted([*OUTPUT_FILES, *GIVEN_MENTIONS_FILES, "heatmap-text.png"])
+    (best,), _ = read_conll(out / "map.conll")
+    (pipeline,), _ = read_conll(out / "pipeline.conll")
+    assert best.tokens == pipeline.tokens == plain_document(text).tokens  # the text's own tokens
+    spans = sorted(m.span for m in pipeline.mentions)
+    assert len(spans) >= 4 and sorted(m.span for m in best.mentions) == spans  # the pipeline's mentions, given
+    links = json.loads((out / "links.json").read_text())["text"]
+    assert [(row["start"], row["end"]) for row in links] == spans
+    for row in links:
+        listed = [a["probability"] for a in row["antecedents"]]
+        assert row["mention_probability"] == 1 and sum(listed) + row["remainder"] == pytest.approx(1, abs=1e-5)
+        assert all(a["antecedent"] is None or a["antecedent"]["end"] <= row["start"] for a in row["antecedents"])
+    summary = json.loads((out / "summary.json").read_text())[0]
+    assert summary["given_mentions"] == "pipeline" and summary["link_piece_tokens"] == 10
+    assert summary["mentions"] == len(spans)
+
+    def partition(document):
+        clusters = {}
+        for mention in document.mentions:
+            clusters.setdefault(mention.entity, set()).add(mention.span)
+        return {frozenset(cluster) for cluster in clusters.values()}
+
+    ranked = tmp_path / "ranked"  # the ranker alone picks the pipeline's own clusters: Gibbs's start
+    assert posterior.main([*options, "--given-mentions", "pipeline", "--ranker-weight", "1e6", "--out",
+                           str(ranked)]) == 0
+    (chosen,), _ = read_conll(ranked / "map.conll")
+    assert partition(chosen) == partition(pipeline)
+    detected = tmp_path / "detected"  # every detected span: the pipeline's singletons too
+    assert posterior.main([*options, "--given-mentions", "detected", "--out", str(detected)]) == 0
+    (alone,), _ = read_conll(detected / "pipeline.conll")
+    assert {m.span for m in alone.mentions} > set(spans)
+
+
 def test_the_local_search_climbs_to_a_structure_no_single_move_improves():
     from coref.document import Mention
     from inference.evaluation.posterior_resolver import IMPROVEMENT, LocalMoves, local_links, local_mode

@@ -438,6 +438,7 @@ def marginals_figure(marginals: CoreferenceMarginals, name: str, max_spans: int 
 
 OUTPUT_FILES = ("samples.conll", "map.conll", "marginals.json", "antecedents.txt", "antecedents.json",
                 "summary.json")
+GIVEN_MENTIONS_FILES = ("pipeline.conll", "links.txt", "links.json")  # written beside them with --given-mentions
 HEATMAP_FILE = re.compile(r"heatmap-[\w.-]+\.png")
 
 
@@ -451,7 +452,8 @@ def check_output_folder(out: Path) -> None:
     if not out.is_dir():
         raise ValueError(f"--out {out}: exists and is not a folder")
     foreign = sorted(entry.name for entry in out.iterdir()
-                     if not (entry.is_file() and (entry.name in OUTPUT_FILES or HEATMAP_FILE.fullmatch(entry.name))))
+                     if not (entry.is_file() and (entry.name in (*OUTPUT_FILES, *GIVEN_MENTIONS_FILES)
+                                                  or HEATMAP_FILE.fullmatch(entry.name))))
     if foreign:
         more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
         raise ValueError(f"--out {out}: holds {foreign[0]!r}{more}, which this command does not write; "
@@ -601,42 +603,59 @@ def analyse(config: PosteriorConfig) -> dict:
     set_seed(config.seed)
     originals = input_documents(config.text, config.file, config.conll)
     checkpoint, model, proposal = load_model(config.checkpoint, config.proposal, device, config.new_entity_bias)
-    names = [document_name(document) for document in originals]
     results = original_posteriors(model, proposal, originals, checkpoint, config.particles, config.method,
                                   config.batch_tokens, device, ess_threshold=config.ess_threshold,
                                   resample=config.resample, hint_settings=config.hints(), seed=config.seed,
                                   sweeps=config.sweeps)
     if not ranks().leader:  # under torchrun every rank has every posterior; rank 0 writes them
-        return {"maps": [], "summary": [], "out": config.out}
+        return {"maps": [], "summary": [], "out": config.out, "files": []}
+    summary = [posterior_summary(posterior, config, proposal.context) for posterior in results]
+    return write_analysis(config, results, [posterior.map_structure for posterior in results], summary)
+
+
+def posterior_summary(posterior: Posterior, config: PosteriorConfig, proposal: str) -> dict:
+    """One document's row of summary.json: its estimate of log p(x), ESS and resamplings, and how it was drawn."""
+    return {"document": posterior.document.id, "part": posterior.document.part,
+            "log_marginal": posterior.log_marginal, "ess": posterior.ess,
+            "mean_sentence_end_ess": posterior.stage_ess, "resamplings": posterior.resamplings,
+            "particles": config.particles, "method": config.method, "proposal": proposal,
+            "new_entity_bias": config.new_entity_bias}
+
+
+def write_analysis(config: PosteriorConfig, results: Sequence[Posterior], maps: Sequence[Document],
+                   summary: Sequence[dict], extra: dict[str, str] | None = None) -> dict:
+    """Write the folder ``config.out`` (replaced as a whole when this succeeds): per document of ``results``
+    (posteriors on the original tokens), ``config.samples`` structures drawn by weight, its MAP structure of
+    ``maps``, marginals, antecedent lists and heatmap; ``summary`` (a row per document, each given its heatmap's
+    file) and the ``extra`` files (name: text) of :data:`GIVEN_MENTIONS_FILES`."""
     set_seed(config.seed)  # the samples' draws, whatever the posteriors' batches drew
+    extra = extra or {}
+    names = [document_name(posterior.document) for posterior in results]
+    summary = [{**row, "heatmap": heatmap} for row, heatmap in zip(summary, heatmap_file_names(names))]
     with replacing_folder(config.out) as folder:
-        samples, maps, marginals, antecedents, texts, summary = [], [], {}, {}, [], []
-        documents = zip(originals, names, heatmap_file_names(names), results)
-        for original, name, heatmap, posterior in progress_bar(documents, total=len(originals), unit="document",
-                                                               desc="marginals, antecedents and heatmaps"):
-            on_original = posterior.structures
+        samples, marginals, antecedents, texts = [], {}, {}, []
+        for name, row, posterior in progress_bar(zip(names, summary, results), total=len(results), unit="document",
+                                                 desc="marginals, antecedents and heatmaps"):
+            original, on_original = posterior.document, posterior.structures
             draws = np.random.choice(len(on_original), size=config.samples, p=posterior.weights)
             samples += [on_original[p].replace(id=f"{original.id}#sample{k}") for k, p in enumerate(draws)]
-            maps.append(posterior.map_structure)
             table = coreference_marginals(on_original, posterior.weights, config.min_probability)
             marginals[name] = table.to_json(config.max_spans)
             rankings = antecedent_rankings(on_original, posterior.weights, config.min_probability,
                                            config.top_antecedents)
             antecedents[name] = [ranking.to_json() for ranking in rankings]
             texts.append(format_antecedents(name, rankings))
-            plot_marginals(table, folder / heatmap, name, config.max_spans)
-            summary.append({"document": original.id, "part": original.part, "log_marginal": posterior.log_marginal,
-                            "ess": posterior.ess, "mean_sentence_end_ess": posterior.stage_ess,
-                            "resamplings": posterior.resamplings, "particles": config.particles,
-                            "method": config.method, "proposal": proposal.context,
-                            "new_entity_bias": config.new_entity_bias, "heatmap": heatmap})
-        (folder / "samples.conll").write_text(format_conll(samples), encoding="utf-8")
-        (folder / "map.conll").write_text(format_conll(maps), encoding="utf-8")
-        (folder / "marginals.json").write_text(json.dumps(marginals, indent=1) + "\n", encoding="utf-8")
-        (folder / "antecedents.json").write_text(json.dumps(antecedents, indent=1) + "\n", encoding="utf-8")
-        (folder / "antecedents.txt").write_text("\n".join(texts), encoding="utf-8")
-        (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    return {"maps": maps, "summary": summary, "out": config.out}
+            plot_marginals(table, folder / row["heatmap"], name, config.max_spans)
+        written = {"samples.conll": format_conll(samples), "map.conll": format_conll(maps),
+                   "marginals.json": json.dumps(marginals, indent=1) + "\n",
+                   "antecedents.json": json.dumps(antecedents, indent=1) + "\n",
+                   "antecedents.txt": "\n".join(texts), "summary.json": json.dumps(summary, indent=2) + "\n",
+                   **extra}
+        for file, text in written.items():
+            if file not in (*OUTPUT_FILES, *GIVEN_MENTIONS_FILES):
+                raise ValueError(f"{file}: not among the files this command writes")
+            (folder / file).write_text(text, encoding="utf-8")
+    return {"maps": list(maps), "summary": summary, "out": config.out, "files": list(written)}
 
 
 def evaluate_map(config: PosteriorConfig) -> dict:
@@ -699,9 +718,12 @@ def format_analysis(result: dict) -> str:
     """Each document's estimate and MAP structure, and where :func:`analyse` wrote, as the command prints them."""
     lines = []
     for document, row in zip(result["maps"], result["summary"]):
-        lines.append(f"{document_name(document)}: log p(x) ~ {row['log_marginal']:.2f}, ESS {row['ess']:.1f} of "
-                     f"{row['particles']} ({row['method']}, {row['proposal']} proposal, "
-                     f"{row['resamplings']} resamplings)")
+        given = row.get("given_mentions")  # R and L observed: the estimate is of log p(x, R, L)
+        lines.append(f"{document_name(document)}: {'log p(x, R, L)' if given else 'log p(x)'} ~ "
+                     f"{row['log_marginal']:.2f}, ESS {row['ess']:.1f} of {row['particles']} ({row['method']}, "
+                     f"{row['proposal']} proposal, {row['resamplings']} resamplings)"
+                     + (f"; the pipeline's {row['mentions']} {'linked' if given == 'pipeline' else 'detected'} "
+                        f"mentions given, ranker weight {row['ranker_weight']:g}" if given else ""))
         lines.append("  MAP: " + bracketed(document))
-    lines.append(f"wrote {', '.join(OUTPUT_FILES)} and heatmaps to {result['out']}/")
+    lines.append(f"wrote {', '.join(result['files'])} and heatmaps to {result['out']}/")
     return "\n".join(lines)

@@ -5,8 +5,11 @@
   python -m inference.posterior --file chapter.txt --out posterior/      # a chapter, a book (UTF-8 text)
   python -m inference.posterior --conll story.conll --samples 50 --out posterior/
   python -m inference.posterior --evaluate --corpus litbank --split test --data-dir DATA --method both
+  python -m inference.posterior --file chapter.txt --given-mentions pipeline --hint-weight 0.99 \
+      --hint-temperature 0.5 --sweeps 5 --link-temperature 3 --out resolved/   # the posterior as a resolver
 
-Mentions are never given: R, E and L are all latent. The text is read the way the model reads it (the
+R, E and L are all latent unless --given-mentions gives the coreference pipeline's mentions (R and L observed;
+the posterior then samples their entities only). The text is read the way the model reads it (the
 checkpoint's preprocessing), and the structures are mapped back onto the original tokens.
 
 With --text, --file or --conll, the folder --out receives:
@@ -21,6 +24,13 @@ With --text, --file or --conll, the folder --out receives:
   antecedents.json  the same as JSON
   heatmap-ID.png    per document, P(same entity) of the --max-spans most probable mention spans
   summary.json      per document, the estimate of log p(x), the ESS, resamplings and its heatmap's file
+With --given-mentions, map.conll is the MAP on the pipeline's mentions (with --ranker-weight, ranked as the
+paper's reranker ranks), the estimate is of log p(x, R, L), and the folder also receives:
+  pipeline.conll    per document, the pipeline's own clusters of the same mentions
+  links.txt         per mention of the MAP, the model's local conditional over its antecedent (an earlier
+                    mention of each cluster of its window, or a new entity) given the MAP's other clusters, at
+                    --link-temperature: the link probabilities that were calibrated on dev (docs/entitynlm.md)
+  links.json        the same as JSON
 The run writes into a new folder beside --out and puts it in place of --out only when it succeeds, so an
 earlier run's files never linger and a failed or interrupted run leaves --out as it was. An existing --out
 holding anything else than these files is refused, never cleared.
@@ -57,6 +67,9 @@ from inference.commands.options import (
 )
 from inference.evaluation.posterior_resolver import (
     GIVEN_MENTIONS,
+    LINK_PIECE,
+    WINDOW,
+    analyse_on_pipeline_mentions,
     evaluate_on_pipeline_mentions,
     format_pipeline_mentions,
 )
@@ -92,20 +105,27 @@ def build_parser() -> Parser:
     parser.add_argument("--particles", type=integer(1), default=100, help="particles per document")
     add_hint_options(parser)
     parser.add_argument("--given-mentions", choices=GIVEN_MENTIONS,
-                        help="--evaluate: give EntityNLM the coreference pipeline's mentions (R and L observed) and "
-                             "sample their entities only; scores its MAP beside the pipeline's own clusters on them "
-                             "and the calibration of its link probabilities. pipeline: the spans the pipeline links; "
-                             "detected: every span its detector finds, so the posterior also decides which stay "
-                             "alone")
+                        help="give EntityNLM the coreference pipeline's mentions (R and L observed) and sample their "
+                             "entities only: the posterior as a resolver. With --evaluate it scores the MAP beside "
+                             "the pipeline's own clusters and the calibration of its link probabilities; with a text "
+                             "it also writes pipeline.conll and links.txt/json. pipeline: the spans the pipeline "
+                             "links; detected: every span its detector finds, so the posterior also decides which "
+                             "stay alone")
     parser.add_argument("--reliability", metavar="PNG",
-                        help="--given-mentions: also draw the links' reliability diagram into this file")
+                        help="--given-mentions with --evaluate: also draw the links' reliability diagram into this "
+                             "file")
     parser.add_argument("--link-temperature", type=real(0, include_low=False), default=1.0,
                         help="--given-mentions: divide the local link conditionals' scores by this (choose it on "
                              "dev: the report gives the calibration error at several)")
+    parser.add_argument("--link-piece", type=integer(1), metavar="TOKENS",
+                        help="--given-mentions with a text: score the local link conditionals on pieces of about "
+                             f"this many tokens, each read from the sentence of the {WINDOW}th mention before it, so "
+                             f"a book costs linearly in its length (default: {LINK_PIECE:,}; --evaluate reads whole "
+                             "documents, as its recorded figures did)")
     parser.add_argument("--local-search", type=integer(0), default=0, metavar="ROUNDS",
-                        help="--given-mentions: climb the particles' MAP by at most this many rounds of iterated "
-                             "conditional modes (each round makes the single-mention moves that raise the exact "
-                             "joint; 0: the particles' MAP as it is)")
+                        help="--given-mentions with --evaluate: climb the particles' MAP by at most this many "
+                             "rounds of iterated conditional modes (each round makes the single-mention moves that "
+                             "raise the exact joint; 0: the particles' MAP as it is)")
     parser.add_argument("--ranker-weight", type=real(0), default=0.0,
                         help="--given-mentions: the MAP is the particle of highest log p(x, R, E, L) + this x the "
                              "pipeline ranker's tree score of its partition (the paper's 'EntityNLM + base' "
@@ -152,12 +172,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         (args.json is not None and not args.evaluate, "--json is for --evaluate; --text/--file/--conll write to --out"),
         (not 0 <= args.min_probability <= 1, f"--min-probability must be in [0, 1], got {args.min_probability}"),
         (not 0 <= args.ess_threshold <= 1, f"--ess-threshold must be in [0, 1], got {args.ess_threshold}"),
-        (args.given_mentions is not None and not args.evaluate, "--given-mentions is for --evaluate"),
         (args.given_mentions is not None and args.method == "both",
          "--given-mentions scores one method: choose --method sir or smc"),
         (args.reliability is not None and args.given_mentions is None, "--reliability needs --given-mentions"),
         (args.link_temperature != 1.0 and args.given_mentions is None, "--link-temperature needs --given-mentions"),
         (args.local_search and args.given_mentions is None, "--local-search needs --given-mentions"),
+        (args.local_search and not args.evaluate, "--local-search is for --evaluate"),
+        (args.reliability is not None and not args.evaluate,
+         "--reliability is for --evaluate: a text has no gold to check the links against"),
+        (args.link_piece is not None and (args.given_mentions is None or args.evaluate),
+         "--link-piece is for --given-mentions with --text, --file or --conll"),
         (args.ranker_weight and args.given_mentions is None, "--ranker-weight needs --given-mentions"),
     ]
     for problem, message in problems:
@@ -170,6 +194,10 @@ def run(args: argparse.Namespace) -> dict:
     """The analysis of the texts, or with ``--evaluate`` the MAP structure scored on the corpus split (on the
     pipeline's mentions with ``--given-mentions``)."""
     config = config_of(PosteriorConfig, args)
+    if args.given_mentions and not args.evaluate:
+        return analyse_on_pipeline_mentions(config, link_temperature=args.link_temperature,
+                                            ranker_weight=args.ranker_weight, mentions=args.given_mentions,
+                                            piece_tokens=args.link_piece or LINK_PIECE)
     if args.given_mentions:
         return evaluate_on_pipeline_mentions(config, reliability=args.reliability,
                                              link_temperature=args.link_temperature, local_search=args.local_search,
@@ -180,6 +208,6 @@ def run(args: argparse.Namespace) -> dict:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; returns its exit status."""
     args = parse_args(argv)
-    formatter = format_pipeline_mentions if args.given_mentions else format_evaluation if args.evaluate else (
-        format_analysis)
+    formatter = (format_analysis if not args.evaluate else format_pipeline_mentions if args.given_mentions else
+                 format_evaluation)
     return run_command(run, formatter, args)

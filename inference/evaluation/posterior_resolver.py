@@ -32,17 +32,21 @@ grow linearly with the mentions (the candidates' scoring, O(mentions x window x 
 
 from __future__ import annotations
 
+import json
 import time
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from coref.document import Document
+from coref.corpora.preprocess import Vocabulary, kept_tokens, preprocess_document
+from coref.document import Document, excerpt, sentence_cuts
+from coref.io.conll import format_conll
 from coref.io.progress import progress as progress_bar
 from coref.metrics.coreference import CorefEvaluation, score_document
 from coref.resolution.hints import CorefHint
@@ -54,17 +58,26 @@ from coref.resolution.rerank import (
     micro_average,
     weight_json,
 )
-from generative.entitynlm.model import EntityNLM
-from inference.algorithms.hints import corpus_hints
+from generative.entitynlm.model import EntityNLM, EntityProposal
+from inference.algorithms.hints import corpus_hints, document_hints
 from inference.algorithms.posterior import (
+    Antecedent,
+    AntecedentRanking,
     Posterior,
     PosteriorConfig,
     coreference_marginals,
+    document_name,
+    format_antecedents,
+    input_documents,
     load_model,
+    onto_original,
+    posterior_summary,
     posteriors,
     without_singletons,
+    write_analysis,
 )
 from inference.data import prepared_documents
+from inference.distributed import ranks
 from inference.evaluation.rerank import candidate_log_joint, candidate_log_joints, noise_free
 from inference.runtime import resolve_device, set_seed
 from inference.training.checkpoint import Checkpoint, entitynlm_modules
@@ -153,16 +166,32 @@ class LocalLinks:
     later: np.ndarray
     earlier_cluster: np.ndarray
 
-    def probabilities(self, temperature: float = 1.0) -> np.ndarray:
-        """P(later joins earlier's cluster | the rest) for each pair, the scores divided by ``temperature`` (1:
-        the model's own conditional; above 1 a flatter, tempered one)."""
+    def move_probabilities(self, temperature: float = 1.0) -> np.ndarray:
+        """P(mention[k] joins cluster[k] | the rest) for each move, the scores divided by ``temperature`` (1: the
+        model's own conditional; above 1 a flatter, tempered one)."""
         scaled = self.score / temperature
         peak = np.full(self.mention.max(initial=-1) + 1, -np.inf)
         np.maximum.at(peak, self.mention, scaled)
         weight = np.exp(scaled - peak[self.mention])
         total = np.bincount(self.mention, weights=weight, minlength=len(peak))
-        joins = dict(zip(zip(self.mention.tolist(), self.cluster.tolist()), (weight / total[self.mention]).tolist()))
+        return weight / total[self.mention]
+
+    def probabilities(self, temperature: float = 1.0) -> np.ndarray:
+        """P(later joins earlier's cluster | the rest) for each pair, at ``temperature`` (as
+        :meth:`move_probabilities`)."""
+        moves = self.move_probabilities(temperature).tolist()
+        joins = dict(zip(zip(self.mention.tolist(), self.cluster.tolist()), moves))
         return np.array([joins.get(pair, 0.0) for pair in zip(self.later.tolist(), self.earlier_cluster.tolist())])
+
+    @classmethod
+    def joined(cls, parts: Sequence[tuple[LocalLinks, int]]) -> LocalLinks:
+        """The links of pieces of one document as one: each part's mentions numbered from its offset."""
+        if not parts:
+            empty = np.zeros(0, dtype=np.int64)
+            return cls(empty, empty, np.zeros(0), empty, empty)
+        return cls(*(np.concatenate([getattr(links, name) + offset * (name in ("mention", "later"))
+                                     for links, offset in parts])
+                     for name in ("mention", "cluster", "score", "later", "earlier_cluster")))
 
 
 @dataclass(frozen=True)
@@ -177,21 +206,22 @@ class LocalMoves:
     labels: np.ndarray
     mention: np.ndarray
     cluster: np.ndarray
+    first: int = 0  # the mentions before this one are context only: they do not move
 
     @classmethod
-    def of(cls, document: Document, window: int = WINDOW) -> LocalMoves:
+    def of(cls, document: Document, window: int = WINDOW, first: int = 0) -> LocalMoves:
         mentions = sorted(document.mentions)
         labels = np.array([mention.entity for mention in mentions], dtype=np.int64)
         fresh = int(labels.max(initial=0)) + 1
         size = Counter(labels.tolist())
         moves: list[tuple[int, int]] = []
-        for j in range(len(mentions)):
+        for j in range(first, len(mentions)):
             alone = [fresh] if size[int(labels[j])] > 1 else []
             moves += [(j, cluster) for cluster in [
                 *dict.fromkeys([*labels[max(0, j - window):j].tolist(), int(labels[j])]), *alone]]
         mention, cluster = (np.array(values, dtype=np.int64) for values in zip(*moves)) if moves else (
             np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
-        return cls(document.replace(mentions=mentions), labels, mention, cluster)
+        return cls(document.replace(mentions=mentions), labels, mention, cluster, first)
 
     def partition(self, k: int) -> frozenset:
         """Move ``k`` as a partition of the mentions (numbered from 1)."""
@@ -208,9 +238,11 @@ class LocalMoves:
         return frozenset(frozenset(np.flatnonzero(moved == label) + 1) for label in set(moved.tolist()))
 
     def links(self, scores: np.ndarray, window: int = WINDOW) -> LocalLinks:
-        """These moves with their ``scores`` (of :meth:`scores`), and the pairs of :func:`link_pairs` they decide."""
+        """These moves with their ``scores`` (of :meth:`scores`), and the pairs of :func:`link_pairs` they decide
+        (those of the mentions that move)."""
         earlier, later = link_pairs(len(self.labels), window)
-        return LocalLinks(self.mention, self.cluster, scores, later, self.labels[earlier])
+        decided = later >= self.first
+        return LocalLinks(self.mention, self.cluster, scores, later[decided], self.labels[earlier[decided]])
 
     def scores(self, model: EntityNLM, checkpoint: Checkpoint, device: torch.device, chunk: int = 64
                ) -> torch.Tensor:
@@ -222,12 +254,38 @@ class LocalMoves:
 
 
 def local_links(model: EntityNLM, checkpoint: Checkpoint, document: Document, device: torch.device,
-                window: int = WINDOW, chunk: int = 64) -> LocalLinks:
+                window: int = WINDOW, chunk: int = 64, piece_tokens: int | None = None) -> LocalLinks:
     """Every mention of ``document`` (its clusters: a MAP structure) moved as :class:`LocalMoves` says, each
-    candidate scored exactly (``chunk`` per run)."""
-    moves = LocalMoves.of(document, window)
-    with torch.no_grad():
-        return moves.links(moves.scores(model, checkpoint, device, chunk).cpu().numpy(), window)
+    candidate scored exactly (``chunk`` per run). ``piece_tokens``: score them on :func:`link_pieces` of about
+    that many tokens instead of the whole document (None), so that the work grows linearly with its length."""
+    pieces = [(document, 0, 0)] if piece_tokens is None else link_pieces(document, piece_tokens, window)
+    parts = []
+    for piece, first, offset in pieces:
+        moves = LocalMoves.of(piece, window, first)
+        with torch.no_grad():
+            parts.append((moves.links(moves.scores(model, checkpoint, device, chunk).cpu().numpy(), window), offset))
+    return LocalLinks.joined(parts)
+
+
+def link_pieces(document: Document, piece_tokens: int, window: int = WINDOW) -> list[tuple[Document, int, int]]:
+    """``document`` cut for the local conditionals of a long text: its pieces of about ``piece_tokens`` tokens
+    (:func:`~coref.document.sentence_cuts`), each with the text before it from the sentence of the ``window``-th
+    mention before its first one. Per piece: the excerpt, the number of its context mentions (they do not
+    move) and the index of its first mention in the document. Each mention's moves are then scored on its
+    piece and context: the clusters of its window are all there, what lies beyond is not read."""
+    mentions = sorted(document.mentions)
+    spanned = {b for m in mentions for b in range(m.start + 1, m.end)}
+    starts = [0, *(s for s, _ in document.sentences if s and s not in spanned)]  # where an excerpt may begin
+    first_at = [m.start for m in mentions]
+    pieces = []
+    for k, (begin, end) in enumerate(sentence_cuts(document, piece_tokens)):
+        own = bisect_left(first_at, begin)
+        context = mentions[own - window].start if own >= window else 0
+        start = starts[bisect_right(starts, min(context, begin)) - 1]
+        offset = bisect_left(first_at, start)
+        pieces.append((excerpt(document.replace(mentions=mentions), start, end, f"{document.id}#{k}"), own - offset,
+                       offset))
+    return pieces
 
 
 def local_mode(model: EntityNLM, checkpoint: Checkpoint, document: Document, device: torch.device,
@@ -286,6 +344,51 @@ def ranker_scores(hint: CorefHint, posterior: Posterior) -> np.ndarray:
                            for first in range(0, len(labels), 64)] or [np.zeros(0)])
 
 
+@dataclass(frozen=True)
+class PipelineMentionsPosterior:
+    """One document's posterior on the pipeline's mentions: ``pipeline``, the pipeline's answer (the given
+    mentions in its clusters, on the model's tokens); ``posterior``, the particles; ``ranker``, the ranker's tree
+    score of each particle's partition (:func:`ranker_scores`)."""
+
+    pipeline: Document
+    posterior: Posterior
+    ranker: np.ndarray
+
+    def map_index(self, ranker_weight: float = 0.0) -> int:
+        """The particle of highest log p(x, R, E, L) + ``ranker_weight`` x its tree score (0: the posterior's own
+        MAP; inf: the ranker's choice among the particles)."""
+        return interpolated_index(self.posterior.log_joint, self.ranker, ranker_weight)
+
+
+def pipeline_mention_posteriors(model: EntityNLM, proposal: EntityProposal, documents: Sequence[Document],
+                                hints: dict[tuple[str, int], CorefHint], config: PosteriorConfig,
+                                vocabulary: Vocabulary, device: torch.device, mentions: str = "pipeline"
+                                ) -> list[PipelineMentionsPosterior]:
+    """The posterior p(E | x, R, L) of each of ``documents`` (the model's tokens; their own mentions are not
+    read) given the pipeline's mentions of its ``hints`` (by document key): "pipeline", the spans it links, or
+    "detected", every span its detector finds, the ones it leaves alone as entities of their own. Sampled as
+    ``config`` says (particles, method, sweeps from the pipeline's clusters, the proposal's hints, seed)."""
+    if mentions not in GIVEN_MENTIONS:
+        raise ValueError(f"given mentions are one of {', '.join(GIVEN_MENTIONS)}, got {mentions!r}")
+    settings = config.hints()
+    given = [hints[document.key].response(document, singletons=mentions == "detected") for document in documents]
+    set_seed(config.seed)
+    results = posteriors(model, proposal, given, vocabulary, config.particles, config.method, config.batch_tokens,
+                         device, ess_threshold=config.ess_threshold, resample=config.resample,
+                         hints=hints if settings.used else None, hint_settings=settings, given_mentions=True,
+                         seed=config.seed, sweeps=config.sweeps)
+    return [PipelineMentionsPosterior(pipeline, posterior, ranker_scores(hints[pipeline.key], posterior))
+            for pipeline, posterior in zip(given, results)]
+
+
+def link_scorer(checkpoint: Checkpoint, device: torch.device, new_entity_bias: float = 0.0) -> EntityNLM:
+    """The model that scores the local conditionals exactly: the checkpoint without its noise (new entities at
+    their mean embedding, as reranking scores them), with the posterior's ``new_entity_bias``."""
+    scorer = entitynlm_modules(noise_free(checkpoint), device)[0]
+    scorer.heads.entity.new_entity_bias = new_entity_bias
+    return scorer
+
+
 def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
                                   reliability: str | Path | None = None, link_temperature: float = 1.0,
                                   local_search: int = 0, ranker_weight: float = 0.0, mentions: str = "pipeline"
@@ -310,19 +413,16 @@ def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
                               checkpoint.vocabulary, quiet=True)
     hints = corpus_hints(settings, pipeline, config.corpus, config.split, config.data_dir, gold,
                          checkpoint.preprocess)
-    given = [hints[document.key].response(document, singletons=mentions == "detected") for document in gold]
-    set_seed(config.seed)
     started = time.perf_counter()
-    results = posteriors(model, proposal, given, checkpoint.vocabulary, config.particles, config.method,
-                         config.batch_tokens, device, ess_threshold=config.ess_threshold, resample=config.resample,
-                         hints=hints if settings.used else None, hint_settings=settings, given_mentions=True,
-                         seed=config.seed, sweeps=config.sweeps)
+    resolved = pipeline_mention_posteriors(model, proposal, gold, hints, config, checkpoint.vocabulary, device,
+                                           mentions)
     seconds = time.perf_counter() - started
-    ranker = [ranker_scores(hints[document.key], posterior) for document, posterior in zip(gold, results)]
+    given = [document.pipeline for document in resolved]
+    results = [document.posterior for document in resolved]
     scored: dict[tuple[int, int], CorefEvaluation] = {}  # (document, particle): the particle's MAP scored
 
     def map_indices(weight: float) -> list[int]:  # each document's MAP particle at this ranker weight
-        return [interpolated_index(posterior.log_joint, scores, weight) for posterior, scores in zip(results, ranker)]
+        return [document.map_index(weight) for document in resolved]
 
     def chosen(weight: float) -> list[CorefEvaluation]:
         indices = map_indices(weight)
@@ -338,8 +438,7 @@ def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
     pairs = [link_calibration(posterior, document, window) for posterior, document in zip(results, gold)]
     labels = np.concatenate([label for _, label in pairs])
     calibration = Calibration(np.concatenate([p for p, _ in pairs]), labels)
-    scorer = entitynlm_modules(noise_free(checkpoint), device)[0]
-    scorer.heads.entity.new_entity_bias = config.new_entity_bias
+    scorer = link_scorer(checkpoint, device, config.new_entity_bias)
     if local_search:  # the climbed MAPs, and their links as the search's last round scored them
         climbed = [local_mode(scorer, checkpoint, structure, device, local_search, window)
                    for structure in progress_bar(chosen_maps, desc="local search", unit="document")]
@@ -385,6 +484,87 @@ def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
         reliability_figure({"particles": calibration, "local": local}, title).savefig(reliability, dpi=120)
         result["reliability"] = str(reliability)
     return result
+
+
+LINK_PIECE = 2_000  # tokens: the pieces a long text's local conditionals are scored on (:func:`link_pieces`)
+
+
+def link_rankings(structure: Document, links: LocalLinks, temperature: float = 1.0, min_probability: float = 0.0,
+                  top: int | None = None) -> list[AntecedentRanking]:
+    """Per mention of ``structure`` (a MAP structure, its mentions sorted as :class:`LocalMoves` sorts them), its
+    antecedent under the local conditionals ``links`` at ``temperature``: each move to a cluster of its window
+    names that cluster's closest mention before it; a move to a cluster with none before it (its own, when it is
+    its cluster's first, or a new one alone) is "new entity". At most ``top`` antecedents (None: all), none less
+    probable than ``min_probability``; the rest is the remainder. The given mentions are mentions for sure."""
+    mentions = sorted(structure.mentions)
+    moves = links.move_probabilities(temperature)
+    last: dict[int, int] = {}  # each cluster's latest mention so far
+    by_mention: dict[int, list[int]] = {}
+    for k, j in enumerate(links.mention.tolist()):
+        by_mention.setdefault(j, []).append(k)
+    rankings = []
+    for j, mention in enumerate(mentions):
+        answers: dict[int | None, float] = {}
+        for k in by_mention.get(j, []):
+            antecedent = last.get(int(links.cluster[k]))
+            answers[antecedent] = answers.get(antecedent, 0.0) + float(moves[k])
+        ranked = sorted(((p, i) for i, p in answers.items() if p >= min_probability and p > 0),
+                        key=lambda pair: (-pair[0], -1 if pair[1] is None else pair[1]))[:top]
+        listed = [Antecedent(None, None, p) if i is None else Antecedent(
+            mentions[i].span, structure.mention_text(mentions[i]), p) for p, i in ranked]
+        rankings.append(AntecedentRanking(mention.span, structure.mention_text(mention), 1.0, listed,
+                                          max(0.0, 1.0 - sum(a.probability for a in listed))))
+        last[mention.entity] = j
+    return rankings
+
+
+def analyse_on_pipeline_mentions(config: PosteriorConfig, link_temperature: float = 1.0, ranker_weight: float = 0.0,
+                                 mentions: str = "pipeline", piece_tokens: int | None = LINK_PIECE,
+                                 window: int = WINDOW) -> dict:
+    """The texts of ``config`` (``text``, ``file`` or ``conll``) resolved by the posterior on the pipeline's
+    mentions, as :func:`evaluate_on_pipeline_mentions` scores it: the pipeline reads each text, EntityNLM is given
+    its ``mentions`` and samples their entities (``config``: particles, method, sweeps, hints, seed), and the MAP
+    is the particle of highest log p(x, R, E, L) + ``ranker_weight`` x its ranker score. Written to
+    ``config.out`` as :func:`~inference.algorithms.posterior.analyse` writes (samples, map.conll, particle
+    marginals, heatmaps, summary), with the pipeline's own answer (pipeline.conll) and the local conditionals
+    around the MAP at ``link_temperature`` (links.txt, links.json: the link probabilities calibrated on dev),
+    scored on pieces of about ``piece_tokens`` tokens (:func:`link_pieces`; None: whole texts)."""
+    device = resolve_device(config.device)
+    set_seed(config.seed)
+    originals = [document.replace(mentions=()) for document in input_documents(config.text, config.file,
+                                                                              config.conll)]
+    checkpoint, model, proposal = load_model(config.checkpoint, config.proposal, device, config.new_entity_bias)
+    settings = config.hints()
+    prepared = [preprocess_document(document, checkpoint.preprocess, checkpoint.vocabulary)[0]
+                for document in originals]
+    read = document_hints(settings, settings.pipeline(), originals, prepared, checkpoint.preprocess)
+    hints = {document.key: hint for document, hint in zip(prepared, read)}
+    resolved = pipeline_mention_posteriors(model, proposal, prepared, hints, config, checkpoint.vocabulary, device,
+                                           mentions)
+    if not ranks().leader:  # under torchrun every rank has every posterior; rank 0 writes them
+        return {"maps": [], "summary": [], "out": config.out, "files": []}
+    scorer = link_scorer(checkpoint, device, config.new_entity_bias)
+    results, maps, pipelines, summary, links_json, links_text = [], [], [], [], {}, []
+    for original, document in progress_bar(list(zip(originals, resolved)), desc="local link probabilities",
+                                           unit="document"):
+        kept = kept_tokens(original, checkpoint.preprocess)
+        posterior = document.posterior
+        best = posterior.structures[document.map_index(ranker_weight)]
+        links = local_links(scorer, checkpoint, best, device, window, piece_tokens=piece_tokens)
+        results.append(replace(posterior, document=original, structures=[
+            onto_original(structure, original, kept) for structure in posterior.structures]))
+        maps.append(onto_original(best, original, kept))
+        pipelines.append(onto_original(document.pipeline, original, kept))
+        rankings = link_rankings(maps[-1], links, link_temperature, config.min_probability, config.top_antecedents)
+        name = document_name(original)
+        links_json[name] = [ranking.to_json() for ranking in rankings]
+        links_text.append(format_antecedents(name, rankings))
+        summary.append({**posterior_summary(posterior, config, proposal.context), "given_mentions": mentions,
+                        "mentions": len(document.pipeline.mentions), "ranker_weight": ranker_weight,
+                        "link_temperature": link_temperature, "link_piece_tokens": piece_tokens})
+    return write_analysis(config, results, maps, summary, {
+        "pipeline.conll": format_conll(pipelines), "links.json": json.dumps(links_json, indent=1) + "\n",
+        "links.txt": "\n".join(links_text)})
 
 
 def format_pipeline_mentions(result: dict) -> str:

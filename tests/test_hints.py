@@ -443,6 +443,19 @@ def test_the_posterior_resolves_a_text_on_the_pipelines_mentions(tmp_path, capsy
     summary = json.loads((out / "summary.json").read_text())[0]
     assert summary["given_mentions"] == "pipeline" and summary["link_piece_tokens"] == 10
     assert summary["mentions"] == len(spans)
+    import inference.api as elm  # the notebook's face of the same function: the same answer
+    from inference.algorithms.hints import HintSettings
+
+    model = elm.load("entitynlm")
+    state = torch.get_rng_state()
+    resolved = model.resolve(text, particles=8, sweeps=2, hints=HintSettings(0.99, 0.5), link_piece=10)
+    assert torch.equal(torch.get_rng_state(), state)  # the caller's random state is left alone
+    assert resolved.map.mentions == best.mentions and resolved.pipeline.mentions == pipeline.mentions
+    assert [ranking.to_json() for ranking in resolved.links(3.0, 0.05, 5)] == links
+    with pytest.raises(ValueError, match="given mentions are one of pipeline, detected"):
+        model.resolve(text, mentions="gold")
+    with pytest.raises(ValueError, match="sweeps must be an integer"):
+        model.resolve(text, sweeps=0)
 
     def partition(document):
         clusters = {}

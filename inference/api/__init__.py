@@ -87,6 +87,7 @@ from inference.api.loading import BUNDLED, TRAINABLE, Model, load, train
 from inference.api.mneme import GeneratedStory, MemoryAttention, StoryLanguageModel, StoryLikelihood, story_annotator
 from inference.api.reader import Answer, Question, Reader, RelationAttention, Story, WordPreferences
 from inference.api.reranking import Reranking, train_resolver
+from inference.evaluation.posterior_resolver import ResolvedText
 from inference.training.mneme import MODELS as STORY_MODELS
 
 __all__ = [
@@ -94,7 +95,8 @@ __all__ = [
     "Annotations", "AnonymisedSplit", "Answer", "BabiExample", "ClozeScore", "Clozes", "Coreference", "Document",
     "DynamicTextModel", "EntityStates", "Generated", "GeneratedStory", "LanguageModel", "Likelihood", "Likelihoods",
     "Mention", "MemoryAttention", "Model", "PosteriorCoreference", "PromptedStory", "Question", "Reader",
-    "RelationAttention", "Reranking", "Scores", "Story", "StoryLanguageModel", "StoryLikelihood", "Texts",
+    "RelationAttention", "Reranking", "ResolvedText", "Scores", "Story", "StoryLanguageModel", "StoryLikelihood",
+    "Texts",
     "TokenGroups", "WordPreferences", "anonymised", "anonymised_stats", "anonymised_text", "as_documents", "babi",
     "bracketed", "coreference", "documents", "is_anonymised", "kept_random_state", "load", "restore", "score",
     "seeded", "source_spans", "stories", "story_annotator", "story_stats", "train", "train_resolver",

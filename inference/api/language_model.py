@@ -22,6 +22,7 @@ from inference.algorithms.posterior import (
     AntecedentRanking,
     CoreferenceMarginals,
     Posterior,
+    PosteriorConfig,
     antecedent_rankings,
     coreference_marginals,
     marginals_figure,
@@ -32,6 +33,7 @@ from inference.api.arguments import Texts, as_documents, check_sampling, kept_ra
 from inference.api.reranking import Reranking, Resolver, check_rerank_options, resolver_of
 from inference.api.tables import formatted, html_table
 from inference.evaluation.marginal_ppl import particle_batches, run_samplers
+from inference.evaluation.posterior_resolver import LINK_PIECE, ResolvedText, resolve_texts
 from inference.evaluation.rerank import gold_mention_documents, noise_free, rerank_document
 from inference.training.checkpoint import Checkpoint, entitynlm_modules, language_model
 
@@ -373,6 +375,38 @@ class LanguageModel:
         finally:
             entity.new_entity_bias = model_bias
         return PosteriorCoreference.of(result, sampler, guide.context)
+
+    def resolve(self, text: str | Document, mentions: str = "pipeline", particles: int = 100, sweeps: int = 5,
+                hints: HintSettings = HintSettings(0.99, 0.5), ranker_weight: float = 0.0, seed: int = 0,
+                new_entity_bias: float = 0.0, link_piece: int | None = LINK_PIECE) -> ResolvedText:
+        """EntityNLM's posterior as a resolver of one text, as ``python -m inference.posterior --given-mentions``:
+        the pipeline of ``hints`` (its detector and resolver, None: the bundled ones) reads the text, the model is
+        given its ``mentions`` ("pipeline": the spans it links; "detected": every span it finds) and samples their
+        entities by SIR, ``sweeps`` passes of particle Gibbs from the pipeline's clusters, the proposal mixed with
+        the pipeline at the hints' weight and temperature (the defaults are the measured settings). The result's
+        ``map`` is the particle of highest log p(x, R, E, L) + ``ranker_weight`` x its ranker score, ``pipeline``
+        the pipeline's own clusters, and ``links(temperature)`` the local link conditionals around the MAP (the
+        calibrated link probabilities; T = 3 was LitBank dev's choice), scored on pieces of ``link_piece``
+        tokens."""
+        self._require_entitynlm("resolve")
+        check_sampling(particles, "is")
+        if not isinstance(text, (str, Document)):
+            raise ValueError(f"resolve takes one text (a str or a Document), not a {type(text).__name__}")
+        if isinstance(sweeps, bool) or not isinstance(sweeps, Integral) or sweeps < 1:
+            raise ValueError(f"sweeps must be an integer of at least 1, got {sweeps!r}")
+        config = PosteriorConfig(particles=particles, sweeps=sweeps, seed=seed, new_entity_bias=new_entity_bias,
+                                 hint_weight=hints.weight, hint_temperature=hints.temperature,
+                                 hint_detector=hints.detector, hint_resolver=hints.resolver, lookahead=hints.lookahead)
+        with kept_random_state():  # building the modules and the link scorer draws initial weights too
+            model, guide = self.modules(posterior_proposal(self.checkpoint))
+            entity, model_bias = model.heads.entity, model.heads.entity.new_entity_bias
+            entity.new_entity_bias = new_entity_bias  # for this call: the modules are kept for the next ones
+            try:
+                (result,) = resolve_texts(model, guide, self.checkpoint, as_documents(text), config, self.device,
+                                          mentions, ranker_weight, link_piece)
+            finally:
+                entity.new_entity_bias = model_bias
+        return result
 
     def generate(self, tokens: int = 50, seed: int = 0) -> Generated:
         """A document sampled from EntityNLM's generative story: ``tokens`` tokens (and on until the last

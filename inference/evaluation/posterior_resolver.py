@@ -518,22 +518,39 @@ def link_rankings(structure: Document, links: LocalLinks, temperature: float = 1
     return rankings
 
 
-def analyse_on_pipeline_mentions(config: PosteriorConfig, link_temperature: float = 1.0, ranker_weight: float = 0.0,
-                                 mentions: str = "pipeline", piece_tokens: int | None = LINK_PIECE,
-                                 window: int = WINDOW) -> dict:
-    """The texts of ``config`` (``text``, ``file`` or ``conll``) resolved by the posterior on the pipeline's
-    mentions, as :func:`evaluate_on_pipeline_mentions` scores it: the pipeline reads each text, EntityNLM is given
-    its ``mentions`` and samples their entities (``config``: particles, method, sweeps, hints, seed), and the MAP
-    is the particle of highest log p(x, R, E, L) + ``ranker_weight`` x its ranker score. Written to
-    ``config.out`` as :func:`~inference.algorithms.posterior.analyse` writes (samples, map.conll, particle
-    marginals, heatmaps, summary), with the pipeline's own answer (pipeline.conll) and the local conditionals
-    around the MAP at ``link_temperature`` (links.txt, links.json: the link probabilities calibrated on dev),
-    scored on pieces of about ``piece_tokens`` tokens (:func:`link_pieces`; None: whole texts)."""
-    device = resolve_device(config.device)
-    set_seed(config.seed)
-    originals = [document.replace(mentions=()) for document in input_documents(config.text, config.file,
-                                                                              config.conll)]
-    checkpoint, model, proposal = load_model(config.checkpoint, config.proposal, device, config.new_entity_bias)
+@dataclass(frozen=True)
+class ResolvedText:
+    """One text resolved by the posterior on the pipeline's mentions, on the text's own tokens: ``posterior``, the
+    particles; ``map``, the MAP structure (at the ranker weight asked for); ``pipeline``, the pipeline's clusters
+    of the same mentions; ``local``, the model's local conditionals around the MAP (its mentions numbered in text
+    order)."""
+
+    posterior: Posterior
+    map: Document
+    pipeline: Document
+    local: LocalLinks
+
+    def links(self, temperature: float = 1.0, min_probability: float = 0.0, top: int | None = None
+              ) -> list[AntecedentRanking]:
+        """Per mention of the MAP, its antecedent under the local conditionals at ``temperature``
+        (:func:`link_rankings`): the link probabilities that were calibrated on dev."""
+        return link_rankings(self.map, self.local, temperature, min_probability, top)
+
+
+def resolve_texts(model: EntityNLM, proposal: EntityProposal, checkpoint: Checkpoint, originals: Sequence[Document],
+                  config: PosteriorConfig, device: torch.device, mentions: str = "pipeline",
+                  ranker_weight: float = 0.0, piece_tokens: int | None = LINK_PIECE, window: int = WINDOW
+                  ) -> list[ResolvedText]:
+    """Texts (``originals``: their own mentions are not read) resolved by the posterior on the pipeline's mentions,
+    as :func:`evaluate_on_pipeline_mentions` scores it: the pipeline of ``config``'s hints reads each text, EntityNLM
+    is given its ``mentions`` and samples their entities (``config``: particles, method, sweeps, hints, seed,
+    new-entity bias), the MAP is the particle of highest log p(x, R, E, L) + ``ranker_weight`` x its ranker
+    score, and the local conditionals around it are scored on pieces of about ``piece_tokens`` tokens
+    (:func:`link_pieces`; None: whole texts). Under torchrun, rank 0 alone scores and returns them (the others
+    return nothing)."""
+    if mentions not in GIVEN_MENTIONS:
+        raise ValueError(f"given mentions are one of {', '.join(GIVEN_MENTIONS)}, got {mentions!r}")
+    originals = [document.replace(mentions=()) for document in originals]
     settings = config.hints()
     prepared = [preprocess_document(document, checkpoint.preprocess, checkpoint.vocabulary)[0]
                 for document in originals]
@@ -541,30 +558,49 @@ def analyse_on_pipeline_mentions(config: PosteriorConfig, link_temperature: floa
     hints = {document.key: hint for document, hint in zip(prepared, read)}
     resolved = pipeline_mention_posteriors(model, proposal, prepared, hints, config, checkpoint.vocabulary, device,
                                            mentions)
-    if not ranks().leader:  # under torchrun every rank has every posterior; rank 0 writes them
-        return {"maps": [], "summary": [], "out": config.out, "files": []}
+    if not ranks().leader:  # under torchrun every rank has every posterior; rank 0 goes on
+        return []
     scorer = link_scorer(checkpoint, device, config.new_entity_bias)
-    results, maps, pipelines, summary, links_json, links_text = [], [], [], [], {}, []
+    texts = []
     for original, document in progress_bar(list(zip(originals, resolved)), desc="local link probabilities",
                                            unit="document"):
         kept = kept_tokens(original, checkpoint.preprocess)
-        posterior = document.posterior
-        best = posterior.structures[document.map_index(ranker_weight)]
-        links = local_links(scorer, checkpoint, best, device, window, piece_tokens=piece_tokens)
-        results.append(replace(posterior, document=original, structures=[
-            onto_original(structure, original, kept) for structure in posterior.structures]))
-        maps.append(onto_original(best, original, kept))
-        pipelines.append(onto_original(document.pipeline, original, kept))
-        rankings = link_rankings(maps[-1], links, link_temperature, config.min_probability, config.top_antecedents)
-        name = document_name(original)
+        best = document.posterior.structures[document.map_index(ranker_weight)]
+        posterior = replace(document.posterior, document=original, structures=[
+            onto_original(structure, original, kept) for structure in document.posterior.structures])
+        texts.append(ResolvedText(posterior, onto_original(best, original, kept),
+                                  onto_original(document.pipeline, original, kept),
+                                  local_links(scorer, checkpoint, best, device, window, piece_tokens=piece_tokens)))
+    return texts
+
+
+def analyse_on_pipeline_mentions(config: PosteriorConfig, link_temperature: float = 1.0, ranker_weight: float = 0.0,
+                                 mentions: str = "pipeline", piece_tokens: int | None = LINK_PIECE,
+                                 window: int = WINDOW) -> dict:
+    """The texts of ``config`` (``text``, ``file`` or ``conll``) resolved by :func:`resolve_texts`, written to
+    ``config.out`` as :func:`~inference.algorithms.posterior.analyse` writes (samples, map.conll, particle
+    marginals, heatmaps, summary), with the pipeline's own answer (pipeline.conll) and the local conditionals
+    around the MAP at ``link_temperature`` (links.txt, links.json: the link probabilities calibrated on dev)."""
+    device = resolve_device(config.device)
+    set_seed(config.seed)
+    originals = input_documents(config.text, config.file, config.conll)
+    checkpoint, model, proposal = load_model(config.checkpoint, config.proposal, device, config.new_entity_bias)
+    texts = resolve_texts(model, proposal, checkpoint, originals, config, device, mentions, ranker_weight,
+                          piece_tokens, window)
+    if not ranks().leader:
+        return {"maps": [], "summary": [], "out": config.out, "files": []}
+    summary, links_json, links_text = [], {}, []
+    for text in texts:
+        rankings = text.links(link_temperature, config.min_probability, config.top_antecedents)
+        name = document_name(text.posterior.document)
         links_json[name] = [ranking.to_json() for ranking in rankings]
         links_text.append(format_antecedents(name, rankings))
-        summary.append({**posterior_summary(posterior, config, proposal.context), "given_mentions": mentions,
-                        "mentions": len(document.pipeline.mentions), "ranker_weight": ranker_weight,
+        summary.append({**posterior_summary(text.posterior, config, proposal.context), "given_mentions": mentions,
+                        "mentions": len(text.pipeline.mentions), "ranker_weight": ranker_weight,
                         "link_temperature": link_temperature, "link_piece_tokens": piece_tokens})
-    return write_analysis(config, results, maps, summary, {
-        "pipeline.conll": format_conll(pipelines), "links.json": json.dumps(links_json, indent=1) + "\n",
-        "links.txt": "\n".join(links_text)})
+    return write_analysis(config, [text.posterior for text in texts], [text.map for text in texts], summary, {
+        "pipeline.conll": format_conll([text.pipeline for text in texts]),
+        "links.json": json.dumps(links_json, indent=1) + "\n", "links.txt": "\n".join(links_text)})
 
 
 def format_pipeline_mentions(result: dict) -> str:

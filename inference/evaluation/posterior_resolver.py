@@ -28,6 +28,12 @@ entity against whether the gold says so (both spans gold mentions of one entity)
 Expected calibration error over ``bins`` equal-width bins: sum_b (n_b / n) |mean probability_b - observed rate_b|;
 the reliability diagram plots the two per bin. Pairs and candidate structures are bounded by the window, so they
 grow linearly with the mentions (the candidates' scoring, O(mentions x window x tokens), is the cost).
+
+Texts without gold: :func:`resolve_texts` runs the same sampling on what the pipeline reads in a text
+(:class:`ResolvedText`: the particles, the MAP, the pipeline's clusters and the local conditionals around the MAP),
+the command's ``--given-mentions`` with ``--text``, ``--file`` or ``--conll`` (:func:`analyse_on_pipeline_mentions`)
+and ``LanguageModel.resolve``. There the local conditionals are scored on pieces of a bounded number of tokens
+(:func:`link_pieces`), so a book costs O(mentions x window x piece): linear in its length.
 """
 
 from __future__ import annotations

@@ -289,8 +289,7 @@ def link_pieces(document: Document, piece_tokens: int, window: int = WINDOW) -> 
         context = mentions[own - window].start if own >= window else 0
         start = starts[bisect_right(starts, min(context, begin)) - 1]
         offset = bisect_left(first_at, start)
-        pieces.append((excerpt(document.replace(mentions=mentions), start, end, f"{document.id}#{k}"), own - offset,
-                       offset))
+        pieces.append((excerpt(document, start, end, f"{document.id}#{k}"), own - offset, offset))
     return pieces
 
 
@@ -335,6 +334,12 @@ def local_log_conditionals(model: EntityNLM, checkpoint: Checkpoint, document: D
     return scores[own] - peak - total.log()  # each mention's own move comes once, in mention order
 
 
+def check_given_mentions(mentions: str) -> None:
+    """One line for a kind of given mentions that is not one of :data:`GIVEN_MENTIONS`, before any work."""
+    if mentions not in GIVEN_MENTIONS:
+        raise ValueError(f"given mentions are one of {', '.join(GIVEN_MENTIONS)}, got {mentions!r}")
+
+
 def ranker_scores(hint: CorefHint, posterior: Posterior) -> np.ndarray:
     """The pipeline ranker's tree score (:meth:`CorefHint.tree_log_scores`) of each particle's partition of the
     given mentions (spans of the hint; any of its spans not given stays alone)."""
@@ -374,8 +379,7 @@ def pipeline_mention_posteriors(model: EntityNLM, proposal: EntityProposal, docu
     read) given the pipeline's mentions of its ``hints`` (by document key): "pipeline", the spans it links, or
     "detected", every span its detector finds, the ones it leaves alone as entities of their own. Sampled as
     ``config`` says (particles, method, sweeps from the pipeline's clusters, the proposal's hints, seed)."""
-    if mentions not in GIVEN_MENTIONS:
-        raise ValueError(f"given mentions are one of {', '.join(GIVEN_MENTIONS)}, got {mentions!r}")
+    check_given_mentions(mentions)
     settings = config.hints()
     given = [hints[document.key].response(document, singletons=mentions == "detected") for document in documents]
     set_seed(config.seed)
@@ -409,8 +413,7 @@ def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
     (as EntityNLM can encode them), so that the posterior also decides which stay alone, as reranking's candidates
     on predicted mentions do; either way the pipeline's answer is the same, and singletons are dropped from both
     answers before scoring."""
-    if mentions not in GIVEN_MENTIONS:
-        raise ValueError(f"given mentions are one of {', '.join(GIVEN_MENTIONS)}, got {mentions!r}")
+    check_given_mentions(mentions)
     device = resolve_device(config.device)
     settings = config.hints()
     pipeline = settings.pipeline()  # the mentions are its, whatever the proposal's weight on its hints
@@ -554,8 +557,7 @@ def resolve_texts(model: EntityNLM, proposal: EntityProposal, checkpoint: Checkp
     score, and the local conditionals around it are scored on pieces of about ``piece_tokens`` tokens
     (:func:`link_pieces`; None: whole texts). Under torchrun, rank 0 alone scores and returns them (the others
     return nothing)."""
-    if mentions not in GIVEN_MENTIONS:
-        raise ValueError(f"given mentions are one of {', '.join(GIVEN_MENTIONS)}, got {mentions!r}")
+    check_given_mentions(mentions)
     originals = [document.replace(mentions=()) for document in originals]
     settings = config.hints()
     prepared = [preprocess_document(document, checkpoint.preprocess, checkpoint.vocabulary)[0]

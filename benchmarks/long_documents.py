@@ -54,7 +54,6 @@ from benchmarks.runs import command_record
 from coref.io.atomic import write_text_atomic
 from generative.entitynlm.model import EntityNLM
 from generative.layers.softmax import ClassFactoredSoftmax
-from inference.algorithms.hints import HintSettings
 from inference.checks import integer, output_file, output_folder, real
 from inference.commands.cli import Parser, run_main
 from inference.training.checkpoint import entitynlm_checkpoint
@@ -121,12 +120,12 @@ def measure(operation: str, text: str, particles: int, seed: int, resample: str 
         started = time.perf_counter()  # the checkpoint's loading is not the operation
         if operation == "log_likelihood":
             result = model.log_likelihood(text, particles=particles, seed=seed, resample=resample,
-                                          hints=HintSettings(hint_weight, hint_temperature, lookahead=lookahead),
-                                          document_cache=document_cache)
+                                          hint_weight=hint_weight, hint_temperature=hint_temperature,
+                                          lookahead=lookahead, document_cache=document_cache)
             found = {"steps": result.tokens, "log_likelihood": result.log_p, "perplexity": result.perplexity,
                      "ess": result.ess}
         else:
-            posterior = model.posterior(text, seed=seed)
+            posterior = model.posterior(text, "paper", seed=seed)
             antecedents = posterior.antecedents()
             found = {"steps": None, "particles": posterior.particles, "log_likelihood": posterior.log_marginal,
                      "ess": posterior.ess, "spans": len(posterior.pairwise.spans),

@@ -45,6 +45,9 @@ from benchmarks.runs import command_record
 from coref.corpora.preprocess import EOS
 from coref.io.atomic import write_text_atomic
 from generative.entitynlm.model import PROPOSAL_CONTEXTS
+from inference.algorithms.config import ProposalConfig, SamplingConfig
+from inference.algorithms.hints import hint_pipeline
+from inference.algorithms.likelihood import SamplerRun, run_samplers
 from inference.checks import integer, output_folder, real
 from inference.commands.cli import USER_ERRORS, Parser, config_of, run_main
 from inference.evaluation import marginal_ppl
@@ -98,25 +101,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def run_seeds(args: argparse.Namespace) -> tuple[dict, dict[str, list[marginal_ppl.SamplerRun]]]:
+def run_seeds(args: argparse.Namespace) -> tuple[dict, dict[str, list[SamplerRun]]]:
     """Every variant on every document, once per seed: the setting, and each variant's runs (one per seed)."""
     device = resolve_device(args.device)
     path, checkpoint = entitynlm_checkpoint(args.checkpoint)
     config = config_of(marginal_ppl.MarginalConfig, args)
     hinted = any(VARIANTS[name][2] for name in args.variants)
-    pipeline = config.hints().pipeline() if hinted else None
+    pipeline = hint_pipeline(config.settings().proposal) if hinted else None
     model, proposal, documents, batches = marginal_ppl.load_modules_and_batches(config, checkpoint, device,
                                                                                 args.max_documents)
     hints = marginal_ppl.proposal_hints(config, pipeline, checkpoint, documents, batches)
     eos = checkpoint.vocabulary.index(EOS)
-    runs: dict[str, list[marginal_ppl.SamplerRun]] = {name: [] for name in args.variants}
+    runs: dict[str, list[SamplerRun]] = {name: [] for name in args.variants}
     for seed in range(args.seed, args.seed + args.seeds):
         order = args.variants if seed % 2 == 0 else args.variants[::-1]
         for name in order:  # each variant draws from the seed's (per batch), whatever ran before it
             sampler, resample, with_hints, with_lookahead = VARIANTS[name]
-            run = marginal_ppl.run_samplers(batches, model, proposal, args.particles, (sampler,), eos, seed,
-                                            hints=hints if with_hints else None, resample=resample,
-                                            lookahead=args.lookahead if with_lookahead else 0.0)
+            sampling = SamplingConfig(sampler, args.particles, resample if sampler == "smc" else "sentence",
+                                      seed=seed, batch_tokens=config.batch_tokens)
+            options = ProposalConfig(hint_weight=config.hint_weight, hint_temperature=config.hint_temperature,
+                                     lookahead=args.lookahead if with_lookahead else 0.0)
+            run = run_samplers(batches, model, proposal, (sampler,), eos, sampling, options,
+                               hints if with_hints else None)
             runs[name].append(run[sampler])
         print(f"seed {seed}: " + ", ".join(f"{name} {runs[name][-1].seconds:.1f} s" for name in args.variants),
               file=sys.stderr)
@@ -141,7 +147,7 @@ def khat_summary(khats: list[float | None]) -> dict:
             "not_fitted": len(khats) - len(fitted)}
 
 
-def sampler_summary(runs: list[marginal_ppl.SamplerRun], tokens: int) -> dict:
+def sampler_summary(runs: list[SamplerRun], tokens: int) -> dict:
     """One sampler's figures over its R runs (seeds) of D documents."""
     log_p = np.array([[row["log_likelihood"] for row in run.statistics] for run in runs])  # (R, D)
     sd = log_p.std(axis=0, ddof=1)

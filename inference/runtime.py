@@ -8,6 +8,7 @@ from collections.abc import Collection
 
 import numpy as np
 import pyro
+import pyro.util
 import torch
 
 from inference.distributed import local_device
@@ -46,3 +47,18 @@ def changed_options(before: dict, now: dict, free: Collection[str]) -> list[str]
     not record."""
     return [f"--{key.replace('_', '-')} {before[key]} (now {now[key]})" for key in sorted(now)
             if key not in free and key in before and before[key] != now[key]]
+
+
+def random_state() -> dict:
+    """Python's, numpy's and torch's random states (CUDA's too where there is CUDA): what the API keeps for its
+    caller around a seeded call."""
+    state = pyro.util.get_rng_state()
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_random_state(state: dict) -> None:
+    pyro.util.set_rng_state(state)
+    if "cuda" in state:
+        torch.cuda.set_rng_state_all(state["cuda"])

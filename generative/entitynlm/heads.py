@@ -39,7 +39,10 @@ class EntityNLMConfig(LanguageModelConfig):
     be copied from them (:mod:`generative.entitynlm.copying`), each alike (``copy_weighting = "uniform"``) or by
     a learned attention ("attention"). ``document_cache`` (ours; 0 is the paper's): lambda of a unigram cache of
     the document so far mixed into eq. 6 at every token (:mod:`generative.layers.document_cache`), a fixed weight
-    that evaluation sets (``python -m inference.marginal_ppl --document-cache``).
+    that evaluation sets (``python -m inference.marginal_ppl --document-cache``). ``new_entity_bias`` (ours; 0 is
+    the paper's) is added to the new entity's logit in eq. 4: a decision-time setting of the posterior as a
+    resolver (``python -m inference.posterior --new-entity-bias``). Both are settings of a run, not of training:
+    :func:`inference.training.checkpoint.entitynlm_modules` builds a model with the run's values.
     """
 
     max_mention_length: int = 25
@@ -50,6 +53,7 @@ class EntityNLMConfig(LanguageModelConfig):
     entity_words: int = 0
     copy_weighting: str = "uniform"
     document_cache: float = 0.0
+    new_entity_bias: float = 0.0
 
     def __post_init__(self) -> None:
         if self.proposal not in PROPOSAL_CONTEXTS:
@@ -90,16 +94,16 @@ class EntityHead(nn.Module):
 
     ``new_entity_bias`` (0: eq. 4 as trained) is added to the new entity's logit: a decision-time shift of how
     readily the model opens an entity, chosen on dev where the posterior is used as a resolver
-    (``python -m inference.posterior --new-entity-bias``), as entity prediction chooses its own; not a parameter,
-    and not saved with the weights.
+    (``python -m inference.posterior --new-entity-bias``), as entity prediction chooses its own; fixed when the
+    head is built (:attr:`EntityNLMConfig.new_entity_bias`), not a parameter, and not saved with the weights.
     """
 
-    def __init__(self, hidden_size: int, distance: str) -> None:
+    def __init__(self, hidden_size: int, distance: str, new_entity_bias: float = 0.0) -> None:
         super().__init__()
         self.bilinear = nn.Linear(hidden_size, hidden_size, bias=False)
         self.distance = distance
         self.distance_weights = nn.Parameter(torch.zeros(2 if distance == "paper" else 1))
-        self.new_entity_bias = 0.0
+        self.new_entity_bias = new_entity_bias
 
     def forward(
         self, h: torch.Tensor, entities: EntityTable, position: int | torch.Tensor, sentence: torch.Tensor,
@@ -248,7 +252,7 @@ class EntityHeads(nn.Module):
     def __init__(self, config: EntityNLMConfig) -> None:
         super().__init__()
         self.mention_type = MentionTypeHead(config.hidden_size)
-        self.entity = EntityHead(config.hidden_size, config.distance)
+        self.entity = EntityHead(config.hidden_size, config.distance, config.new_entity_bias)
         self.length = LengthHead(config.hidden_size, config.max_mention_length)
         self.update = EntityUpdate(config.hidden_size, config.update)
 

@@ -37,39 +37,44 @@ from coref.metrics.coreference import evaluate
 from coref.resolution.hints import CorefHint
 from generative.entitynlm.model import EntityNLM, EntityNLMConfig, EntityProposal
 from generative.entitynlm.state import Annotation
-from generative.layers.batch import batches_by_length
-from inference.algorithms.hints import HintOptions, HintSettings, batch_hints, corpus_hints, document_hints
+from generative.layers.batch import DocumentBatch, batches_by_length
+from inference.algorithms.config import ProposalConfig, SamplingConfig, Settings, settings_for
+from inference.algorithms.driver import run_batches
+from inference.algorithms.hints import batch_hints, corpus_hints, document_hints, hint_pipeline
 from inference.algorithms.smc import ParticleStructures, particle_gibbs, stream_to_document
 from inference.data import prepared_documents
 from inference.distributed import ranks
-from inference.runtime import batch_seed, resolve_device, set_seed
+from inference.runtime import resolve_device, set_seed
 from inference.training.checkpoint import PROPOSAL_WEIGHTS, Checkpoint, entitynlm_checkpoint, entitynlm_modules
 
-METHODS = {"sir": "never", "smc": "sentence"}
+METHODS = ("sir", "smc")  # the command's names of the samplers: importance resampling, SMC
+SAMPLER_METHODS = {"is": "sir", "smc": "smc"}
+METHODS_SAMPLER = {method: sampler for sampler, method in SAMPLER_METHODS.items()}
+
+
+POSTERIOR = settings_for("posterior")  # the settled preset's: every sampling default below
 
 
 @dataclass(frozen=True)
-class PosteriorConfig(HintOptions):
+class PosteriorConfig:
     """The options of ``python -m inference.posterior``. The texts: one of ``text``, a UTF-8 ``file`` or a
     ``conll`` file (for :func:`analyse`), or the ``corpus`` split (for :func:`evaluate_map`). The model:
-    ``checkpoint`` (None: the bundled one) with ``proposal`` (None: :func:`posterior_proposal`). The sampling:
-    ``particles`` per document by ``method`` (sir, smc, or both for :func:`evaluate_map`), ``sweeps`` passes of it
-    (particle Gibbs when more than 1), SMC resampling below
-    ``ess_threshold`` x particles, ``batch_tokens`` particles x padded tokens per batch. The outputs of
+    ``checkpoint`` (None: the bundled one) with ``proposal`` (None: :func:`posterior_proposal`). The sampling
+    fields are those of :class:`~inference.algorithms.config.SamplingConfig` and
+    :class:`~inference.algorithms.config.ProposalConfig`, their defaults the settled preset's posterior
+    (:meth:`with_preset` takes another's): ``particles`` per document by ``method`` (sir: importance resampling,
+    smc, or both for :func:`evaluate_map`), ``sweeps`` passes of it (particle Gibbs when more than 1), SMC
+    resampling below ``ess_threshold`` x particles, ``batch_tokens`` particles x padded tokens per batch;
+    ``given_mentions`` the pipeline's mentions given (None: R, E and L all latent). The outputs of
     :func:`analyse`, in the folder ``out``: ``samples`` structures per document, spans and antecedents of at
-    least ``min_probability``, ``max_spans`` spans per heatmap, ``top_antecedents`` per span.
-    ``new_entity_bias``: added to the new entity's logit in the model's p(E) (eq. 4; see
-    :class:`~generative.entitynlm.heads.EntityHead`), the posterior's resolver setting chosen on dev."""
+    least ``min_probability``, ``max_spans`` spans per heatmap, ``top_antecedents`` per span."""
 
     text: str | None = None
     file: str | None = None
     conll: str | None = None
     checkpoint: str | None = None
-    method: str = "sir"
     proposal: str | None = None
-    particles: int = 100
     samples: int = 20
-    ess_threshold: float = 0.5
     min_probability: float = 0.05
     max_spans: int = 40
     top_antecedents: int = 5
@@ -77,12 +82,45 @@ class PosteriorConfig(HintOptions):
     corpus: str = "sample"
     split: str = "test"
     data_dir: str | None = None
-    batch_tokens: int = 20_000
     device: str = "auto"
-    seed: int = 0
-    resample: str = "sentence"
-    sweeps: int = 1
-    new_entity_bias: float = 0.0
+    preset: str = "settled"
+    method: str = SAMPLER_METHODS[POSTERIOR.sampling.sampler]
+    particles: int = POSTERIOR.sampling.particles
+    resample: str = POSTERIOR.sampling.resample
+    ess_threshold: float = POSTERIOR.sampling.ess_threshold
+    sweeps: int = POSTERIOR.sampling.sweeps
+    seed: int = POSTERIOR.sampling.seed
+    batch_tokens: int = POSTERIOR.sampling.batch_tokens
+    hint_weight: float = POSTERIOR.proposal.hint_weight
+    hint_temperature: float = POSTERIOR.proposal.hint_temperature
+    hint_detector: str | None = POSTERIOR.proposal.hint_detector
+    hint_resolver: str | None = POSTERIOR.proposal.hint_resolver
+    lookahead: float = POSTERIOR.proposal.lookahead
+    new_entity_bias: float = POSTERIOR.proposal.new_entity_bias
+    given_mentions: str | None = POSTERIOR.proposal.given_mentions
+
+    @classmethod
+    def of(cls, settings: Settings, **others: object) -> PosteriorConfig:
+        """The config of ``settings`` (a preset's posterior, as the API takes it) and the ``others`` fields."""
+        sampling, proposal = settings.sampling, settings.proposal
+        return cls(method=SAMPLER_METHODS[sampling.sampler], particles=sampling.particles, resample=sampling.resample,
+                   ess_threshold=sampling.ess_threshold, sweeps=sampling.sweeps, seed=sampling.seed,
+                   batch_tokens=sampling.batch_tokens, proposal=proposal.context, hint_weight=proposal.hint_weight,
+                   hint_temperature=proposal.hint_temperature, hint_detector=proposal.hint_detector,
+                   hint_resolver=proposal.hint_resolver, lookahead=proposal.lookahead,
+                   new_entity_bias=proposal.new_entity_bias, given_mentions=proposal.given_mentions, **others)
+
+    def settings(self, method: str | None = None) -> Settings:
+        """The sampling and proposal configs of this run (of ``method`` when given, else the config's own; checked
+        there: a bad value fails before any work)."""
+        method = method or ("sir" if self.method == "both" else self.method)
+        return Settings(
+            SamplingConfig(METHODS_SAMPLER[method], self.particles, self.resample, self.ess_threshold, self.sweeps,
+                           self.seed, self.batch_tokens),
+            ProposalConfig(context=self.proposal, hint_weight=self.hint_weight,
+                           hint_temperature=self.hint_temperature, hint_detector=self.hint_detector,
+                           hint_resolver=self.hint_resolver, lookahead=self.lookahead,
+                           new_entity_bias=self.new_entity_bias, given_mentions=self.given_mentions))
 
 
 @dataclass(frozen=True)
@@ -105,56 +143,38 @@ class Posterior:
         return self.structures[int(np.argmax(self.log_joint))]
 
 
-def posteriors(
-    model: EntityNLM,
-    proposal: EntityProposal,
-    documents: Sequence[Document],
-    vocabulary: Vocabulary,
-    particles: int,
-    method: str,
-    batch_tokens: int = 20_000,
-    device: torch.device | str = "cpu",
-    progress: bool = True,
-    ess_threshold: float = 0.5,
-    resample: str = "sentence",
-    hints: dict[tuple[str, int], CorefHint] | None = None,
-    hint_settings: HintSettings = HintSettings(),
-    given_mentions: bool = False,
-    seed: int = 0,
-    sweeps: int = 1,
-) -> list[Posterior]:
-    """SIR or SMC posteriors of preprocessed ``documents`` (same order), structures on the same tokens; SMC
-    resamples a document at a sentence end (or, with ``resample="token"``, after any token) when its ESS is
-    below ``ess_threshold`` x ``particles``. ``hints`` (by document key) and ``hint_settings``: the proposal
-    follows the coreference pipeline (:mod:`generative.entitynlm.hints`) and the settings' lookahead.
-    ``given_mentions``: the documents' own mentions are given (R and L observed) and only their entities are
-    sampled, p(E | x, R, L). ``sweeps`` > 1: particle Gibbs (:func:`inference.algorithms.smc.particle_gibbs`),
-    that many passes of the method pooled, started from the documents' own structure when their mentions are
-    given (the pipeline's clusters). Batch ``n``
-    draws from seed :func:`inference.runtime.batch_seed` ``(seed, n)``; under torchrun each rank samples every
-    ``world``-th batch and all get every posterior (the same as one process's)."""
-    run = ranks()
+def posteriors(model: EntityNLM, proposal: EntityProposal, documents: Sequence[Document], vocabulary: Vocabulary,
+               settings: Settings, device: torch.device | str = "cpu",
+               hints: dict[tuple[str, int], CorefHint] | None = None, given_mentions: bool = False,
+               progress: bool = True) -> list[Posterior]:
+    """Posteriors of preprocessed ``documents`` (same order), structures on the same tokens, sampled as
+    ``settings`` say: importance resampling or SMC (resampling a document where ``resample`` allows when its ESS is
+    below ``ess_threshold`` x ``particles``), ``sweeps`` > 1 passes of particle Gibbs
+    (:func:`inference.algorithms.smc.particle_gibbs`) pooled, started from the documents' own structure when their
+    mentions are given. ``hints`` (by document key): the proposal follows the coreference pipeline
+    (:mod:`generative.entitynlm.hints`) at the settings' weight, and the settings' lookahead. ``given_mentions``:
+    the documents' own mentions are given (R and L observed) and only their entities are sampled,
+    p(E | x, R, L). Batches run on the one batch driver (:func:`inference.algorithms.driver.run_batches`)."""
+    sampling, options = settings.sampling, settings.proposal
     by_document = {document.key: document for document in documents}
-    batches = batches_by_length(documents, vocabulary, max(1, batch_tokens // particles))
-    mine = run.shard(range(len(batches)))
-    done = []
-    with progress_bar(total=sum(batches[number].size for number in mine), unit="document",
-                      desc=f"{method.upper()} posteriors, {particles} particles each",
-                      enabled=progress and run.leader) as bar:
-        for number in mine:
-            set_seed(batch_seed(seed, number))
-            batch = batches[number].to(device)
-            batch_hint = None if hints is None else batch_hints(hint_settings, batch, hints, by_document)
-            mentions = Annotation.mentions_of(batch) if given_mentions else None
-            start = Annotation.of(batch) if given_mentions and sweeps > 1 else None
-            sampled = particle_gibbs(model, proposal, batch, particles, vocabulary.index(EOS), sweeps,
-                                     "never" if method == "sir" else resample, start,
-                                     ess_threshold=ess_threshold, progress=progress and run.leader, hints=batch_hint,
-                                     mentions=mentions, lookahead=hint_settings.lookahead)
-            done.append([_posterior(by_document[key], sampled, index, int(batch.lengths[index]))
-                         for index, key in enumerate(batch.keys)])
-            bar.update(batch.size)
-    by_key = {posterior.document.key: posterior for batch in run.gather(done) for posterior in batch}
+    batches = batches_by_length(documents, vocabulary, max(1, sampling.batch_tokens // sampling.particles))
+
+    def sample(batch: DocumentBatch, number: int) -> list[Posterior]:
+        batch = batch.to(device)
+        batch_hint = None if hints is None else batch_hints(options, batch, hints, by_document)
+        mentions = Annotation.mentions_of(batch) if given_mentions else None
+        start = Annotation.of(batch) if given_mentions and sampling.sweeps > 1 else None
+        sampled = particle_gibbs(model, proposal, batch, sampling.particles, vocabulary.index(EOS), sampling.sweeps,
+                                 sampling.resampling, start, ess_threshold=sampling.ess_threshold,
+                                 progress=progress and ranks().leader, hints=batch_hint, mentions=mentions,
+                                 lookahead=options.lookahead)
+        return [_posterior(by_document[key], sampled, index, int(batch.lengths[index]))
+                for index, key in enumerate(batch.keys)]
+
+    done = run_batches(batches, sample, sampling.seed,
+                       f"{SAMPLER_METHODS[sampling.sampler].upper()} posteriors, {sampling.particles} particles each",
+                       progress)
+    by_key = {posterior.document.key: posterior for batch in done for posterior in batch}
     return [by_key[document.key] for document in documents]
 
 
@@ -527,14 +547,12 @@ def posterior_proposal(checkpoint: Checkpoint, proposal: str | None = None) -> s
     return EntityNLMConfig(**checkpoint.config).proposal
 
 
-def load_model(checkpoint: str | None, proposal: str | None, device: torch.device, new_entity_bias: float = 0.0
+def load_model(checkpoint: str | None, device: torch.device, options: ProposalConfig
                ) -> tuple[Checkpoint, EntityNLM, EntityProposal]:
-    """The checkpoint (None: the bundled one), its model (with ``new_entity_bias`` on its p(E)) and the
-    ``proposal`` (None: :func:`posterior_proposal`)."""
+    """The checkpoint (None: the bundled one), its model and its proposal (the ``options``' context, None:
+    :func:`posterior_proposal`), built for the ``options`` (the model's new-entity bias and document cache)."""
     _, loaded = entitynlm_checkpoint(checkpoint)
-    model, chosen = entitynlm_modules(loaded, device, posterior_proposal(loaded, proposal))
-    model.heads.entity.new_entity_bias = new_entity_bias
-    return loaded, model, chosen
+    return (loaded, *entitynlm_modules(loaded, device, posterior_proposal(loaded, options.context), options))
 
 
 def input_documents(text: str | None = None, file: str | None = None, conll: str | None = None) -> list[Document]:
@@ -569,25 +587,21 @@ def onto_original(structure: Document, original: Document, kept: list[int]) -> D
 
 
 def original_posteriors(model: EntityNLM, proposal: EntityProposal, originals: Sequence[Document],
-                        checkpoint: Checkpoint, particles: int, method: str, batch_tokens: int = 20_000,
-                        device: torch.device | str = "cpu", progress: bool = True,
-                        ess_threshold: float = 0.5, resample: str = "sentence",
-                        hint_settings: HintSettings = HintSettings(), seed: int = 0, sweeps: int = 1
-                        ) -> list[Posterior]:
+                        checkpoint: Checkpoint, settings: Settings, device: torch.device | str = "cpu",
+                        progress: bool = True) -> list[Posterior]:
     """:func:`posteriors` of documents as they were read (their mentions, if any, are not used): each is read the
     way the model reads text (the checkpoint's preprocessing and vocabulary), and every sampled structure is
     moved back onto its original tokens, so ``Posterior.document`` is the original and its ``structures`` and
-    ``map_structure`` annotate the original tokens. ``hint_settings``: the proposal follows the coreference
-    pipeline's reading of the originals; ``seed`` and ``sweeps`` as :func:`posteriors`'."""
+    ``map_structure`` annotate the original tokens. Where the ``settings`` say so, the proposal follows the
+    coreference pipeline's reading of the originals."""
     originals = [document.replace(mentions=()) for document in originals]
     config = checkpoint.preprocess
     prepared = [preprocess_document(document, config, checkpoint.vocabulary)[0] for document in originals]
-    hints = None
-    if hint_settings.used:
-        read = document_hints(hint_settings, hint_settings.pipeline(), originals, prepared, config)
+    hints, options = None, settings.proposal
+    if options.hinted:
+        read = document_hints(options, hint_pipeline(options), originals, prepared, config)
         hints = {document.key: hint for document, hint in zip(prepared, read)}
-    results = posteriors(model, proposal, prepared, checkpoint.vocabulary, particles, method, batch_tokens, device,
-                         progress, ess_threshold, resample, hints, hint_settings, seed=seed, sweeps=sweeps)
+    results = posteriors(model, proposal, prepared, checkpoint.vocabulary, settings, device, hints, progress=progress)
     moved = []
     for original, posterior in zip(originals, results):
         kept = kept_tokens(original, config)
@@ -602,11 +616,9 @@ def analyse(config: PosteriorConfig) -> dict:
     device = resolve_device(config.device)
     set_seed(config.seed)
     originals = input_documents(config.text, config.file, config.conll)
-    checkpoint, model, proposal = load_model(config.checkpoint, config.proposal, device, config.new_entity_bias)
-    results = original_posteriors(model, proposal, originals, checkpoint, config.particles, config.method,
-                                  config.batch_tokens, device, ess_threshold=config.ess_threshold,
-                                  resample=config.resample, hint_settings=config.hints(), seed=config.seed,
-                                  sweeps=config.sweeps)
+    settings = config.settings()
+    checkpoint, model, proposal = load_model(config.checkpoint, device, settings.proposal)
+    results = original_posteriors(model, proposal, originals, checkpoint, settings, device)
     if not ranks().leader:  # under torchrun every rank has every posterior; rank 0 writes them
         return {"maps": [], "summary": [], "out": config.out, "files": []}
     summary = [posterior_summary(posterior, config, proposal.context) for posterior in results]
@@ -662,9 +674,9 @@ def evaluate_map(config: PosteriorConfig) -> dict:
     """The MAP structure as a resolver on the corpus split (CoNLL F1 against the gold) and the samplers' ESS, by
     ``config.method`` or, with ``both``, each sampler from the same seed."""
     device = resolve_device(config.device)
-    settings = config.hints()
-    pipeline = settings.pipeline() if settings.used else None
-    checkpoint, model, proposal = load_model(config.checkpoint, config.proposal, device, config.new_entity_bias)
+    settings = config.settings().proposal
+    pipeline = hint_pipeline(settings) if settings.hinted else None
+    checkpoint, model, proposal = load_model(config.checkpoint, device, settings)
     gold = prepared_documents(config.corpus, config.split, config.data_dir, checkpoint.preprocess,
                               checkpoint.vocabulary, quiet=True)
     tokens = sum(len(document.tokens) + len(document.sentences) for document in gold)
@@ -676,10 +688,7 @@ def evaluate_map(config: PosteriorConfig) -> dict:
     for method in METHODS if config.method == "both" else [config.method]:
         set_seed(config.seed)
         started = time.perf_counter()
-        results = posteriors(model, proposal, gold, checkpoint.vocabulary, config.particles, method,
-                             config.batch_tokens, device, ess_threshold=config.ess_threshold,
-                             resample=config.resample, hints=hints, hint_settings=settings, seed=config.seed,
-                             sweeps=config.sweeps)
+        results = posteriors(model, proposal, gold, checkpoint.vocabulary, config.settings(method), device, hints)
         seconds = time.perf_counter() - started
         response = [without_singletons(posterior.map_structure) for posterior in results]
         scores = evaluate(gold, response)

@@ -67,7 +67,8 @@ from generative.entitynlm.annotated import mention_may_start
 from generative.entitynlm.model import EntityNLM, EntityProposal
 from generative.entitynlm.state import Annotation
 from generative.layers.batch import DocumentBatch, batches_by_length, make_batch
-from inference.algorithms.hints import HintSettings, corpus_hints
+from inference.algorithms.config import PAPER_PROPOSAL, ProposalConfig
+from inference.algorithms.hints import corpus_hints, hint_pipeline
 from inference.algorithms.importance import ImportanceEstimate, importance_log_densities, log_importance_weights
 from inference.algorithms.smc import sample_structures
 from inference.data import check_extra_text, extra_text_documents, extra_text_names, prepared_documents
@@ -222,7 +223,7 @@ def pipeline_mention_documents(pipeline: CorefPipeline, corpus: str, split: str,
     given as a resolver: its linked outermost spans), each in the entity of the gold mention of the same span, a
     spurious one alone (the entities the posterior should choose on the pipeline's mentions); beside each, the same
     mentions in the pipeline's own entities (where the posterior's sampler starts)."""
-    hints = corpus_hints(HintSettings(), pipeline, corpus, split, data_dir, documents, config)
+    hints = corpus_hints(PAPER_PROPOSAL, pipeline, corpus, split, data_dir, documents, config)
     resolved = [hints[document.key].response(document) for document in documents]
     return [(with_predicted_mentions(document, [mention.span for mention in clustered.mentions]),
              clustered.replace(mentions=sorted(clustered.mentions)))
@@ -379,8 +380,8 @@ def refine_proposal(config: RefineConfig) -> dict:
     for module in (model, proposal):
         for parameter in module.parameters():
             parameter.requires_grad_(module in updated)
-    pipeline = HintSettings(detector=config.hint_detector, resolver=config.hint_resolver).pipeline() if (
-        config.coref_mentions == "pipeline") else None
+    pipeline = hint_pipeline(ProposalConfig(hint_detector=config.hint_detector, hint_resolver=config.hint_resolver)
+                             ) if config.coref_mentions == "pipeline" else None
     cross_fit = cross_fit_pipelines(config.cross_fit_detectors, config.cross_fit_resolvers) if (
         config.cross_fit_detectors) else None
 

@@ -46,7 +46,16 @@ The package's modules: :mod:`~inference.api.arguments` (texts, seeds and the ran
 :mod:`~inference.api.corpora` (the corpora); everything public is here too.
 """
 
-from inference.api.arguments import SAMPLERS, Texts, as_documents, kept_random_state, seeded
+from inference.algorithms.config import (
+    PRESETS,
+    SAMPLERS,
+    Preset,
+    ProposalConfig,
+    SamplingConfig,
+    Settings,
+    preset,
+)
+from inference.api.arguments import Texts, as_documents, kept_random_state, seeded
 from inference.api.coreference import Annotations, Coreference, Scores, coreference, score
 from inference.api.corpora import (
     BABI_PRONOUNS,
@@ -76,7 +85,6 @@ from inference.api.dntm import (
 )
 from inference.api.language_model import (
     LIKELIHOOD_COLUMNS,
-    POSTERIOR_METHODS,
     Generated,
     LanguageModel,
     Likelihood,
@@ -87,17 +95,16 @@ from inference.api.loading import BUNDLED, TRAINABLE, Model, load, train
 from inference.api.mneme import GeneratedStory, MemoryAttention, StoryLanguageModel, StoryLikelihood, story_annotator
 from inference.api.reader import Answer, Question, Reader, RelationAttention, Story, WordPreferences
 from inference.api.reranking import Reranking, train_resolver
-from inference.evaluation.posterior_resolver import ResolvedText
 from inference.training.mneme import MODELS as STORY_MODELS
 
 __all__ = [
-    "BABI_PRONOUNS", "BUNDLED", "LIKELIHOOD_COLUMNS", "POSTERIOR_METHODS", "SAMPLERS", "STORY_MODELS", "TRAINABLE",
+    "BABI_PRONOUNS", "BUNDLED", "LIKELIHOOD_COLUMNS", "PRESETS", "SAMPLERS", "STORY_MODELS", "TRAINABLE",
     "Annotations", "AnonymisedSplit", "Answer", "BabiExample", "ClozeScore", "Clozes", "Coreference", "Document",
     "DynamicTextModel", "EntityStates", "Generated", "GeneratedStory", "LanguageModel", "Likelihood", "Likelihoods",
-    "Mention", "MemoryAttention", "Model", "PosteriorCoreference", "PromptedStory", "Question", "Reader",
-    "RelationAttention", "Reranking", "ResolvedText", "Scores", "Story", "StoryLanguageModel", "StoryLikelihood",
-    "Texts",
+    "Mention", "MemoryAttention", "Model", "PosteriorCoreference", "Preset", "PromptedStory", "ProposalConfig",
+    "Question", "Reader", "RelationAttention", "Reranking", "SamplingConfig", "Scores", "Settings", "Story",
+    "StoryLanguageModel", "StoryLikelihood", "Texts",
     "TokenGroups", "WordPreferences", "anonymised", "anonymised_stats", "anonymised_text", "as_documents", "babi",
-    "bracketed", "coreference", "documents", "is_anonymised", "kept_random_state", "load", "restore", "score",
+    "bracketed", "coreference", "documents", "is_anonymised", "kept_random_state", "load", "preset", "restore", "score",
     "seeded", "source_spans", "stories", "story_annotator", "story_stats", "train", "train_resolver",
 ]

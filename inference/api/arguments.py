@@ -1,19 +1,15 @@
-"""The arguments the API's calls share, checked and put in the library's terms: texts as Documents, a seed (the
-random state kept around every call), a sampler and its particles."""
+"""The arguments the API's calls share, checked and put in the library's terms: texts as Documents, and a seed
+(the random state kept around every call)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from numbers import Integral
 
 from coref.document import Document
 from coref.io.text import plain_document
-from inference.algorithms.smc import SMC_RESAMPLING
-from inference.evaluation.marginal_ppl import random_state, restore_random_state
-from inference.runtime import set_seed
+from inference.runtime import random_state, restore_random_state, set_seed
 
-SAMPLERS = ("is", "smc")  # importance sampling (resampling once at the end, for posteriors), SMC
 Texts = str | Document | Sequence[str | Document]
 
 
@@ -61,12 +57,3 @@ def as_documents(text: Texts, tokenizer: Callable[[str, str], Document] = plain_
     if repeated:
         raise ValueError(f"two documents are named {repeated[0]!r} part {repeated[1]}: results are matched by name")
     return documents
-
-
-def check_sampling(particles: int, sampler: str, resample: str = "sentence") -> None:
-    if sampler not in SAMPLERS:
-        raise ValueError(f"sampler must be one of {SAMPLERS}, got {sampler!r}")
-    if resample not in SMC_RESAMPLING:
-        raise ValueError(f"resample must be one of {SMC_RESAMPLING}, got {resample!r}")
-    if isinstance(particles, bool) or not isinstance(particles, Integral) or particles < 1:
-        raise ValueError(f"particles must be an integer of at least 1, got {particles!r}")

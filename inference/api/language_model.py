@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from numbers import Integral
 from pathlib import Path
 
@@ -16,8 +16,10 @@ from coref.document import Document, EntityAnnotation, bracketed, decode_entitie
 from coref.io.conll import format_conll
 from coref.io.html import document_html
 from generative.entitynlm.model import EntityNLM, EntityNLMConfig, EntityProposal
-from generative.layers.document_cache import check_cache_weight
-from inference.algorithms.hints import HintSettings, batch_hints, document_hints
+from inference.algorithms.config import DEFAULT_PRESET, Preset, ProposalConfig, settings_for
+from inference.algorithms.driver import particle_batches
+from inference.algorithms.hints import batch_hints, document_hints, hint_pipeline
+from inference.algorithms.likelihood import run_samplers
 from inference.algorithms.posterior import (
     AntecedentRanking,
     CoreferenceMarginals,
@@ -29,16 +31,18 @@ from inference.algorithms.posterior import (
     original_posteriors,
     posterior_proposal,
 )
-from inference.api.arguments import Texts, as_documents, check_sampling, kept_random_state, seeded
+from inference.api.arguments import Texts, as_documents, kept_random_state, seeded
 from inference.api.reranking import Reranking, Resolver, check_rerank_options, resolver_of
 from inference.api.tables import formatted, html_table
-from inference.evaluation.marginal_ppl import particle_batches, run_samplers
-from inference.evaluation.posterior_resolver import LINK_PIECE, ResolvedText, resolve_texts
+from inference.evaluation.posterior_resolver import (
+    LINK_PIECE,
+    LINK_TEMPERATURE,
+    LocalLinks,
+    link_rankings,
+    resolve_texts,
+)
 from inference.evaluation.rerank import gold_mention_documents, noise_free, rerank_document
 from inference.training.checkpoint import Checkpoint, entitynlm_modules, language_model
-
-POSTERIOR_METHODS = {"is": "sir", "smc": "smc"}  # a sampler's name in inference.algorithms.posterior
-
 
 # ---- likelihoods ------------------------------------------------------------------------------------------------
 
@@ -130,10 +134,13 @@ class PosteriorCoreference:
 
     ``samples``: each particle's structure as a Document on the text's own tokens, ``weights`` their normalised
     weights; ``map``: the sampled structure of highest joint probability p(X, R, E, L) (the posterior's mode
-    among the samples, as ``inference.algorithms.posterior`` writes to map.conll); ``pairwise``: for every span some
+    among the samples, as ``python -m inference.posterior`` writes to map.conll); ``pairwise``: for every span some
     particle makes a mention, P(it is a mention), and P(two spans are mentions of one entity) for the pairs asked
     (``pairwise.same_entity``, or ``pairwise.matrix`` over a bounded set of spans: held sparsely, a book's fits);
-    ``log_marginal``: the sampler's estimate of log p(x), ``ess`` its effective sample size."""
+    ``log_marginal``: the sampler's estimate of log p(x) (of log p(x, R, L) when the mentions are given), ``ess``
+    its effective sample size. With the pipeline's mentions given (``given_mentions``, the default), ``pipeline``
+    holds the pipeline's own clusters of the same mentions and :meth:`links` the model's local link conditionals
+    around the MAP, the link probabilities that were calibrated on dev."""
 
     document: Document
     samples: list[Document]
@@ -142,28 +149,43 @@ class PosteriorCoreference:
     log_marginal: float
     ess: float
     resamplings: int
-    sampler: str
+    settings: str
     proposal: str
     map: Document
     pairwise: CoreferenceMarginals
+    given_mentions: str | None = None
+    pipeline: Document | None = None
+    local: LocalLinks | None = None
 
     @classmethod
-    def of(cls, posterior: Posterior, sampler: str, proposal: str) -> PosteriorCoreference:
+    def of(cls, posterior: Posterior, settings: str, proposal: str, map_structure: Document | None = None,
+           given_mentions: str | None = None, pipeline: Document | None = None, local: LocalLinks | None = None
+           ) -> PosteriorCoreference:
         """The posterior of :func:`inference.algorithms.posterior.original_posteriors` (structures on the original
-        tokens)."""
+        tokens), described by ``settings``; ``map_structure`` None is the particle of highest log p(X, R, E, L)."""
         return cls(posterior.document, posterior.structures, posterior.weights, posterior.log_joint,
-                   posterior.log_marginal, posterior.ess, posterior.resamplings, sampler, proposal,
-                   posterior.map_structure, coreference_marginals(posterior.structures, posterior.weights))
+                   posterior.log_marginal, posterior.ess, posterior.resamplings, settings, proposal,
+                   posterior.map_structure if map_structure is None else map_structure,
+                   coreference_marginals(posterior.structures, posterior.weights), given_mentions, pipeline, local)
 
     @property
     def particles(self) -> int:
         return len(self.samples)
 
     def antecedents(self, min_probability: float = 0.05, top: int | None = 5) -> list[AntecedentRanking]:
-        """Per likely mention span, the posterior over its antecedent (an earlier mention or a new entity): at
-        most ``top`` antecedents (None: all), those of at least ``min_probability``, the rest as the ranking's
-        ``remainder``."""
+        """Per likely mention span, the posterior over its antecedent (an earlier mention or a new entity) among
+        the particles: at most ``top`` antecedents (None: all), those of at least ``min_probability``, the rest as
+        the ranking's ``remainder``."""
         return antecedent_rankings(self.samples, self.weights, min_probability, top)
+
+    def links(self, temperature: float = LINK_TEMPERATURE, min_probability: float = 0.0, top: int | None = None
+              ) -> list[AntecedentRanking]:
+        """Per mention of the MAP, the model's local conditional over its antecedent given the MAP's other clusters,
+        at ``temperature`` (T = 3 was calibrated on LitBank dev): only where the mentions were given."""
+        if self.local is None:
+            raise ValueError("links are the local conditionals on given mentions: posterior(text, "
+                             "given_mentions='pipeline') computes them")
+        return link_rankings(self.map, self.local, temperature, min_probability, top)
 
     def mention_titles(self) -> dict[tuple[int, int], str]:
         """Per mention of the MAP structure: the posterior probability that it is a mention and that it is
@@ -186,6 +208,13 @@ class PosteriorCoreference:
             titles[mention.span] = title
         return titles
 
+    def clusters(self) -> list[list[str]]:
+        """The MAP's entities of more than one mention, each as its mentions' texts in text order."""
+        tokens, by_entity = self.map.tokens, {}
+        for mention in self.map.mentions:
+            by_entity.setdefault(mention.entity, []).append(" ".join(tokens[mention.start:mention.end]))
+        return [texts for texts in by_entity.values() if len(texts) > 1]
+
     def to_conll(self) -> str:
         """The MAP structure as a CoNLL-2012 document (what ``coref.io.conll.parse_conll`` reads back)."""
         return format_conll([self.map])
@@ -195,11 +224,18 @@ class PosteriorCoreference:
         return marginals_figure(self.pairwise, self.document.id, max_spans)
 
     def summary(self) -> str:
-        return (f"{self.document.id}: log p_hat(x) = {self.log_marginal:.2f}, ESS {self.ess:.1f} of {self.particles} "
-                f"({self.sampler.upper()}, {self.proposal} proposal, {self.resamplings} resamplings)")
+        what = f"log p_hat(x, R, L) = {self.log_marginal:.2f}" if self.given_mentions else \
+            f"log p_hat(x) = {self.log_marginal:.2f}"
+        return (f"{self.document.id}: {what}, ESS {self.ess:.1f} of {self.particles} ({self.settings}; "
+                f"{self.proposal} proposal, {self.resamplings} resamplings)")
 
     def __repr__(self) -> str:
-        return f"PosteriorCoreference({self.summary()})\nMAP: {bracketed(self.map)}"
+        clusters = self.clusters()
+        shown = [f"  {number}: {' | '.join(texts[:6])}{' | ...' if len(texts) > 6 else ''}"
+                 for number, texts in enumerate(clusters[:10], 1)]
+        more = [f"  ... {len(clusters) - 10} more"] if len(clusters) > 10 else []
+        return "\n".join([f"PosteriorCoreference({self.summary()})",
+                          f"MAP clusters ({len(clusters)} of more than one mention):", *shown, *more])
 
     def _repr_html_(self) -> str:
         return document_html(self.map, title=self.summary(), mention_titles=self.mention_titles())
@@ -251,7 +287,7 @@ class LanguageModel:
 
     def __init__(self, path: Path, checkpoint: Checkpoint, device: torch.device) -> None:
         self.path, self.checkpoint, self.device, self.kind = path, checkpoint, device, checkpoint.kind
-        self._entitynlm: dict[str, tuple[EntityNLM, EntityProposal]] = {}
+        self._entitynlm: dict[tuple, tuple[EntityNLM, EntityProposal]] = {}
         self._scorer: EntityNLM | None = None  # EntityNLM with its new-entity embedding at its mean (rerank)
         self.proposal: str | None = None  # the proposal log_likelihood uses
         if self.kind == "entitynlm":
@@ -260,11 +296,14 @@ class LanguageModel:
         else:
             self.module = language_model(checkpoint, device)
 
-    def modules(self, proposal: str) -> tuple[EntityNLM, EntityProposal]:
-        """EntityNLM and its proposal named ``proposal`` ("forward" or "bidirectional"), built once."""
-        if proposal not in self._entitynlm:
-            self._entitynlm[proposal] = entitynlm_modules(self.checkpoint, self.device, proposal)
-        return self._entitynlm[proposal]
+    def modules(self, proposal: str, options: ProposalConfig | None = None) -> tuple[EntityNLM, EntityProposal]:
+        """EntityNLM and its proposal named ``proposal`` ("forward" or "bidirectional"), built for a run's
+        ``options`` (None: as trained) once and kept for the next call with the same ones."""
+        run = None if options is None else (options.temperature, options.document_cache, options.new_entity_bias)
+        if (proposal, run) not in self._entitynlm:
+            with kept_random_state():  # building a module draws initial weights, which the checkpoint's replace
+                self._entitynlm[proposal, run] = entitynlm_modules(self.checkpoint, self.device, proposal, options)
+        return self._entitynlm[proposal, run]
 
     @property
     def history(self) -> list[dict]:
@@ -291,122 +330,102 @@ class LanguageModel:
         vocabulary = self.checkpoint.vocabulary
         return originals, [preprocess_document(d, self.checkpoint.preprocess, vocabulary)[0] for d in originals]
 
-    def log_likelihood(self, text: Texts, particles: int = 100, sampler: str = "smc", seed: int = 0,
-                       batch_tokens: int = 20_000, resample: str = "sentence",
-                       hints: HintSettings = HintSettings(), document_cache: float = 0.0) -> Likelihood | Likelihoods:
+    def log_likelihood(self, text: Texts, preset: str | Preset = DEFAULT_PRESET, **changes: object
+                       ) -> Likelihood | Likelihoods:
         """log p(x) of a text (a :class:`Likelihood`) or of a list of texts (:class:`Likelihoods`, with the corpus
-        perplexity). EntityNLM estimates it from ``particles`` annotations drawn from its proposal, by ``sampler``
-        "smc" (sequential Monte Carlo resampling at sentence ends: less variance, the command's default) or
-        "is" (importance sampling, the paper's eq. 11); the RNNLM computes it exactly. A Document is read the
-        way the corpora are (``inference.evaluation.marginal_ppl``: its mentions, if any, decide which punctuation is
-        kept, and are otherwise not used); documents are batched as that command does (``batch_tokens`` particles x
-        tokens), so a corpus's documents get the command's numbers for the same random state. ``resample`` and
-        ``hints`` as the command's ``--resample``, ``--hint-*`` and ``--lookahead`` options: SMC's resampling
-        points, and the proposal's mixtures with the coreference pipeline's reading of the texts and with the
-        model's own choice given each word. ``document_cache`` as the command's ``--document-cache``: lambda of a
-        unigram cache of each document's words so far mixed into the word distribution, EntityNLM's eq. 6 and the
-        RNNLM's alike (:mod:`generative.layers.document_cache`; 0, the default, is none)."""
-        check_sampling(particles, sampler, resample)
-        if check_cache_weight(document_cache) and self.kind not in ("entitynlm", "rnnlm"):
+        perplexity). EntityNLM estimates it from weighted particles as ``preset``'s likelihood settings say
+        (:mod:`inference.algorithms.config`): "settled", the default, is SMC resampling after any token with the
+        proposal mixed with the coreference pipeline's reading and the model's lookahead (the estimate that has
+        settled at 100 particles); "paper" is importance sampling from the proposal Q alone (eq. 11). ``changes``
+        override single settings (``particles=1000``, ``seed=1``, ``sampler="is"``, ``document_cache=0.1``: the
+        fields of :class:`~inference.algorithms.config.SamplingConfig` and
+        :class:`~inference.algorithms.config.ProposalConfig`). The RNNLM computes it exactly (only
+        ``document_cache`` and ``batch_tokens`` apply). A Document is read the way the corpora are (``python -m
+        inference.marginal_ppl``: its mentions, if any, decide which punctuation is kept, and are otherwise not
+        used); documents are batched as that command does, so a corpus's documents get the command's numbers for
+        the same settings."""
+        settings = settings_for("likelihood", preset, **changes)
+        sampling, options = settings.sampling, settings.proposal
+        if options.given_mentions:
+            raise ValueError("log_likelihood estimates log p(x), R, E and L all latent: given_mentions is for "
+                             "posterior")
+        if options.document_cache and self.kind not in ("entitynlm", "rnnlm"):
             raise ValueError(f"document_cache applies to EntityNLM and the RNNLM, not to a {self.kind} model")
         originals, prepared = self.read(text)
         vocabulary = self.checkpoint.vocabulary
-        per_particle = particles if self.kind == "entitynlm" else 1
-        batches = particle_batches(prepared, vocabulary, per_particle, batch_tokens, self.device)
+        per_particle = sampling.particles if self.kind == "entitynlm" else 1
+        batches = particle_batches(prepared, vocabulary, per_particle, sampling.batch_tokens, self.device)
         results: dict[tuple[str, int], Likelihood] = {}
         if self.kind == "entitynlm":
             batch_hint = None
-            if hints.used:
-                read = document_hints(hints, hints.pipeline(), originals, prepared, self.checkpoint.preprocess)
+            if options.hinted:
+                read = document_hints(options, hint_pipeline(options), originals, prepared, self.checkpoint.preprocess)
                 by_key = {document.key: hint for document, hint in zip(prepared, read)}
                 documents = {document.key: document for document in prepared}
-                batch_hint = [batch_hints(hints, batch, by_key, documents) for batch in batches]
-            model, proposal = self.modules(self.proposal)
-            trained = model.config
-            model.config = replace(trained, document_cache=document_cache)  # for this call only
-            try:
-                with kept_random_state():
-                    run = run_samplers(batches, model, proposal, particles, (sampler,), vocabulary.index(EOS), seed,
-                                       progress=False, hints=batch_hint, resample=resample,
-                                       lookahead=hints.lookahead)[sampler]
-            finally:
-                model.config = trained
+                batch_hint = [batch_hints(options, batch, by_key, documents) for batch in batches]
+            model, proposal = self.modules(options.context or self.proposal, options)
+            with kept_random_state():
+                run = run_samplers(batches, model, proposal, (sampling.sampler,), vocabulary.index(EOS), sampling,
+                                   options, batch_hint, progress=False)[sampling.sampler]
             for key, row in zip(run.keys, run.statistics):
                 results[key["document"], key["part"]] = Likelihood(
-                    key["document"], row["log_likelihood"], key["tokens"], sampler, particles, row["ess"],
-                    row["psis_khat"], row)
+                    key["document"], row["log_likelihood"], key["tokens"], sampling.sampler, sampling.particles,
+                    row["ess"], row["psis_khat"], row)
         else:
             with torch.no_grad():
                 for batch in batches:
-                    log_p = (self.module.log_likelihood(batch, document_cache) if document_cache
+                    log_p = (self.module.log_likelihood(batch, options.document_cache) if options.document_cache
                              else self.module.log_likelihood(batch)).tolist()
                     for (name, part), value, tokens in zip(batch.keys, log_p, batch.lengths.tolist()):
                         results[name, part] = Likelihood(name, value, tokens, "exact")
         ordered = [results[document.key] for document in originals]
         return ordered[0] if isinstance(text, (str, Document)) else Likelihoods(ordered)
 
-    def perplexity(self, text: Texts, particles: int = 100, sampler: str = "smc", seed: int = 0) -> float:
+    def perplexity(self, text: Texts, preset: str | Preset = DEFAULT_PRESET, **changes: object) -> float:
         """exp(-log p / tokens) of a text, or of a list of texts taken together (see :meth:`log_likelihood`)."""
-        return self.log_likelihood(text, particles, sampler, seed).perplexity
+        return self.log_likelihood(text, preset, **changes).perplexity
 
-    def posterior(self, text: str | Document, particles: int = 500, sampler: str = "smc", seed: int = 0,
-                  proposal: str | None = None, resample: str = "sentence",
-                  hints: HintSettings = HintSettings(), new_entity_bias: float = 0.0) -> PosteriorCoreference:
-        """EntityNLM's posterior p(R, E, L | x) over the coreference structure of one text (a Document's own
-        mentions are ignored), from ``particles`` particles: ``sampler`` "smc" resamples at sentence ends
-        (more effective samples), "is" resamples once at the end (SIR, whose MAP structure was the better
-        resolver on LitBank and OntoGUM, see ``python -m inference.posterior --help``). ``proposal``: forward or
-        bidirectional (default: forward where the checkpoint has it, as the command). ``resample`` and ``hints``
-        as the command's ``--resample``, ``--hint-*`` and ``--lookahead`` options (issue 27's sampler:
-        ``resample="token", hints=HintSettings(0.5, 4.0)``); ``resample`` is SMC's: SIR never resamples.
-        ``new_entity_bias``: as the command's ``--new-entity-bias`` (added to the new entity's logit in p(E))."""
+    def posterior(self, text: str | Document, preset: str | Preset = DEFAULT_PRESET, ranker_weight: float = 0.0,
+                  link_piece: int | None = LINK_PIECE, **changes: object) -> PosteriorCoreference:
+        """EntityNLM's posterior over the coreference structure of one text (a Document's own mentions are
+        ignored), sampled as ``preset``'s posterior settings say (:mod:`inference.algorithms.config`), ``changes``
+        overriding single settings (``particles=500``, ``seed=1``, ``given_mentions=None``, ...).
+
+        "settled", the default, is the posterior that resolves, as ``python -m inference.posterior`` runs it: the
+        coreference pipeline reads the text, the model is given its mentions (``given_mentions``: "pipeline", the
+        spans it links; "detected", every span it finds) and samples their entities by five sweeps of particle
+        Gibbs from the pipeline's clusters, the proposal mixed with the pipeline; the MAP is the particle of highest
+        log p(x, R, E, L) + ``ranker_weight`` x its ranker score, ``pipeline`` the pipeline's own clusters, and
+        :meth:`PosteriorCoreference.links` the model's local link conditionals around the MAP, scored on pieces of
+        ``link_piece`` tokens. ``given_mentions=None`` samples R, E and L too: the model's own mentions (``preset=
+        "paper"``: importance resampling from the proposal Q alone)."""
         self._require_entitynlm("posterior")
-        check_sampling(particles, sampler, resample)
         if not isinstance(text, (str, Document)):
             raise ValueError(f"posterior takes one text (a str or a Document), not a {type(text).__name__}")
-        model, guide = self.modules(posterior_proposal(self.checkpoint, proposal))
-        entity, model_bias = model.heads.entity, model.heads.entity.new_entity_bias
-        entity.new_entity_bias = new_entity_bias  # for this call: the modules are kept for the next ones
-        try:
-            with kept_random_state():
-                (result,) = original_posteriors(model, guide, as_documents(text), self.checkpoint, particles,
-                                                POSTERIOR_METHODS[sampler], device=self.device, progress=False,
-                                                resample=resample, hint_settings=hints, seed=seed)
-        finally:
-            entity.new_entity_bias = model_bias
-        return PosteriorCoreference.of(result, sampler, guide.context)
+        settings = settings_for("posterior", preset, **changes)
+        options = settings.proposal
+        context = posterior_proposal(self.checkpoint, options.context)
+        described = f"{getattr(preset, 'name', preset)}: {settings.describe()}"
+        with kept_random_state():  # the link scorer draws initial weights too
+            model, guide = self.modules(context, options)
+            if options.given_mentions is None:
+                (result,) = original_posteriors(model, guide, as_documents(text), self.checkpoint, settings,
+                                                self.device, progress=False)
+                return PosteriorCoreference.of(result, described, guide.context)
+            config = PosteriorConfig.of(settings)
+            (resolved,) = resolve_texts(model, guide, self.checkpoint, as_documents(text), config, self.device,
+                                        options.given_mentions, ranker_weight, link_piece)
+        return PosteriorCoreference.of(resolved.posterior, described, guide.context, resolved.map,
+                                       options.given_mentions, resolved.pipeline, resolved.local)
 
-    def resolve(self, text: str | Document, mentions: str = "pipeline", particles: int = 100, sweeps: int = 5,
-                hints: HintSettings = HintSettings(0.99, 0.5), ranker_weight: float = 0.0, seed: int = 0,
-                new_entity_bias: float = 0.0, link_piece: int | None = LINK_PIECE) -> ResolvedText:
-        """EntityNLM's posterior as a resolver of one text, as ``python -m inference.posterior --given-mentions``:
-        the pipeline of ``hints`` (its detector and resolver, None: the bundled ones) reads the text, the model is
-        given its ``mentions`` ("pipeline": the spans it links; "detected": every span it finds) and samples their
-        entities by SIR, ``sweeps`` passes of particle Gibbs from the pipeline's clusters, the proposal mixed with
-        the pipeline at the hints' weight and temperature (the defaults are the measured settings). The result's
-        ``map`` is the particle of highest log p(x, R, E, L) + ``ranker_weight`` x its ranker score, ``pipeline``
-        the pipeline's own clusters, and ``links(temperature)`` the local link conditionals around the MAP (the
-        calibrated link probabilities; T = 3 was LitBank dev's choice), scored on pieces of ``link_piece``
-        tokens."""
-        self._require_entitynlm("resolve")
-        check_sampling(particles, "is")
-        if not isinstance(text, (str, Document)):
-            raise ValueError(f"resolve takes one text (a str or a Document), not a {type(text).__name__}")
-        if isinstance(sweeps, bool) or not isinstance(sweeps, Integral) or sweeps < 1:
-            raise ValueError(f"sweeps must be an integer of at least 1, got {sweeps!r}")
-        config = PosteriorConfig(particles=particles, sweeps=sweeps, seed=seed, new_entity_bias=new_entity_bias,
-                                 hint_weight=hints.weight, hint_temperature=hints.temperature,
-                                 hint_detector=hints.detector, hint_resolver=hints.resolver, lookahead=hints.lookahead)
-        with kept_random_state():  # building the modules and the link scorer draws initial weights too
-            model, guide = self.modules(posterior_proposal(self.checkpoint))
-            entity, model_bias = model.heads.entity, model.heads.entity.new_entity_bias
-            entity.new_entity_bias = new_entity_bias  # for this call: the modules are kept for the next ones
-            try:
-                (result,) = resolve_texts(model, guide, self.checkpoint, as_documents(text), config, self.device,
-                                          mentions, ranker_weight, link_piece)
-            finally:
-                entity.new_entity_bias = model_bias
-        return result
+    def resolve(self, text: str | Document, mentions: str = "pipeline", preset: str | Preset = DEFAULT_PRESET,
+                ranker_weight: float = 0.0, link_piece: int | None = LINK_PIECE, **changes: object
+                ) -> PosteriorCoreference:
+        """:meth:`posterior` on the pipeline's ``mentions`` ("pipeline" or "detected"): the posterior as a
+        resolver, as ``python -m inference.posterior --text ...`` runs it."""
+        if mentions not in ("pipeline", "detected"):
+            raise ValueError(f"given mentions are one of pipeline, detected, got {mentions!r}")
+        return self.posterior(text, preset, ranker_weight, link_piece, **{**changes, "given_mentions": mentions})
 
     def generate(self, tokens: int = 50, seed: int = 0) -> Generated:
         """A document sampled from EntityNLM's generative story: ``tokens`` tokens (and on until the last

@@ -17,14 +17,17 @@ import argparse
 from collections.abc import Sequence
 
 from generative.entitynlm.model import PROPOSAL_CONTEXTS
+from inference.algorithms.config import settings_for
 from inference.checks import integer, real
 from inference.commands.cli import Parser, config_of, help_text, run_command
 from inference.commands.options import (
+    SHARED_SAMPLING_OPTIONS,
     add_corpus_split,
     add_data_dir,
     add_device_seed_json,
-    add_hint_options,
+    add_sampling_options,
     add_threads,
+    preset_defaults,
 )
 from inference.evaluation import marginal_ppl
 from inference.evaluation.marginal_ppl import (
@@ -43,34 +46,38 @@ def build_parser() -> Parser:
     parser.add_argument("--checkpoint", help="EntityNLM checkpoint (default: the bundled one)")
     add_corpus_split(parser)
     add_data_dir(parser)
-    parser.add_argument("--particles", type=particle_counts, default=[100], metavar="N[,N...]",
-                        help="importance samples per document (paper: 100); several, comma-separated, print the "
-                             "convergence table (default: 100)")
+    add_sampling_options(parser)
+    parser.add_argument("--particles", type=particle_counts, metavar="N[,N...]",
+                        help="particles per document (paper: 100); several, comma-separated, print the "
+                             "convergence table (default: the preset's, 100)")
     parser.add_argument("--seeds", type=integer(1), default=1,
                         help="runs with the seeds --seed, --seed + 1, ...; more than one prints the convergence "
                              "table (default: 1)")
-    parser.add_argument("--sampler", default="smc", choices=[*SAMPLERS, "both"],
-                        help="smc: sequential Monte Carlo resampling at sentence ends, an unbiased estimate with "
-                             "less variance at equal compute on dev (benchmarks/samplers.py); is: importance "
-                             "sampling (the paper, eq. 11); both: the two side by side, each from the same random "
-                             "state")
+    parser.add_argument("--sampler", choices=[*SAMPLERS, "both"],
+                        help="smc: sequential Monte Carlo, resampling where --resample says (settled: after any "
+                             "token); is: importance sampling (the paper's, eq. 11); both: the two side by side, "
+                             "each from the same random state")
     parser.add_argument("--proposal", choices=PROPOSAL_CONTEXTS,
                         help="forward: the paper's proposal (reads x_<=t); bidirectional: reads the whole text "
                              "(default: the checkpoint's, chosen on dev)")
-    parser.add_argument("--proposal-temperature", type=real(0, include_low=False), default=1.0,
+    parser.add_argument("--proposal-temperature", type=real(0, include_low=False),
                         help="divide the proposal's R/E/L logits by this (> 1 widens it; 1 = as trained)")
-    add_hint_options(parser)
     parser.add_argument("--baseline", action="append", metavar="CKPT",
                         help="RNNLM or n-gram checkpoint, repeatable; 'none' for no baseline "
                              "(default: the bundled baselines with the bundled model)")
-    parser.add_argument("--document-cache", type=real(0, 1), default=0.0, metavar="LAMBDA",
+    parser.add_argument("--document-cache", type=real(0, 1), metavar="LAMBDA",
                         help="mix a unigram cache of the document so far into every model's word distribution, "
-                             "EntityNLM's and the baselines', with this weight (ours; default: 0, none)")
+                             "EntityNLM's and the baselines', with this weight (ours; 0, the presets', is none)")
     parser.add_argument("--batch-tokens", type=integer(1), default=20_000,
                         help="particles x padded tokens per batch")
     add_threads(parser)
     add_device_seed_json(parser)
     return parser
+
+
+# each option left out takes the preset's value of this settings field
+LIKELIHOOD_OPTIONS = {**SHARED_SAMPLING_OPTIONS, "sampler": "sampler", "proposal_temperature": "temperature",
+                      "document_cache": "document_cache"}
 
 
 def particle_counts(text: str) -> list[int]:
@@ -82,6 +89,8 @@ def run(args: argparse.Namespace) -> dict:
     """The estimate the options ask for (``--baseline none``: no baseline), or, with several particle counts or
     seeds, the convergence table's."""
     baselines = [] if args.baseline == ["none"] else args.baseline
+    args.particles = args.particles or [settings_for("likelihood", args.preset).sampling.particles]
+    preset_defaults(args, "likelihood", LIKELIHOOD_OPTIONS)
     config = config_of(MarginalConfig, args, baselines=baselines, particles=args.particles[0])
     if len(args.particles) == 1 and args.seeds == 1:
         return marginal_perplexity(config)

@@ -7,11 +7,13 @@ a JSON file of scores), it passes its own help text."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import inspect
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from coref.corpora.folds import Fold
+from inference.algorithms.config import DEFAULT_PRESET, PRESETS, RESAMPLING, settings_for
 from inference.checks import integer, output_file, real
 from inference.commands.cli import Parser
 from inference.training.options import Check, defaults, option
@@ -180,21 +182,42 @@ def evaluation_parser(prog: str, description: str, checkpoint_help: str) -> Pars
     return parser
 
 
-def add_hint_options(parser: argparse.ArgumentParser) -> None:
-    """EntityNLM's sampling options: where SMC resamples, and how the proposal follows the coreference pipeline
-    (:class:`inference.algorithms.hints.HintOptions`)."""
-    parser.add_argument("--resample", default="sentence", choices=["sentence", "token"],
+def add_sampling_options(parser: argparse.ArgumentParser) -> None:
+    """``--preset`` and EntityNLM's sampling options the commands share: where SMC resamples, and how the proposal
+    follows the coreference pipeline and the model's lookahead. Left out, an option takes the preset's value
+    (:func:`preset_defaults`), so a command's defaults are the API's."""
+    parser.add_argument("--preset", default=DEFAULT_PRESET, choices=list(PRESETS),
+                        help="the sampling settings every option below defaults to: settled (the estimate that has "
+                             "settled at N = 100, and the posterior that resolves) or paper (Ji et al.'s importance "
+                             "sampling from the proposal Q alone, eq. 11); an option given overrides it "
+                             "(default: %(default)s)")
+    parser.add_argument("--resample", choices=list(RESAMPLING),
                         help="where SMC may resample its particles (when their ESS falls below the threshold): at "
                              "sentence ends, or after any token")
-    parser.add_argument("--hint-weight", type=real(0, 1), default=0.0,
+    parser.add_argument("--hint-weight", type=real(0, 1),
                         help="mix the proposal with the coreference pipeline's reading of the text: its share of "
                              "the mixture, in [0, 1); 0 is the proposal alone")
-    parser.add_argument("--hint-temperature", type=real(0, include_low=False), default=1.0,
+    parser.add_argument("--hint-temperature", type=real(0, include_low=False),
                         help="divide the pipeline ranker's antecedent scores by this before the softmax")
     parser.add_argument("--hint-detector", metavar="MODEL",
                         help="the pipeline's mention detector for the hints (default: the bundled one)")
     parser.add_argument("--hint-resolver", metavar="MODEL",
                         help="the pipeline's mention ranker for the hints (default: the bundled one)")
-    parser.add_argument("--lookahead", type=real(0, 1), default=0.0,
+    parser.add_argument("--lookahead", type=real(0, 1),
                         help="mix the proposal of R, E and L with the model's own choice given the word (SMC's "
                              "locally optimal proposal): its share, in [0, 1); 0 is the proposal alone")
+
+
+def preset_defaults(args: argparse.Namespace, task: str, options: Mapping[str, str]) -> argparse.Namespace:
+    """``args`` with every option of ``options`` (its destination: the field of the preset's settings it sets) that
+    was left out (None) set to ``args.preset``'s value for ``task`` ("likelihood" or "posterior")."""
+    settings = settings_for(task, args.preset)
+    values = {**dataclasses.asdict(settings.sampling), **dataclasses.asdict(settings.proposal)}
+    for destination, field in options.items():
+        if getattr(args, destination) is None:
+            setattr(args, destination, values[field])
+    return args
+
+
+SHARED_SAMPLING_OPTIONS = {"resample": "resample", "hint_weight": "hint_weight",
+                           "hint_temperature": "hint_temperature", "lookahead": "lookahead"}

@@ -1,16 +1,19 @@
-"""Posterior coreference structures p(R, E, L | X) of a text under EntityNLM, drawn by importance resampling
-(SIR) or sequential Monte Carlo (SMC, resampling at sentence ends); see inference/algorithms/smc.py.
+"""Posterior coreference structures of a text under EntityNLM, drawn by importance resampling (SIR) or sequential
+Monte Carlo (SMC), with particle Gibbs sweeps; see inference/algorithms/smc.py.
 
   python -m inference.posterior --text "Anna met Tom. She gave him a book." --out posterior/
   python -m inference.posterior --file chapter.txt --out posterior/      # a chapter, a book (UTF-8 text)
   python -m inference.posterior --conll story.conll --samples 50 --out posterior/
-  python -m inference.posterior --evaluate --corpus litbank --split test --data-dir DATA --method both
-  python -m inference.posterior --file chapter.txt --given-mentions pipeline --hint-weight 0.99 \
-      --hint-temperature 0.5 --sweeps 5 --link-temperature 3 --out resolved/   # the posterior as a resolver
+  python -m inference.posterior --file chapter.txt --given-mentions none --out own/   # the model's own mentions
+  python -m inference.posterior --evaluate --corpus litbank --split test --data-dir DATA
 
-R, E and L are all latent unless --given-mentions gives the coreference pipeline's mentions (R and L observed;
-the posterior then samples their entities only). The text is read the way the model reads it (the
-checkpoint's preprocessing), and the structures are mapped back onto the original tokens.
+The settings come from a preset (--preset; inference/algorithms/config.py), each option given overriding it.
+The default, settled, is the posterior that resolves: the coreference pipeline reads the text, EntityNLM is
+given its mentions (R and L observed) and samples their entities, by five sweeps of particle Gibbs from the
+pipeline's clusters with the proposal mixed with the pipeline (weight 0.99, temperature 0.5). --given-mentions
+none (or --preset paper, the paper's importance sampling from the proposal Q) samples R, E and L: the model's
+own mentions. The text is read the way the model reads it (the checkpoint's preprocessing), and the structures
+are mapped back onto the original tokens.
 
 With --text, --file or --conll, the folder --out receives:
   samples.conll     --samples structures drawn from the posterior, one CoNLL document ID#sampleK each
@@ -24,7 +27,7 @@ With --text, --file or --conll, the folder --out receives:
   antecedents.json  the same as JSON
   heatmap-ID.png    per document, P(same entity) of the --max-spans most probable mention spans
   summary.json      per document, the estimate of log p(x), the ESS, resamplings and its heatmap's file
-With --given-mentions, map.conll is the MAP on the pipeline's mentions (with --ranker-weight, ranked as the
+With the mentions given, map.conll is the MAP on the pipeline's mentions (with --ranker-weight, ranked as the
 paper's reranker ranks), the estimate is of log p(x, R, L), and the folder also receives:
   pipeline.conll    per document, the pipeline's own clusters of the same mentions
   links.txt         per mention of the MAP, the model's local conditional over its antecedent (an earlier
@@ -46,8 +49,10 @@ import math
 from collections.abc import Sequence
 
 from generative.entitynlm.model import PROPOSAL_CONTEXTS
+from inference.algorithms.config import settings_for
 from inference.algorithms.posterior import (
     METHODS,
+    SAMPLER_METHODS,
     PosteriorConfig,
     analyse,
     evaluate_map,
@@ -57,22 +62,30 @@ from inference.algorithms.posterior import (
 from inference.checks import integer, real
 from inference.commands.cli import Parser, config_of, run_command
 from inference.commands.options import (
+    SHARED_SAMPLING_OPTIONS,
     add_corpus_split,
     add_data_dir,
     add_device,
-    add_hint_options,
     add_json,
+    add_sampling_options,
     add_seed,
     add_threads,
+    preset_defaults,
 )
 from inference.evaluation.posterior_resolver import (
     GIVEN_MENTIONS,
     LINK_PIECE,
+    LINK_TEMPERATURE,
     WINDOW,
     analyse_on_pipeline_mentions,
     evaluate_on_pipeline_mentions,
     format_pipeline_mentions,
 )
+
+# each option left out takes the preset's value of this settings field (--method: the preset's sampler)
+POSTERIOR_OPTIONS = {**SHARED_SAMPLING_OPTIONS, "particles": "particles", "sweeps": "sweeps",
+                     "ess_threshold": "ess_threshold", "new_entity_bias": "new_entity_bias",
+                     "given_mentions": "given_mentions"}
 
 
 def build_parser() -> Parser:
@@ -88,13 +101,12 @@ def build_parser() -> Parser:
     source.add_argument("--evaluate", action="store_true",
                         help="score the MAP structure as a resolver on --corpus/--split instead")
     parser.add_argument("--checkpoint", metavar="FILE", help="EntityNLM checkpoint (default: the bundled one)")
-    parser.add_argument("--method", default="sir", choices=[*METHODS, "both"],
-                        help="sir: importance resampling; smc: also resample at sentence ends; both: compare them "
-                             "(--evaluate only). SIR is the default as the better resolver: with the paper's "
-                             "proposal its MAP structure scored 30.03 / 24.76 CoNLL F1 on LitBank / OntoGUM test, "
-                             "SMC's 18.81 / 13.44 (same model; README, 'Posterior coreference structures'). SMC "
-                             "keeps more effective samples and estimates p(x) better")
-    parser.add_argument("--sweeps", type=integer(1), default=1,
+    add_sampling_options(parser)
+    parser.add_argument("--method", choices=[*METHODS, "both"],
+                        help="sir: importance resampling (both presets'; with the paper's proposal its MAP scored "
+                             "above SMC's as a resolver); smc: also resample where --resample says; both: compare "
+                             "them (--evaluate with --given-mentions none only)")
+    parser.add_argument("--sweeps", type=integer(1),
                         help="passes of the method per document; more than 1 is particle Gibbs: each later pass is "
                              "conditional on a structure drawn from the last (with --given-mentions the first is "
                              "conditional on the pipeline's clusters), and the MAP is the best structure of all")
@@ -102,11 +114,12 @@ def build_parser() -> Parser:
                         help="forward (the paper's) or bidirectional. Default: forward when the checkpoint has it "
                              "(31.86 / 26.53 CoNLL F1 against 13.27 / 9.38 for the refined bidirectional one), "
                              "else the checkpoint's own")
-    parser.add_argument("--particles", type=integer(1), default=100, help="particles per document")
-    add_hint_options(parser)
-    parser.add_argument("--given-mentions", choices=GIVEN_MENTIONS,
+    parser.add_argument("--particles", type=integer(1), help="particles per document")
+    parser.add_argument("--given-mentions", choices=[*GIVEN_MENTIONS, "none"],
                         help="give EntityNLM the coreference pipeline's mentions (R and L observed) and sample their "
-                             "entities only: the posterior as a resolver. With --evaluate it scores the MAP beside "
+                             "entities only: the posterior as a resolver (the settled preset's). none: R, E and L all "
+                             "latent, the model's own mentions (the paper preset's). With --evaluate it scores the "
+                             "MAP beside "
                              "the pipeline's own clusters and the calibration of its link probabilities; with a text "
                              "it also writes pipeline.conll and links.txt/json. pipeline: the spans the pipeline "
                              "links; detected: every span its detector finds, so the posterior also decides which "
@@ -114,9 +127,10 @@ def build_parser() -> Parser:
     parser.add_argument("--reliability", metavar="PNG",
                         help="--given-mentions with --evaluate: also draw the links' reliability diagram into this "
                              "file")
-    parser.add_argument("--link-temperature", type=real(0, include_low=False), default=1.0,
+    parser.add_argument("--link-temperature", type=real(0, include_low=False),
                         help="--given-mentions: divide the local link conditionals' scores by this (choose it on "
-                             "dev: the report gives the calibration error at several)")
+                             f"dev: the report gives the calibration error at several; default {LINK_TEMPERATURE:g}, "
+                             "LitBank dev's choice)")
     parser.add_argument("--link-piece", type=integer(1), metavar="TOKENS",
                         help="--given-mentions with a text: score the local link conditionals on pieces of about "
                              f"this many tokens, each read from the sentence of the {WINDOW}th mention before it, so "
@@ -131,15 +145,15 @@ def build_parser() -> Parser:
                              "pipeline ranker's tree score of its partition (the paper's 'EntityNLM + base' "
                              "reranker, over the particles; choose it on dev: the report gives the MAP's CoNLL F1 at "
                              "every weight of the grid). 0: the posterior's own MAP")
-    parser.add_argument("--new-entity-bias", type=real(-math.inf), default=0.0,
+    parser.add_argument("--new-entity-bias", type=real(-math.inf),
                         help="add this to the new entity's logit in the model's p(E) (eq. 4): above 0 the posterior "
                              "opens entities more readily, below 0 it links more. A resolver setting, chosen on dev "
                              "(0: the model as trained)")
     parser.add_argument("--samples", type=integer(1), default=20,
                         help="structures drawn per document into samples.conll")
-    parser.add_argument("--ess-threshold", type=float, default=0.5,
-                        help="--method smc resamples a document at a sentence end when its ESS is below this "
-                             "fraction of the particles (0 to 1; 0 never resamples)")
+    parser.add_argument("--ess-threshold", type=float,
+                        help="--method smc resamples a document when its ESS is below this fraction of the "
+                             "particles (0 to 1; 0 never resamples)")
     parser.add_argument("--min-probability", type=float, default=0.05,
                         help="spans less probably a mention than this (0 to 1), and antecedents less probable, are "
                              "left out of marginals.json, the antecedent lists and the heatmaps")
@@ -166,7 +180,12 @@ def build_parser() -> Parser:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The options of ``argv``; a bad one or a bad combination exits with one line on stderr (status 2)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = preset_defaults(parser.parse_args(argv), "posterior", POSTERIOR_OPTIONS)
+    if args.method is None:
+        args.method = SAMPLER_METHODS[settings_for("posterior", args.preset).sampling.sampler]
+    args.given_mentions = None if args.given_mentions == "none" else args.given_mentions
+    link_temperature_given, args.link_temperature = args.link_temperature is not None, (
+        LINK_TEMPERATURE if args.link_temperature is None else args.link_temperature)
     problems = [
         (args.method == "both" and not args.evaluate, "--method both compares the samplers and needs --evaluate"),
         (args.json is not None and not args.evaluate, "--json is for --evaluate; --text/--file/--conll write to --out"),
@@ -175,7 +194,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         (args.given_mentions is not None and args.method == "both",
          "--given-mentions scores one method: choose --method sir or smc"),
         (args.reliability is not None and args.given_mentions is None, "--reliability needs --given-mentions"),
-        (args.link_temperature != 1.0 and args.given_mentions is None, "--link-temperature needs --given-mentions"),
+        (link_temperature_given and args.given_mentions is None, "--link-temperature needs --given-mentions"),
         (args.local_search and args.given_mentions is None, "--local-search needs --given-mentions"),
         (args.local_search and not args.evaluate, "--local-search is for --evaluate"),
         (args.reliability is not None and not args.evaluate,

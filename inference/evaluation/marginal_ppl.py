@@ -5,12 +5,13 @@
 R, E and L are latent at test time: for each document N annotations are drawn from the proposal and p(x) is
 estimated from their weights. Perplexity = exp(-sum_docs log p_hat(x) / tokens), over the word tokens and
 sentence ends every model predicts, beside the baselines' perplexities on the same tokens with the same
-vocabulary. ``--sampler is`` is the paper's importance sampling (eq. 11: the mean importance weight; printed
-per document with ESS and PSIS k-hat, and in total with the ELBO perplexity, a bound). ``--sampler smc``, the
-default, is sequential Monte Carlo with the same proposal and particle count (:mod:`inference.algorithms.smc`):
-particles are resampled at sentence ends when their ESS falls below half, and the product of the stages'
-mean weights is again an unbiased estimate of p(x); on dev it had the lower variance at equal particles and at
-equal seconds (``benchmarks/samplers.py``).
+vocabulary. The sampler and its proposal come from a preset (:mod:`inference.algorithms.config`). The default,
+``--preset settled``, is sequential Monte Carlo resampling after any token whose ESS has fallen below half, its
+proposal Q mixed with the coreference pipeline's reading (weight 0.5, temperature 4) and the model's own choice
+given the word (0.8): the estimate that moves at most 0.2% from N = 100 to 1000 on LitBank and OntoGUM test.
+``--preset paper`` is the paper's importance sampling from Q alone (eq. 11: the mean importance weight; printed
+per document with ESS and PSIS k-hat, and in total with the ELBO perplexity, a bound). Any option given
+overrides the preset's value.
 
 ``--sampler both`` runs the two in turn, each from the same random state (so each column is what a run of
 that sampler alone with the same seed gives), and reports them side by side per document: for importance
@@ -24,31 +25,30 @@ has too few tail weights to fit, always at N <= 20) is written as null with a ``
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from statistics import median
 
-import pyro.util
 import torch
 
-from coref.corpora.preprocess import EOS, Vocabulary
+from coref.corpora.preprocess import EOS
 from coref.document import Document
-from coref.io.progress import progress as progress_bar
 from coref.resolution.pipeline import CorefPipeline
 from generative.entitynlm.hints import CorefHints
 from generative.entitynlm.model import EntityNLM, EntityProposal
-from generative.layers.batch import DocumentBatch, batches_by_length, token_stream
+from generative.layers.batch import DocumentBatch, token_stream
 from generative.layers.document_cache import with_cache
-from inference.algorithms.hints import HintOptions, batch_hints, corpus_hints
-from inference.algorithms.importance import ImportanceEstimate, psis_khat
-from inference.algorithms.smc import ParticleStructures, importance_sampling, sample_structures
+from inference.algorithms.config import SAMPLERS, ProposalConfig, SamplingConfig, Settings, settings_for
+from inference.algorithms.driver import particle_batches
+from inference.algorithms.hints import batch_hints, corpus_hints, hint_pipeline
+from inference.algorithms.likelihood import SAMPLER_NAMES, run_samplers
 from inference.data import prepared_documents
 from inference.distributed import ranks
-from inference.runtime import batch_seed, resolve_device, set_seed
+from inference.runtime import resolve_device, set_seed
 from inference.training.checkpoint import (
     Checkpoint,
     CheckpointError,
@@ -60,43 +60,68 @@ from inference.training.checkpoint import (
 )
 
 DEFAULT_BASELINES = ("rnnlm.pt",)
-SAMPLERS = ("is", "smc")
-SAMPLER_NAMES = {"is": "importance sampling", "smc": "SMC"}
-KHAT_NOTES = {
-    "inf": "ArviZ found fewer than 5 weights in the tail to fit (always at N <= 20; otherwise the largest weights "
-           "are tied or the rest underflow)",
-    "nan": "ArviZ's Pareto fit of the tail failed (NaN)",
-}
+
+
+LIKELIHOOD = settings_for("likelihood")  # the settled preset's: every default below
 
 
 @dataclass(frozen=True)
-class MarginalConfig(HintOptions):
+class MarginalConfig:
     """What a marginal perplexity is estimated of, and how: the options of ``python -m inference.marginal_ppl``.
 
-    ``checkpoint`` None is the bundled EntityNLM; ``sampler`` is ``smc``, ``is`` or ``both`` (the two in turn,
-    each from the same random state); ``proposal`` None is the checkpoint's own; ``baselines`` None is the
-    bundled RNNLM beside the bundled model (none beside another), and an empty sequence is no baseline;
-    ``batch_tokens`` counts particles x padded tokens per batch. ``resample`` is where SMC may resample: at
-    ``sentence`` ends (below half the particles' ESS) or after any ``token``. ``hint_weight`` > 0 mixes the
-    proposal with the coreference pipeline's reading (:mod:`generative.entitynlm.hints`), the ranker's scores
-    divided by ``hint_temperature``, from ``hint_detector`` and ``hint_resolver`` (None: the bundled ones).
-    ``document_cache`` > 0 mixes a unigram cache of the document so far into every model's word distribution,
-    EntityNLM's and the baselines' alike, with this weight lambda (:mod:`generative.layers.document_cache`)."""
+    ``checkpoint`` None is the bundled EntityNLM; ``baselines`` None is the bundled RNNLM beside the bundled model
+    (none beside another), and an empty sequence is no baseline. The sampling and proposal fields are those of
+    :class:`~inference.algorithms.config.SamplingConfig` and :class:`~inference.algorithms.config.ProposalConfig`
+    (``proposal`` is the proposal's context, ``proposal_temperature`` its temperature), their defaults the settled
+    preset's (:func:`with_preset` takes another's); ``sampler`` may also be ``both`` (IS and SMC in turn, each from
+    the same random state). ``document_cache`` > 0 mixes a unigram cache of the document so far into every model's
+    word distribution, EntityNLM's and the baselines' alike."""
 
     checkpoint: str | None = None
     corpus: str = "sample"
     split: str = "test"
     data_dir: str | None = None
-    particles: int = 100
-    sampler: str = "smc"
-    proposal: str | None = None
-    proposal_temperature: float = 1.0
     baselines: Sequence[str] | None = None
-    batch_tokens: int = 20_000
     device: str = "auto"
-    seed: int = 0
-    resample: str = "sentence"
-    document_cache: float = 0.0
+    preset: str = "settled"
+    sampler: str = LIKELIHOOD.sampling.sampler
+    particles: int = LIKELIHOOD.sampling.particles
+    resample: str = LIKELIHOOD.sampling.resample
+    ess_threshold: float = LIKELIHOOD.sampling.ess_threshold
+    seed: int = LIKELIHOOD.sampling.seed
+    batch_tokens: int = LIKELIHOOD.sampling.batch_tokens
+    proposal: str | None = LIKELIHOOD.proposal.context
+    proposal_temperature: float = LIKELIHOOD.proposal.temperature
+    hint_weight: float = LIKELIHOOD.proposal.hint_weight
+    hint_temperature: float = LIKELIHOOD.proposal.hint_temperature
+    hint_detector: str | None = LIKELIHOOD.proposal.hint_detector
+    hint_resolver: str | None = LIKELIHOOD.proposal.hint_resolver
+    lookahead: float = LIKELIHOOD.proposal.lookahead
+    document_cache: float = LIKELIHOOD.proposal.document_cache
+
+    @classmethod
+    def with_preset(cls, name: str, **changes: object) -> MarginalConfig:
+        """The config whose sampling and proposal fields are preset ``name``'s likelihood settings, with
+        ``changes``."""
+        settings = settings_for("likelihood", name)
+        sampling, proposal = dataclasses.asdict(settings.sampling), dataclasses.asdict(settings.proposal)
+        values = {**sampling, **{key: value for key, value in proposal.items() if key in PROPOSAL_OPTIONS},
+                  "proposal": proposal["context"], "proposal_temperature": proposal["temperature"], "preset": name}
+        return cls(**{**values, **changes})
+
+    def settings(self) -> Settings:
+        """The sampling and proposal configs of this run (checked there: a bad value fails before any work)."""
+        sampler = "smc" if self.sampler == "both" else self.sampler
+        return Settings(
+            SamplingConfig(sampler, self.particles, self.resample, self.ess_threshold, 1, self.seed, self.batch_tokens),
+            ProposalConfig(context=self.proposal, temperature=self.proposal_temperature, hint_weight=self.hint_weight,
+                           hint_temperature=self.hint_temperature, hint_detector=self.hint_detector,
+                           hint_resolver=self.hint_resolver, lookahead=self.lookahead,
+                           document_cache=self.document_cache))
+
+
+PROPOSAL_OPTIONS = ("hint_weight", "hint_temperature", "hint_detector", "hint_resolver", "lookahead",
+                    "document_cache")
 
 
 def samplers_of(sampler: str) -> tuple[str, ...]:
@@ -147,40 +172,14 @@ def baseline_log_likelihood(checkpoint: Checkpoint, documents: list[Document], b
     raise CheckpointError(f"a baseline must be an rnnlm or ngram checkpoint, not {checkpoint.kind}")
 
 
-@dataclass(frozen=True)
-class SamplerRun:
-    """One sampler's run over a corpus: each document's key (name, part, tokens) and statistics, and the
-    seconds its sampling took."""
-
-    sampler: str
-    keys: list[dict]
-    statistics: list[dict]
-    seconds: float
-
-    @property
-    def rows(self) -> list[dict]:
-        """Each document's key and statistics in one flat row."""
-        return [{**key, **row} for key, row in zip(self.keys, self.statistics)]
-
-    def totals(self, tokens: int) -> dict:
-        """Total log p_hat(x), its perplexity, the seconds and, for importance sampling, the ELBO perplexity."""
-        log_likelihood = sum(row["log_likelihood"] for row in self.statistics)
-        totals = {"log_likelihood": log_likelihood, "perplexity": math.exp(-log_likelihood / tokens),
-                  "seconds": self.seconds}
-        if self.sampler == "is":
-            totals["elbo_perplexity"] = math.exp(-sum(row["elbo"] for row in self.statistics) / tokens)
-        return totals
-
-
 def load_modules_and_batches(config: MarginalConfig, checkpoint: Checkpoint, device: torch.device,
                              max_documents: int | None = None
                              ) -> tuple[EntityNLM, EntityProposal, list[Document], list[DocumentBatch]]:
-    """The checkpoint's model and proposal (at the config's proposal temperature), the corpus split after its
-    preprocessing (its first ``max_documents``; what the reader and preprocessing dropped is reported on stderr),
-    and those in batches of about ``batch_tokens`` particles x tokens, on the device."""
-    model, proposal = entitynlm_modules(checkpoint, device, config.proposal)
-    model.config = replace(model.config, document_cache=config.document_cache)  # an evaluation's choice
-    proposal.temperature = config.proposal_temperature
+    """The checkpoint's model and proposal built for the config's proposal settings (context, temperature,
+    document cache), the corpus split after its preprocessing (its first ``max_documents``; what the reader and
+    preprocessing dropped is reported on stderr), and those in batches of about ``batch_tokens`` particles x
+    tokens, on the device."""
+    model, proposal = entitynlm_modules(checkpoint, device, run=config.settings().proposal)
     documents = prepared_documents(config.corpus, config.split, config.data_dir, checkpoint.preprocess,
                                    checkpoint.vocabulary)[:max_documents]
     return model, proposal, documents, particle_batches(documents, checkpoint.vocabulary, config.particles,
@@ -192,19 +191,11 @@ def proposal_hints(config: MarginalConfig, pipeline: CorefPipeline | None, check
     """``pipeline``'s hints for each batch (None without a pipeline: the proposal alone)."""
     if pipeline is None:
         return None
-    settings = config.hints()
+    settings = config.settings().proposal
     hints = corpus_hints(settings, pipeline, config.corpus, config.split, config.data_dir, documents,
                          checkpoint.preprocess)
     by_key = {(document.id, document.part): document for document in documents}
     return [batch_hints(settings, batch, hints, by_key) for batch in batches]
-
-
-def particle_batches(documents: Sequence[Document], vocabulary: Vocabulary, particles: int, batch_tokens: int,
-                     device: torch.device | str) -> list[DocumentBatch]:
-    """``documents`` in batches of similar length holding about ``batch_tokens`` particles x padded tokens each,
-    on the device: how this command groups a corpus (sampling draws per batch, so the grouping is part of what a
-    seed reproduces)."""
-    return [b.to(device) for b in batches_by_length(documents, vocabulary, max(1, batch_tokens // particles))]
 
 
 def marginal_perplexity(config: MarginalConfig) -> dict:
@@ -217,19 +208,21 @@ def marginal_perplexity(config: MarginalConfig) -> dict:
     baselines = [(p, Checkpoint.load(p)) for p in baseline_paths(config)]
     for baseline_path, baseline in baselines:
         checkpoint.require_vocabulary(baseline.vocabulary, f"baseline {baseline_path}")
-    pipeline = config.hints().pipeline() if config.hints().used else None
+    settings = config.settings()
+    pipeline = hint_pipeline(settings.proposal) if settings.proposal.hinted else None
     model, proposal, documents, batches = load_modules_and_batches(config, checkpoint, device)
     samplers = samplers_of(config.sampler)
     hints = proposal_hints(config, pipeline, checkpoint, documents, batches)
-    runs = run_samplers(batches, model, proposal, config.particles, samplers, checkpoint.vocabulary.index(EOS),
-                        config.seed, hints=hints, resample=config.resample, lookahead=config.lookahead)
+    runs = run_samplers(batches, model, proposal, samplers, checkpoint.vocabulary.index(EOS), settings.sampling,
+                        settings.proposal, hints)
     first = runs[samplers[0]]
     tokens = sum(key["tokens"] for key in first.keys)
     result = {
         "corpus": config.corpus, "split": config.split, "checkpoint": str(path), "device": str(device),
-        "documents": len(first.keys), "tokens": tokens, "particles": config.particles,
+        "documents": len(first.keys), "tokens": tokens, "preset": config.preset, "particles": config.particles,
         "proposal": proposal.context, "proposal_temperature": config.proposal_temperature, "sampler": config.sampler,
-        "resample": config.resample, "hint_weight": config.hint_weight, "hint_temperature": config.hint_temperature,
+        "resample": config.resample, "ess_threshold": config.ess_threshold, "hint_weight": config.hint_weight,
+        "hint_temperature": config.hint_temperature,
         "lookahead": config.lookahead, "document_cache": config.document_cache,
         "samplers": {name: sampler_run.totals(tokens) for name, sampler_run in runs.items()},
         "baselines": {}, "seconds": sum(sampler_run.seconds for sampler_run in runs.values()),
@@ -253,96 +246,6 @@ def marginal_perplexity(config: MarginalConfig) -> dict:
     return result
 
 
-def random_state() -> dict:
-    """Python's, numpy's and torch's random states (CUDA's too where there is CUDA): what the API keeps for its
-    caller around a seeded call."""
-    state = pyro.util.get_rng_state()
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def restore_random_state(state: dict) -> None:
-    pyro.util.set_rng_state(state)
-    if "cuda" in state:
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
-def run_samplers(batches: list[DocumentBatch], model: EntityNLM, proposal: EntityProposal, particles: int,
-                 samplers: Sequence[str], eos: int, seed: int, progress: bool = True,
-                 hints: Sequence[CorefHints | None] | None = None, resample: str = "sentence",
-                 lookahead: float = 0.0) -> dict[str, SamplerRun]:
-    """Each sampler over every batch, batch ``n`` from seed :func:`batch_seed` ``(seed, n)``: a sampler's figures
-    do not depend on which other samplers ran before it, and under torchrun each rank samples every
-    ``world``-th batch and all get every batch's figures in order (the same as one process's). ``hints``: each
-    batch's pipeline hints for the proposal; ``resample``: SMC's resampling points (``sentence`` or ``token``);
-    ``lookahead``: the share of the model's own choice given the word in the proposal."""
-    run = ranks()
-    runs = {}
-    for sampler in samplers:
-        done = []
-        for number in progress_bar(run.shard(range(len(batches))), desc=f"{SAMPLER_NAMES[sampler]}, {particles} "
-                                   "particles", unit="batch", enabled=progress and run.leader):
-            set_seed(batch_seed(seed, number))
-            batch = batches[number]
-            statistics, seconds = sample_documents(batch, model, proposal, particles, sampler, eos,
-                                                   progress and run.leader, None if hints is None else hints[number],
-                                                   resample, lookahead)
-            done.append((document_keys(batch), statistics, seconds))
-        done = run.gather(done)
-        runs[sampler] = SamplerRun(sampler, [key for keys, _, _ in done for key in keys],
-                                   [row for _, rows, _ in done for row in rows], sum(seconds for *_, seconds in done))
-    return runs
-
-
-def document_keys(batch: DocumentBatch) -> list[dict]:
-    """Each document of ``batch``: its name, part and number of predicted tokens."""
-    return [{"document": key[0], "part": key[1], "tokens": int(batch.lengths[i])} for i, key in enumerate(batch.keys)]
-
-
-def khat_entry(khat: float) -> dict:
-    """``{"psis_khat": k}``, or for a k that JSON cannot hold, ``{"psis_khat": None, "psis_khat_note": why}``."""
-    if math.isfinite(khat):
-        return {"psis_khat": khat}
-    return {"psis_khat": None, "psis_khat_note": KHAT_NOTES["nan" if math.isnan(khat) else "inf"]}
-
-
-def sample_documents(batch: DocumentBatch, model: EntityNLM, proposal: EntityProposal, particles: int,
-                     sampler: str, eos: int, progress: bool = False, hints: CorefHints | None = None,
-                     resample: str = "sentence", lookahead: float = 0.0) -> tuple[list[dict], float]:
-    """log p_hat(x) of each document of ``batch`` by one sampler with its diagnostics, and the seconds the
-    sampling took (the diagnostics, which cost both samplers alike, are not counted); ``progress`` shows the
-    token steps of a long batch on a terminal; ``hints``, ``resample`` and ``lookahead`` as :func:`run_samplers`."""
-    if sampler not in SAMPLERS:
-        raise ValueError(f"sampler must be one of {SAMPLERS}, got {sampler!r}")
-    started = time.perf_counter()
-    if sampler == "is":  # estimate_marginal's draws and weights, by the lockstep loop (memory flat in T)
-        estimate = importance_sampling(model, proposal, batch, particles, eos, progress, hints, lookahead)
-        log_marginal = estimate.log_marginal.tolist()  # waits for the device, so the clock stops after the work
-        return importance_statistics(estimate, log_marginal), time.perf_counter() - started
-    sampled = sample_structures(model, proposal, batch, particles, eos, resample, history=False, progress=progress,
-                                hints=hints, lookahead=lookahead)
-    log_marginal = sampled.log_marginal.tolist()
-    return smc_statistics(sampled, log_marginal), time.perf_counter() - started
-
-
-def importance_statistics(estimate: ImportanceEstimate, log_marginal: list[float]) -> list[dict]:
-    """Per document: log p_hat(x), the ELBO, and the ESS and PSIS k-hat of the importance weights."""
-    columns = zip(log_marginal, estimate.elbo.tolist(), estimate.ess.tolist(), estimate.psis_khat().tolist())
-    return [{"log_likelihood": log_p, "elbo": elbo, "ess": ess, **khat_entry(khat)}
-            for log_p, elbo, ess, khat in columns]
-
-
-def smc_statistics(sampled: ParticleStructures, log_marginal: list[float]) -> list[dict]:
-    """Per document: log p_hat(x), the ESS of the final weights, the mean ESS at sentence ends (``stage_ess``),
-    the resamplings, and the PSIS k-hat of the final stage's weights (those since the last resampling). Its
-    ``elbo`` is None, as it always was in the JSON of ``--sampler smc``."""
-    columns = zip(log_marginal, sampled.ess.tolist(), sampled.stage_ess.tolist(), sampled.resamplings.tolist(),
-                  psis_khat(sampled.log_weights).tolist())
-    return [{"log_likelihood": log_p, "elbo": None, "ess": ess, "stage_ess": stage_ess, "resamplings": resamplings,
-             **khat_entry(khat)} for log_p, ess, stage_ess, resamplings, khat in columns]
-
-
 # Each sampler's table columns: (header, statistic, width, format). ESS is that of the final weights.
 COLUMNS = {
     "is": (("log p_hat(x)", "log_likelihood", 13, ".2f"), ("ESS", "ess", 7, ".1f"), ("k-hat", "psis_khat", 8, ".2f")),
@@ -352,7 +255,7 @@ COLUMNS = {
 LEGEND = {
     "is": "IS:  importance sampling (eq. 11). ESS: of its weights, of N. k-hat: their PSIS Pareto k (> 0.7: "
           "unreliable).",
-    "smc": "SMC: resampling at sentence ends. ESS: of its final weights. ESS</s>: its mean ESS at sentence ends, "
+    "smc": "SMC: resampling at {where}. ESS: of its final weights. ESS</s>: its mean ESS at sentence ends, "
            "before\n     resampling there. resampl.: resamplings. k-hat: PSIS Pareto k of the final stage's weights "
            "(since the last\n     resampling).",
     "n/a": "n/a: a k-hat ArviZ could not fit (fewer than 5 tail weights; always at N <= 20).",
@@ -379,7 +282,7 @@ def document_table(result: dict) -> list[str]:
         return lines
     widths = {sampler: len(headers(sampler)) for sampler in SAMPLERS}
     lines = [f"{'':<30} {'':>7} {'importance sampling (IS)':^{widths['is']}} | "
-             f"{'SMC, resampling at sentence ends':^{widths['smc']}}".rstrip(),
+             f"{'SMC':^{widths['smc']}}".rstrip(),
              f"{'document':<30} {'tokens':>7} {headers('is')} | {headers('smc')}"]
     lines += [f"{row['document'][:30]:<30} {row['tokens']:>7} {cells(row['is'], 'is')} | {cells(row['smc'], 'smc')}"
               for row in result["per_document"]]
@@ -391,7 +294,8 @@ def legend(result: dict) -> list[str]:
     samplers = samplers_of(result["sampler"])
     rows = result["per_document"]
     statistics = [row[sampler] for row in rows for sampler in samplers] if result["sampler"] == "both" else rows
-    notes = [LEGEND[sampler] for sampler in samplers] if "smc" in samplers else []
+    where = "sentence ends" if result.get("resample") == "sentence" else "any token"
+    notes = [LEGEND[sampler].format(where=where) for sampler in samplers] if "smc" in samplers else []
     if any(row["psis_khat"] is None for row in statistics):
         notes.append(LEGEND["n/a"])
     return ["", *notes] if notes else []

@@ -65,7 +65,8 @@ from coref.resolution.rerank import (
     weight_json,
 )
 from generative.entitynlm.model import EntityNLM, EntityProposal
-from inference.algorithms.hints import corpus_hints, document_hints
+from inference.algorithms.config import GIVEN_MENTIONS, ProposalConfig
+from inference.algorithms.hints import corpus_hints, document_hints, hint_pipeline
 from inference.algorithms.posterior import (
     Antecedent,
     AntecedentRanking,
@@ -91,7 +92,6 @@ from inference.training.checkpoint import Checkpoint, entitynlm_modules
 WINDOW = 30  # each mention is paired with this many mentions before it
 BINS = 10
 IMPROVEMENT = 1e-3  # nats: a move raises the joint by more than the scores' rounding between runs
-GIVEN_MENTIONS = ("pipeline", "detected")  # the pipeline's linked spans, or all its detector's
 TEMPERATURES = (0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)  # the local conditionals' temperatures reported
 
 
@@ -380,23 +380,19 @@ def pipeline_mention_posteriors(model: EntityNLM, proposal: EntityProposal, docu
     "detected", every span its detector finds, the ones it leaves alone as entities of their own. Sampled as
     ``config`` says (particles, method, sweeps from the pipeline's clusters, the proposal's hints, seed)."""
     check_given_mentions(mentions)
-    settings = config.hints()
+    settings = config.settings()
     given = [hints[document.key].response(document, singletons=mentions == "detected") for document in documents]
     set_seed(config.seed)
-    results = posteriors(model, proposal, given, vocabulary, config.particles, config.method, config.batch_tokens,
-                         device, ess_threshold=config.ess_threshold, resample=config.resample,
-                         hints=hints if settings.used else None, hint_settings=settings, given_mentions=True,
-                         seed=config.seed, sweeps=config.sweeps)
+    results = posteriors(model, proposal, given, vocabulary, settings, device,
+                         hints if settings.proposal.hinted else None, given_mentions=True)
     return [PipelineMentionsPosterior(pipeline, posterior, ranker_scores(hints[pipeline.key], posterior))
             for pipeline, posterior in zip(given, results)]
 
 
-def link_scorer(checkpoint: Checkpoint, device: torch.device, new_entity_bias: float = 0.0) -> EntityNLM:
+def link_scorer(checkpoint: Checkpoint, device: torch.device, options: ProposalConfig) -> EntityNLM:
     """The model that scores the local conditionals exactly: the checkpoint without its noise (new entities at
-    their mean embedding, as reranking scores them), with the posterior's ``new_entity_bias``."""
-    scorer = entitynlm_modules(noise_free(checkpoint), device)[0]
-    scorer.heads.entity.new_entity_bias = new_entity_bias
-    return scorer
+    their mean embedding, as reranking scores them), built for the posterior's ``options`` (its new-entity bias)."""
+    return entitynlm_modules(noise_free(checkpoint), device, run=options)[0]
 
 
 def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
@@ -415,9 +411,9 @@ def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
     answers before scoring."""
     check_given_mentions(mentions)
     device = resolve_device(config.device)
-    settings = config.hints()
-    pipeline = settings.pipeline()  # the mentions are its, whatever the proposal's weight on its hints
-    checkpoint, model, proposal = load_model(config.checkpoint, config.proposal, device, config.new_entity_bias)
+    settings = config.settings().proposal
+    pipeline = hint_pipeline(settings)  # the mentions are its, whatever the proposal's weight on its hints
+    checkpoint, model, proposal = load_model(config.checkpoint, device, settings)
     gold = prepared_documents(config.corpus, config.split, config.data_dir, checkpoint.preprocess,
                               checkpoint.vocabulary, quiet=True)
     hints = corpus_hints(settings, pipeline, config.corpus, config.split, config.data_dir, gold,
@@ -447,7 +443,7 @@ def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
     pairs = [link_calibration(posterior, document, window) for posterior, document in zip(results, gold)]
     labels = np.concatenate([label for _, label in pairs])
     calibration = Calibration(np.concatenate([p for p, _ in pairs]), labels)
-    scorer = link_scorer(checkpoint, device, config.new_entity_bias)
+    scorer = link_scorer(checkpoint, device, config.settings().proposal)
     if local_search:  # the climbed MAPs, and their links as the search's last round scored them
         climbed = [local_mode(scorer, checkpoint, structure, device, local_search, window)
                    for structure in progress_bar(chosen_maps, desc="local search", unit="document")]
@@ -468,7 +464,8 @@ def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
         "corpus": config.corpus, "split": config.split, "given_mentions": mentions, "documents": len(gold),
         "particles": config.particles,
         "method": config.method, "resample": config.resample, "sweeps": config.sweeps, "proposal": proposal.context,
-        "hint_weight": settings.weight, "hint_temperature": settings.temperature, "lookahead": settings.lookahead,
+        "hint_weight": settings.hint_weight, "hint_temperature": settings.hint_temperature,
+        "lookahead": settings.lookahead,
         "new_entity_bias": config.new_entity_bias, "ranker_weight": ranker_weight,
         "map_by_ranker_weight": by_weight,
         "p_value_vs_pipeline": approximate_randomization(pipeline_documents, map_documents),
@@ -495,6 +492,7 @@ def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
     return result
 
 
+LINK_TEMPERATURE = 3.0  # the local link conditionals' temperature chosen on LitBank dev (calibrated there)
 LINK_PIECE = 2_000  # tokens: the pieces a long text's local conditionals are scored on (:func:`link_pieces`)
 
 
@@ -559,16 +557,16 @@ def resolve_texts(model: EntityNLM, proposal: EntityProposal, checkpoint: Checkp
     return nothing)."""
     check_given_mentions(mentions)
     originals = [document.replace(mentions=()) for document in originals]
-    settings = config.hints()
+    settings = config.settings().proposal
     prepared = [preprocess_document(document, checkpoint.preprocess, checkpoint.vocabulary)[0]
                 for document in originals]
-    read = document_hints(settings, settings.pipeline(), originals, prepared, checkpoint.preprocess)
+    read = document_hints(settings, hint_pipeline(settings), originals, prepared, checkpoint.preprocess)
     hints = {document.key: hint for document, hint in zip(prepared, read)}
     resolved = pipeline_mention_posteriors(model, proposal, prepared, hints, config, checkpoint.vocabulary, device,
                                            mentions)
     if not ranks().leader:  # under torchrun every rank has every posterior; rank 0 goes on
         return []
-    scorer = link_scorer(checkpoint, device, config.new_entity_bias)
+    scorer = link_scorer(checkpoint, device, config.settings().proposal)
     texts = []
     for original, document in progress_bar(list(zip(originals, resolved)), desc="local link probabilities",
                                            unit="document"):
@@ -592,7 +590,7 @@ def analyse_on_pipeline_mentions(config: PosteriorConfig, link_temperature: floa
     device = resolve_device(config.device)
     set_seed(config.seed)
     originals = input_documents(config.text, config.file, config.conll)
-    checkpoint, model, proposal = load_model(config.checkpoint, config.proposal, device, config.new_entity_bias)
+    checkpoint, model, proposal = load_model(config.checkpoint, device, config.settings().proposal)
     texts = resolve_texts(model, proposal, checkpoint, originals, config, device, mentions, ranker_weight,
                           piece_tokens, window)
     if not ranks().leader:

@@ -27,6 +27,7 @@ from generative.baselines.ngram import KneserNeyLM
 from generative.entitynlm.copying import EntityWordCopy
 from generative.entitynlm.model import EntityNLM, EntityNLMConfig, EntityProposal
 from generative.registry import LANGUAGE_MODELS, model_kind
+from inference.algorithms.config import ProposalConfig
 
 __all__ = ["Checkpoint", "CheckpointError", "module_weights", "entitynlm_modules", "language_model", "ngram_model",
            "pretrained", "entitynlm_checkpoint", "PROPOSAL_WEIGHTS", "read_torch_file"]
@@ -88,18 +89,22 @@ def read_torch_file(path: Path, what: str) -> Any:
 PROPOSAL_WEIGHTS = {"forward": "proposal", "bidirectional": "bidirectional_proposal"}  # context -> weights key
 
 
-def entitynlm_modules(checkpoint: Checkpoint, device: torch.device | str = "cpu", proposal: str | None = None
-                      ) -> tuple[EntityNLM, EntityProposal]:
+def entitynlm_modules(checkpoint: Checkpoint, device: torch.device | str = "cpu", proposal: str | None = None,
+                      run: ProposalConfig | None = None) -> tuple[EntityNLM, EntityProposal]:
     """The model and a proposal of an EntityNLM checkpoint: ``proposal`` "forward" (the paper's) or
-    "bidirectional", by default the one the checkpoint names (chosen on dev)."""
+    "bidirectional", by default the one the checkpoint names (chosen on dev). ``run``: a sampling run's settings
+    the modules are built with (the model's document cache and new-entity bias, the proposal's temperature; its
+    ``context``, where set, names the proposal); None: as trained."""
     config = EntityNLMConfig(**checkpoint.config)
-    context = proposal or config.proposal
+    context = proposal or (run.context if run is not None else None) or config.proposal
+    if run is not None:
+        config = dataclasses.replace(config, document_cache=run.document_cache, new_entity_bias=run.new_entity_bias)
     key = PROPOSAL_WEIGHTS.get(context)
     if key not in checkpoint.weights:
         raise CheckpointError(f"this checkpoint has no {context} proposal (it has "
                               f"{sorted(c for c, k in PROPOSAL_WEIGHTS.items() if k in checkpoint.weights)})")
     model = EntityNLM(config, list(checkpoint.vocabulary.counts))
-    guide = EntityProposal(config, context=context)
+    guide = EntityProposal(config, temperature=1.0 if run is None else run.temperature, context=context)
     model.load_state_dict(checkpoint.weights["model"])
     guide.load_state_dict(checkpoint.weights[key])
     return model.to(device).eval(), guide.to(device).eval()

@@ -7,9 +7,11 @@ against the CPU's.
    ``--corpus`` through the one training loop, in float32 and, on a GPU, also with ``--precision bf16``
    (autocast). The figure is the last epoch's training tokens (questions, for the reader) per second, as the
    loop records it (the first epoch pays for warm-up).
-2. SMC: the bundled EntityNLM's :func:`inference.algorithms.smc.sample_structures` over the split's documents
-   (one batch) with each of ``--particles`` particle counts, resampling at sentence ends; the figure is token x
-   particles per second (the mean of ``--repeats`` runs after one warm-up). A step's operations grow with the
+2. SMC: the bundled EntityNLM's settled likelihood sampler (the settled preset: SMC resampling after any token,
+   the proposal mixed with the coreference pipeline's hints and the model's lookahead;
+   :func:`inference.algorithms.likelihood.sample_documents`) over the split's first four test documents (one
+   batch) with each of ``--particles`` particle counts; the figure is token x particles per second (the mean of
+   ``--repeats`` runs after one warm-up). A step's operations grow with the
    particles, so the counts show where a GPU starts to pay for its launches.
 
     python benchmarks/gpu_check.py --devices cpu cuda [--data-dir DATA] [--out benchmarks/results/gpu]
@@ -21,6 +23,7 @@ Prints a table and writes ``gpu_check.json`` (each row's setting, the command) t
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import platform
 import sys
@@ -36,8 +39,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script:
 from benchmarks.runs import command_record  # noqa: E402
 from coref.corpora.preprocess import EOS  # noqa: E402
 from coref.io.atomic import write_text_atomic  # noqa: E402
+from generative.entitynlm.hints import CorefHints  # noqa: E402
 from generative.layers.batch import DocumentBatch, make_batch  # noqa: E402
-from inference.algorithms.smc import sample_structures  # noqa: E402
+from inference.algorithms.config import Settings, settings_for  # noqa: E402
+from inference.algorithms.hints import batch_hints, corpus_hints, hint_pipeline  # noqa: E402
+from inference.algorithms.likelihood import sample_documents  # noqa: E402
 from inference.checks import integer, output_folder  # noqa: E402
 from inference.commands.cli import Parser, run_main  # noqa: E402
 from inference.data import prepared_documents  # noqa: E402
@@ -102,31 +108,42 @@ def training_row(args: argparse.Namespace, family: str, precision: str, device: 
 
 
 def smc_rows(args: argparse.Namespace, device: torch.device) -> list[dict]:
-    """The bundled EntityNLM's SMC over the split's test documents, in one batch, on ``device``: a row for each
-    of ``--particles``."""
+    """The bundled EntityNLM's settled likelihood sampler over the split's first four test documents, in one
+    batch, on ``device``: a row for each of ``--particles``."""
+    settings = settings_for("likelihood")
     _, checkpoint = entitynlm_checkpoint(None)
-    model, proposal = entitynlm_modules(checkpoint, device)
+    model, proposal = entitynlm_modules(checkpoint, device, run=settings.proposal)
     documents = prepared_documents(args.corpus, "test", args.data_dir, checkpoint.preprocess, checkpoint.vocabulary,
                                    quiet=True)[:4]
     batch = make_batch(documents, checkpoint.vocabulary).to(device)
+    hints = corpus_hints(settings.proposal, hint_pipeline(settings.proposal), args.corpus, "test", args.data_dir,
+                         documents, checkpoint.preprocess)
+    hint = batch_hints(settings.proposal, batch, hints, {document.key: document for document in documents})
     eos = checkpoint.vocabulary.index(EOS)
-    return [smc_row(model, proposal, batch, eos, particles, args.repeats, device) for particles in args.particles]
+    return [smc_row(model, proposal, batch, eos, dataclasses.replace(settings, sampling=dataclasses.replace(
+        settings.sampling, particles=particles)), hint, args.repeats, device) for particles in args.particles]
 
 
-def smc_row(model: nn.Module, proposal: nn.Module, batch: DocumentBatch, eos: int, particles: int, repeats: int,
-            device: torch.device) -> dict:
+def smc_row(model: nn.Module, proposal: nn.Module, batch: DocumentBatch, eos: int, settings: Settings,
+            hints: CorefHints | None, repeats: int, device: torch.device) -> dict:
     """One particle count's throughput: the mean of ``repeats`` runs after one warm-up."""
+    particles = settings.sampling.particles
+
+    def run() -> None:
+        sample_documents(batch, model, proposal, eos, settings.sampling, settings.proposal.lookahead, hints)
+
     set_seed(0)
-    sample_structures(model, proposal, batch, particles, eos, history=False)  # warm-up
+    run()  # warm-up
     seconds = []
     for _ in range(repeats):
         started = synchronised(device)
-        sample_structures(model, proposal, batch, particles, eos, history=False)
+        run()
         seconds.append(synchronised(device) - started)
     mean = sum(seconds) / len(seconds)
     return {"job": "smc", "family": "entitynlm", "precision": "fp32", "device": str(device),
             "per_second": batch.num_tokens * particles / mean, "unit": "token-particles/s", "seconds": mean,
-            "documents": batch.size, "tokens": batch.num_tokens, "particles": particles}
+            "documents": batch.size, "tokens": batch.num_tokens, "particles": particles,
+            "sampler": settings.describe()}
 
 
 def with_ratios(rows: list[dict]) -> list[dict]:

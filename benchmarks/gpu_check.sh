@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check (issue 28), for a machine with a CUDA GPU and this repository's environment installed
+# The GPU check, for a machine with a CUDA GPU and this repository's environment installed
 # (docs/getting-started.md, "Installing for a GPU"). From the repository root:
 #
 #   bash benchmarks/gpu_check.sh [DATA_DIR] [OUT]

@@ -28,7 +28,6 @@ from coref.resolution.ranker import resolver_documents
 from generative.coref_gru import make_reading_batch
 from generative.layers.batch import make_batch
 from generative.mneme import make_batch as make_story_batch
-from inference.algorithms.hints import HintSettings
 from inference.algorithms.importance import estimate_marginal
 from inference.commands import entity_cloze as entity_cloze_command
 from inference.commands import generate, marginal_ppl
@@ -57,7 +56,7 @@ def rnnlm() -> elm.LanguageModel:
 
 @pytest.fixture(scope="module")
 def posterior(entitynlm) -> elm.PosteriorCoreference:
-    return entitynlm.posterior(TEXT, particles=40, seed=1)
+    return entitynlm.posterior(TEXT, "paper", sampler="smc", particles=40, seed=1)
 
 
 def test_load_by_name_and_by_path(entitynlm, rnnlm):
@@ -83,7 +82,7 @@ def test_an_unknown_name_or_a_bad_file_is_a_clear_error(tmp_path):
 def test_log_likelihood_is_the_importance_sampling_estimate_of_the_same_batch(entitynlm, document_cache):
     """The same estimate as the sampler's on the same batch, with the document cache too (``document_cache``: the
     model reads it for this call only, as the command's ``--document-cache``)."""
-    result = entitynlm.log_likelihood(TEXT, particles=20, sampler="is", seed=3, document_cache=document_cache)
+    result = entitynlm.log_likelihood(TEXT, "paper", particles=20, seed=3, document_cache=document_cache)
     assert entitynlm.module.config.document_cache == 0  # the loaded model is left as trained
     checkpoint = Checkpoint.load(pretrained("entitynlm.pt"))
     model, proposal = entitynlm_modules(checkpoint)  # the checkpoint's proposal, as inference.evaluation.marginal_ppl
@@ -158,16 +157,18 @@ def test_posterior_displays_exports_and_reproduces(entitynlm, posterior):
     html = posterior._repr_html_()
     first = posterior.map.mentions[0]
     assert f">{posterior.map.mention_text(first)}<sub" in html and 'title="entity 1; P(mention) = ' in html
-    assert "log p_hat(x)" in repr(posterior) and "MAP: " in repr(posterior)
+    assert "log p_hat(x)" in repr(posterior) and "MAP clusters" in repr(posterior)
     assert isinstance(posterior.plot(), Figure)
-    again = entitynlm.posterior(TEXT, particles=40, seed=1)
+    again = entitynlm.posterior(TEXT, "paper", sampler="smc", particles=40, seed=1)
     assert np.array_equal(again.weights, posterior.weights) and again.map == posterior.map
     assert all(ranking.mention <= 1 + 1e-9 for ranking in posterior.antecedents())
 
 
 def test_posterior_with_issue_27s_sampler_is_the_commands(entitynlm, posterior, tmp_path):
-    settled = entitynlm.posterior(TEXT, particles=40, seed=1, resample="token", hints=HintSettings(0.5, 4.0))
-    args = posterior_command.parse_args(["--text", TEXT, "--particles", "40", "--seed", "1", "--method", "smc",
+    settled = entitynlm.posterior(TEXT, "paper", sampler="smc", particles=40, seed=1, resample="token",
+                                  hint_weight=0.5, hint_temperature=4.0)
+    args = posterior_command.parse_args(["--preset", "paper", "--text", TEXT, "--particles", "40", "--seed", "1",
+                                         "--method", "smc",
                                          "--resample", "token", "--hint-weight", "0.5", "--hint-temperature", "4",
                                          "--out", str(tmp_path / "out")])
     (summary,) = posterior_command.run(args)["summary"]
@@ -177,12 +178,12 @@ def test_posterior_with_issue_27s_sampler_is_the_commands(entitynlm, posterior, 
 
 def test_posterior_with_a_new_entity_bias_is_the_commands_and_leaves_the_model_as_trained(entitynlm, posterior,
                                                                                          tmp_path):
-    biased = entitynlm.posterior(TEXT, particles=40, seed=1, new_entity_bias=2.0)
-    args = posterior_command.parse_args(["--text", TEXT, "--particles", "40", "--seed", "1", "--method", "smc",
-                                         "--new-entity-bias", "2", "--out", str(tmp_path / "out")])
+    biased = entitynlm.posterior(TEXT, "paper", sampler="smc", particles=40, seed=1, new_entity_bias=2.0)
+    args = posterior_command.parse_args(["--preset", "paper", "--text", TEXT, "--particles", "40", "--seed", "1",
+                                         "--method", "smc", "--new-entity-bias", "2", "--out", str(tmp_path / "out")])
     (summary,) = posterior_command.run(args)["summary"]
     assert biased.log_marginal == summary["log_marginal"] != posterior.log_marginal
-    again = entitynlm.posterior(TEXT, particles=40, seed=1)  # the bias was for that call alone
+    again = entitynlm.posterior(TEXT, "paper", sampler="smc", particles=40, seed=1)  # for that call alone
     assert again.log_marginal == posterior.log_marginal
 
 
@@ -231,7 +232,10 @@ def test_coreference_and_its_score_against_a_key(tmp_path):
     (lambda m, r: m.posterior([TEXT, TEXT]), "posterior takes one text"),
     (lambda m, r: m.posterior(TEXT, sampler="is", resample="tokens"), "resample must be one of"),
     (lambda m, r: m.log_likelihood(TEXT, resample="never"), "resample must be one of"),
-    (lambda m, r: r.log_likelihood(TEXT, document_cache=1.0), r"lambda must be in \[0, 1\), got 1.0"),
+    (lambda m, r: r.log_likelihood(TEXT, document_cache=1.0), r"document_cache must be in \[0, 1\), got 1.0"),
+    (lambda m, r: m.log_likelihood(TEXT, preset="best"), "preset must be one of"),
+    (lambda m, r: m.log_likelihood(TEXT, hint_wieght=0.5), "unknown sampling option 'hint_wieght'"),
+    (lambda m, r: m.log_likelihood(TEXT, given_mentions="pipeline"), "given_mentions is for posterior"),
     (lambda m, r: m.log_likelihood(["a b.", tokenize("c d.", "text 0")]), "two documents are named 'text 0'"),
     (lambda m, r: m.log_likelihood(42), "a text is a str or a coref.document.Document"),
     (lambda m, r: m.log_likelihood("!!! ..."), "empty after preprocessing"),

@@ -59,7 +59,7 @@ LAUNCHES = [
     *(Launch(f"resolve-{n}", n, "coref.resolve --file {texts} --out {out}/r.conll --json {out}/r.json")
       for n in (1, 2)),
     *(Launch(f"posterior-{n}", n, "inference.posterior --evaluate --corpus sample --particles 20 --batch-tokens 2000 "
-             "--method both --json {out}/r.json") for n in (1, 2)),
+             "--method both --given-mentions none --sweeps 1 --json {out}/r.json") for n in (1, 2)),
 ]
 NEEDS_DATA = {"reader-1", "reader-2"}
 

@@ -216,14 +216,15 @@ def test_the_main_job_samples_with_hints_and_token_resampling(tmp_path, capsys):
 
     out = tmp_path / "result.json"
     argv = ["--particles", "8", "--baseline", "none", "--device", "cpu", "--resample", "token",
-            "--hint-weight", "0.5", "--hint-temperature", "2", "--json", str(out)]
+            "--hint-weight", "0.5", "--hint-temperature", "2", "--lookahead", "0", "--json", str(out)]
     assert marginal_ppl.main(argv) == 0
     result = json.loads(out.read_text())
     assert (result["resample"], result["hint_weight"], result["hint_temperature"]) == ("token", 0.5, 2.0)
     assert all(row["resamplings"] > 0 for row in result["per_document"])
     assert math.isfinite(result["perplexity"])
     plain = tmp_path / "plain.json"
-    assert marginal_ppl.main(["--particles", "8", "--baseline", "none", "--device", "cpu", "--json", str(plain)]) == 0
+    assert marginal_ppl.main(["--preset", "paper", "--sampler", "smc", "--particles", "8", "--baseline", "none",
+                              "--device", "cpu", "--json", str(plain)]) == 0
     assert json.loads(plain.read_text())["perplexity"] != result["perplexity"]
     looked = tmp_path / "lookahead.json"
     assert marginal_ppl.main([*argv[:-1], str(looked), "--lookahead", "0.8"]) == 0
@@ -444,11 +445,10 @@ def test_the_posterior_resolves_a_text_on_the_pipelines_mentions(tmp_path, capsy
     assert summary["given_mentions"] == "pipeline" and summary["link_piece_tokens"] == 10
     assert summary["mentions"] == len(spans)
     import inference.api as elm  # the notebook's face of the same function: the same answer
-    from inference.algorithms.hints import HintSettings
 
     model = elm.load("entitynlm")
     state = torch.get_rng_state()
-    resolved = model.resolve(text, particles=8, sweeps=2, hints=HintSettings(0.99, 0.5), link_piece=10)
+    resolved = model.resolve(text, particles=8, sweeps=2, link_piece=10)
     assert torch.equal(torch.get_rng_state(), state)  # the caller's random state is left alone
     assert resolved.map.mentions == best.mentions and resolved.pipeline.mentions == pipeline.mentions
     assert [ranking.to_json() for ranking in resolved.links(3.0, 0.05, 5)] == links
@@ -511,18 +511,18 @@ def test_the_local_search_climbs_to_a_structure_no_single_move_improves():
 
 def test_the_api_estimates_with_token_resampling_and_hints():
     import inference.api as elm
-    from inference.algorithms.hints import HintSettings
 
     model = elm.load("entitynlm")
     text = "Anna met her brother in Paris. She thanked him, and he smiled at her."
-    plain = model.log_likelihood(text, particles=10, seed=1)
-    hinted = model.log_likelihood(text, particles=10, seed=1, resample="token", hints=HintSettings(0.5, 4.0))
+    plain = model.log_likelihood(text, "paper", sampler="smc", particles=10, seed=1)
+    hinted = model.log_likelihood(text, particles=10, seed=1, lookahead=0.0)
     assert math.isfinite(hinted.log_p) and hinted.log_p != plain.log_p
-    assert model.log_likelihood(text, particles=10, seed=1, resample="token", hints=HintSettings(0.5, 4.0)) == hinted
-    looked = model.log_likelihood(text, particles=10, seed=1, resample="token", hints=HintSettings(lookahead=0.8))
+    assert model.log_likelihood(text, particles=10, seed=1, lookahead=0.0) == hinted
+    looked = model.log_likelihood(text, "paper", sampler="smc", particles=10, seed=1, resample="token",
+                                  lookahead=0.8)
     assert math.isfinite(looked.log_p) and looked.log_p not in (plain.log_p, hinted.log_p)
     with pytest.raises(ValueError, match="lookahead"):
-        HintSettings(lookahead=1.0)
+        elm.ProposalConfig(lookahead=1.0)
 
 
 def test_the_lookahead_makes_the_weights_vary_less():
@@ -624,13 +624,12 @@ def test_copying_only_the_rows_read_later_changes_no_number(monkeypatch):
     """A resampling copies of each particle's memory of the pipeline's mentions only the rows a later step reads
     (:meth:`CorefHints.rows_read_later`): the same estimate as copying all of it."""
     import inference.api as elm
-    from inference.algorithms.hints import HintSettings
 
     model = elm.load("entitynlm")
     text = " ".join(["Anna met her brother in Paris. She thanked him, and he smiled at her."] * 6)
 
     def estimate():
-        return model.log_likelihood(text, particles=10, seed=1, resample="token", hints=HintSettings(0.5, 4.0))
+        return model.log_likelihood(text, particles=10, seed=1, lookahead=0.0)
 
     windowed = estimate()
     monkeypatch.setattr(CorefHints, "rows_read_later", lambda self: [slice(None)] * self.row.shape[1])

@@ -17,6 +17,7 @@ import torch
 
 from coref.corpora.preprocess import EOS
 from generative.layers.batch import make_batch
+from inference.algorithms.config import settings_for
 from inference.algorithms.posterior import Posterior, antecedent_rankings, coreference_marginals, posteriors
 from inference.algorithms.smc import ParticleStructures, sample_structures
 from inference.runtime import batch_seed, set_seed
@@ -34,7 +35,8 @@ def book() -> tuple[int, ParticleStructures, Posterior]:
     set_seed(batch_seed(0, 0))  # what posteriors(..., seed=0) seeds its one batch with
     likelihood = sample_structures(model, proposal, make_batch(documents, vocabulary), 2, vocabulary.index(EOS),
                                    "sentence", ALWAYS, history=False)
-    (posterior,) = posteriors(model, proposal, documents, vocabulary, 2, "smc", progress=False, ess_threshold=ALWAYS)
+    settings = settings_for("posterior", "paper", sampler="smc", resample="sentence", particles=2, ess_threshold=ALWAYS)
+    (posterior,) = posteriors(model, proposal, documents, vocabulary, settings, progress=False)
     return len(documents[0].tokens), likelihood, posterior
 
 

@@ -359,9 +359,12 @@ def test_the_heatmap_has_a_bounded_size_however_many_spans(tmp_path, max_spans):
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
-    """The command's exit status, stdout and stderr (argument errors exit through SystemExit)."""
+    """The command's exit status, stdout and stderr (argument errors exit through SystemExit), on the model's own
+    mentions unless ``argv`` says otherwise: what this file tests (the pipeline's mentions given, the default, are
+    tested in tests/test_hints.py)."""
+    own = [] if {"--given-mentions", "--preset", "--help"} & set(argv) else ["--given-mentions", "none"]
     try:
-        status = posterior_command.main([*argv, "--device", "cpu"])
+        status = posterior_command.main([*argv, *own, "--device", "cpu"])
     except SystemExit as exit:
         status = exit.code
     captured = capsys.readouterr()
@@ -513,8 +516,8 @@ def test_help_shows_the_whole_description_every_option_and_its_default(capsys):
     assert status == 0
     assert posterior_command.__doc__.strip().splitlines()[-1].strip() in stdout  # not cut after the first line
     assert "  antecedents.json  the same as JSON\n" in stdout  # nor re-wrapped
-    assert "(default: sir)" in stdout and "(default: 40)" in stdout and "(default: None)" not in stdout
-    assert "better resolver" in stdout
+    assert "(default: settled)" in stdout and "(default: 40)" in stdout and "(default: None)" not in stdout
+    assert "the posterior that resolves" in stdout
     assert all(action.help for action in posterior_command.build_parser()._actions)
 
 
@@ -531,7 +534,7 @@ def test_the_checkpoint_default_proposal_stands_in_when_it_has_no_forward_one(tm
 def test_the_command_evaluates_the_map_structure_with_both_samplers(tmp_path, capsys):
     out = tmp_path / "result.json"
     status, stdout, stderr = run(capsys, "--evaluate", "--corpus", "sample", "--split", "dev", "--method", "both",
-                                 "--particles", "10", "--json", str(out))
+                                 "--particles", "10", "--sweeps", "1", "--json", str(out))
     assert status == 0 and "CoNLL F1" in stdout
     result = json.loads(out.read_text())
     assert set(result["methods"]) == {"sir", "smc"} and result["proposal"] == "forward"

@@ -114,16 +114,17 @@ def test_the_refine_command_updates_what_wake_names(tmp_path, capsys):
 
 
 def test_the_pipeline_mentions_carry_the_gold_entities_and_spurious_ones_stand_alone():
-    from inference.algorithms.hints import HintSettings, corpus_hints
+    from inference.algorithms.config import PAPER_PROPOSAL
+    from inference.algorithms.hints import corpus_hints, hint_pipeline
     from inference.data import prepared_documents
     from inference.training.checkpoint import pretrained
 
     checkpoint = Checkpoint.load(pretrained("entitynlm.pt"))
     gold = prepared_documents("sample", "train", None, checkpoint.preprocess, checkpoint.vocabulary, quiet=True)
-    pipeline = HintSettings().pipeline()
+    pipeline = hint_pipeline(PAPER_PROPOSAL)
     pairs = pipeline_mention_documents(pipeline, "sample", "train", None, gold, checkpoint.preprocess)
     labelled = [document for document, _ in pairs]
-    hints = corpus_hints(HintSettings(), pipeline, "sample", "train", None, gold, checkpoint.preprocess)
+    hints = corpus_hints(PAPER_PROPOSAL, pipeline, "sample", "train", None, gold, checkpoint.preprocess)
     matched = spurious = 0
     for document, relabelled in zip(gold, labelled):
         assert relabelled.tokens == document.tokens
@@ -183,7 +184,8 @@ def test_the_local_coref_objective_raises_the_gold_clusters_local_conditionals()
 
 def test_the_pipeline_margin_is_the_logistic_loss_of_the_gold_against_the_pipelines_clusters():
     from generative.layers.batch import make_batch
-    from inference.algorithms.hints import HintSettings
+    from inference.algorithms.config import PAPER_PROPOSAL
+    from inference.algorithms.hints import hint_pipeline
     from inference.algorithms.refine import wake_coref_local_loss
     from inference.data import prepared_documents
     from inference.evaluation.rerank import noise_free
@@ -192,7 +194,7 @@ def test_the_pipeline_margin_is_the_logistic_loss_of_the_gold_against_the_pipeli
     checkpoint = noise_free(Checkpoint.load(pretrained("entitynlm.pt")))
     model = entitynlm_modules(checkpoint, "cpu")[0].eval()  # no dropout, no eq. 7 noise: deterministic
     gold = prepared_documents("sample", "train", None, checkpoint.preprocess, checkpoint.vocabulary, quiet=True)
-    pairs = [pair for pair in pipeline_mention_documents(HintSettings().pipeline(), "sample", "train", None, gold,
+    pairs = [pair for pair in pipeline_mention_documents(hint_pipeline(PAPER_PROPOSAL), "sample", "train", None, gold,
                                                          checkpoint.preprocess)
              if pair[0].partition() != pair[1].partition()][:2]
     assert pairs  # the pipeline errs somewhere on the sample

@@ -220,8 +220,9 @@ class SpanEntities:
     entity: np.ndarray
 
     def mention_probability(self, weights: np.ndarray) -> np.ndarray:
-        """(S,) the posterior probability that each span is a mention, from the particles' normalised weights."""
-        return np.bincount(self.span, weights=weights[self.particle], minlength=len(self.spans))
+        """(S,) the posterior probability that each span is a mention, from the particles' normalised weights (a
+        sum of weights, kept at most 1 where float rounding would put it a hair above)."""
+        return np.minimum(np.bincount(self.span, weights=weights[self.particle], minlength=len(self.spans)), 1.0)
 
     def entity_columns(self, indices: np.ndarray) -> np.ndarray:
         """(P, len(indices)) the entity each particle gives each of the spans ``indices`` (distinct), -1 where it
@@ -277,7 +278,7 @@ class CoreferenceMarginals:
         involved, inverse = np.unique(np.concatenate([first, second]), return_inverse=True)
         table = self.entities.entity_columns(involved)
         a, b = table[:, inverse[: len(first)]], table[:, inverse[len(first):]]
-        return self.weights @ ((a == b) & (a >= 0))
+        return np.minimum(self.weights @ ((a == b) & (a >= 0)), 1.0)  # at most 1 despite float rounding
 
     def matrix(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
         """The dense ``len(indices)`` x ``len(indices)`` matrix of P(same entity) between the spans ``indices``
@@ -361,7 +362,7 @@ def antecedent_rankings(structures: Sequence[Document], weights: np.ndarray, min
     chained = (particle[1:] == particle[:-1]) & (entity[1:] == entity[:-1])
     antecedent[1:][chained] = span[:-1][chained]
     pairs, pair_of = np.unique(np.stack([span, antecedent], 1).reshape(-1, 2), axis=0, return_inverse=True)
-    probability = np.bincount(pair_of.reshape(-1), weights=weights[particle], minlength=len(pairs))
+    probability = np.minimum(np.bincount(pair_of.reshape(-1), weights=weights[particle], minlength=len(pairs)), 1.0)
     likely = np.flatnonzero((probability >= min_probability) & (probability > 0))
     likely = likely[np.lexsort((-probability[likely], pairs[likely, 0]))]  # by span, most probable first
     if top is not None:  # the rank of each pair among its span's: keep the first ``top``

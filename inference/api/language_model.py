@@ -357,14 +357,15 @@ class LanguageModel:
         batches = particle_batches(prepared, vocabulary, per_particle, sampling.batch_tokens, self.device)
         results: dict[tuple[str, int], Likelihood] = {}
         if self.kind == "entitynlm":
-            batch_hint = None
-            if options.hinted:
-                read = document_hints(options, hint_pipeline(options), originals, prepared, self.checkpoint.preprocess)
-                by_key = {document.key: hint for document, hint in zip(prepared, read)}
-                documents = {document.key: document for document in prepared}
-                batch_hint = [batch_hints(options, batch, by_key, documents) for batch in batches]
-            model, proposal = self.modules(options.context or self.proposal, options)
-            with kept_random_state():
+            with kept_random_state():  # loading the pipeline draws initial weights, as sampling draws
+                batch_hint = None
+                if options.hinted:
+                    read = document_hints(options, hint_pipeline(options), originals, prepared,
+                                          self.checkpoint.preprocess)
+                    by_key = {document.key: hint for document, hint in zip(prepared, read)}
+                    documents = {document.key: document for document in prepared}
+                    batch_hint = [batch_hints(options, batch, by_key, documents) for batch in batches]
+                model, proposal = self.modules(options.context or self.proposal, options)
                 run = run_samplers(batches, model, proposal, (sampling.sampler,), vocabulary.index(EOS), sampling,
                                    options, batch_hint, progress=False)[sampling.sampler]
             for key, row in zip(run.keys, run.statistics):
@@ -406,7 +407,7 @@ class LanguageModel:
         options = settings.proposal
         context = posterior_proposal(self.checkpoint, options.context)
         described = f"{getattr(preset, 'name', preset)}: {settings.describe()}"
-        with kept_random_state():  # the link scorer draws initial weights too
+        with kept_random_state():  # loading the pipeline and the link scorer draws initial weights too
             model, guide = self.modules(context, options)
             if options.given_mentions is None:
                 (result,) = original_posteriors(model, guide, as_documents(text), self.checkpoint, settings,

@@ -21,6 +21,7 @@ from inference.algorithms.config import settings_for
 from inference.checks import integer, real
 from inference.commands.cli import Parser, config_of, help_text, run_command
 from inference.commands.options import (
+    FROM_PRESET,
     SHARED_SAMPLING_OPTIONS,
     add_corpus_split,
     add_data_dir,
@@ -49,25 +50,25 @@ def build_parser() -> Parser:
     add_sampling_options(parser)
     parser.add_argument("--particles", type=particle_counts, metavar="N[,N...]",
                         help="particles per document (paper: 100); several, comma-separated, print the "
-                             "convergence table (default: the preset's, 100)")
+                             "convergence table" + FROM_PRESET)
     parser.add_argument("--seeds", type=integer(1), default=1,
                         help="runs with the seeds --seed, --seed + 1, ...; more than one prints the convergence "
                              "table (default: 1)")
     parser.add_argument("--sampler", choices=[*SAMPLERS, "both"],
                         help="smc: sequential Monte Carlo, resampling where --resample says (settled: after any "
                              "token); is: importance sampling (the paper's, eq. 11); both: the two side by side, "
-                             "each from the same random state")
+                             "each from the same random state" + FROM_PRESET)
     parser.add_argument("--proposal", choices=PROPOSAL_CONTEXTS,
                         help="forward: the paper's proposal (reads x_<=t); bidirectional: reads the whole text "
                              "(default: the checkpoint's, chosen on dev)")
     parser.add_argument("--proposal-temperature", type=real(0, include_low=False),
-                        help="divide the proposal's R/E/L logits by this (> 1 widens it; 1 = as trained)")
+                        help="divide the proposal's R/E/L logits by this (> 1 widens it; 1 = as trained)" + FROM_PRESET)
     parser.add_argument("--baseline", action="append", metavar="CKPT",
                         help="RNNLM or n-gram checkpoint, repeatable; 'none' for no baseline "
                              "(default: the bundled baselines with the bundled model)")
     parser.add_argument("--document-cache", type=real(0, 1), metavar="LAMBDA",
                         help="mix a unigram cache of the document so far into every model's word distribution, "
-                             "EntityNLM's and the baselines', with this weight (ours; 0, the presets', is none)")
+                             "EntityNLM's and the baselines', with this weight (ours; 0 is none)" + FROM_PRESET)
     parser.add_argument("--batch-tokens", type=integer(1), default=20_000,
                         help="particles x padded tokens per batch")
     add_threads(parser)

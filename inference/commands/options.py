@@ -70,8 +70,8 @@ def add_threads(parser: argparse.ArgumentParser) -> None:
     them), for the commands that sample EntityNLM's structures step by step."""
     parser.add_argument("--threads", type=integer(1), metavar="N",
                         help="torch threads on the CPU (default: torch's, one per core). The sampler's step is "
-                             "many small operations, which one thread runs faster than two: a 128K-token book's "
-                             "settled estimate took 594 s on one thread and 688 s on two (docs/long-documents.md)")
+                             "many small operations, which one thread runs about as fast as two "
+                             "(docs/long-documents.md)")
 
 
 def add_json(parser: argparse.ArgumentParser, help: str = "also write the results as JSON") -> None:
@@ -182,6 +182,9 @@ def evaluation_parser(prog: str, description: str, checkpoint_help: str) -> Pars
     return parser
 
 
+FROM_PRESET = " (default: the preset's)"
+
+
 def add_sampling_options(parser: argparse.ArgumentParser) -> None:
     """``--preset`` and EntityNLM's sampling options the commands share: where SMC resamples, and how the proposal
     follows the coreference pipeline and the model's lookahead. Left out, an option takes the preset's value
@@ -193,19 +196,19 @@ def add_sampling_options(parser: argparse.ArgumentParser) -> None:
                              "(default: %(default)s)")
     parser.add_argument("--resample", choices=list(RESAMPLING),
                         help="where SMC may resample its particles (when their ESS falls below the threshold): at "
-                             "sentence ends, or after any token")
+                             "sentence ends, or after any token" + FROM_PRESET)
     parser.add_argument("--hint-weight", type=real(0, 1),
                         help="mix the proposal with the coreference pipeline's reading of the text: its share of "
-                             "the mixture, in [0, 1); 0 is the proposal alone")
+                             "the mixture, in [0, 1); 0 is the proposal alone" + FROM_PRESET)
     parser.add_argument("--hint-temperature", type=real(0, include_low=False),
-                        help="divide the pipeline ranker's antecedent scores by this before the softmax")
+                        help="divide the pipeline ranker's antecedent scores by this before the softmax" + FROM_PRESET)
     parser.add_argument("--hint-detector", metavar="MODEL",
                         help="the pipeline's mention detector for the hints (default: the bundled one)")
     parser.add_argument("--hint-resolver", metavar="MODEL",
                         help="the pipeline's mention ranker for the hints (default: the bundled one)")
     parser.add_argument("--lookahead", type=real(0, 1),
                         help="mix the proposal of R, E and L with the model's own choice given the word (SMC's "
-                             "locally optimal proposal): its share, in [0, 1); 0 is the proposal alone")
+                             "locally optimal proposal): its share, in [0, 1); 0 is the proposal alone" + FROM_PRESET)
 
 
 def preset_defaults(args: argparse.Namespace, task: str, options: Mapping[str, str]) -> argparse.Namespace:

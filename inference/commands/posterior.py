@@ -62,6 +62,7 @@ from inference.algorithms.posterior import (
 from inference.checks import integer, real
 from inference.commands.cli import Parser, config_of, run_command
 from inference.commands.options import (
+    FROM_PRESET,
     SHARED_SAMPLING_OPTIONS,
     add_corpus_split,
     add_data_dir,
@@ -105,16 +106,17 @@ def build_parser() -> Parser:
     parser.add_argument("--method", choices=[*METHODS, "both"],
                         help="sir: importance resampling (both presets'; with the paper's proposal its MAP scored "
                              "above SMC's as a resolver); smc: also resample where --resample says; both: compare "
-                             "them (--evaluate with --given-mentions none only)")
+                             "them (--evaluate with --given-mentions none only)" + FROM_PRESET)
     parser.add_argument("--sweeps", type=integer(1),
                         help="passes of the method per document; more than 1 is particle Gibbs: each later pass is "
                              "conditional on a structure drawn from the last (with --given-mentions the first is "
-                             "conditional on the pipeline's clusters), and the MAP is the best structure of all")
+                             "conditional on the pipeline's clusters), and the MAP is the best structure of all"
+                             + FROM_PRESET)
     parser.add_argument("--proposal", choices=PROPOSAL_CONTEXTS,
                         help="forward (the paper's) or bidirectional. Default: forward when the checkpoint has it "
                              "(31.86 / 26.53 CoNLL F1 against 13.27 / 9.38 for the refined bidirectional one), "
                              "else the checkpoint's own")
-    parser.add_argument("--particles", type=integer(1), help="particles per document")
+    parser.add_argument("--particles", type=integer(1), help="particles per document" + FROM_PRESET)
     parser.add_argument("--given-mentions", choices=[*GIVEN_MENTIONS, "none"],
                         help="give EntityNLM the coreference pipeline's mentions (R and L observed) and sample their "
                              "entities only: the posterior as a resolver (the settled preset's). none: R, E and L all "
@@ -123,7 +125,7 @@ def build_parser() -> Parser:
                              "the pipeline's own clusters and the calibration of its link probabilities; with a text "
                              "it also writes pipeline.conll and links.txt/json. pipeline: the spans the pipeline "
                              "links; detected: every span its detector finds, so the posterior also decides which "
-                             "stay alone")
+                             "stay alone" + FROM_PRESET)
     parser.add_argument("--reliability", metavar="PNG",
                         help="--given-mentions with --evaluate: also draw the links' reliability diagram into this "
                              "file")
@@ -148,12 +150,12 @@ def build_parser() -> Parser:
     parser.add_argument("--new-entity-bias", type=real(-math.inf),
                         help="add this to the new entity's logit in the model's p(E) (eq. 4): above 0 the posterior "
                              "opens entities more readily, below 0 it links more. A resolver setting, chosen on dev "
-                             "(0: the model as trained)")
+                             "(0: the model as trained)" + FROM_PRESET)
     parser.add_argument("--samples", type=integer(1), default=20,
                         help="structures drawn per document into samples.conll")
     parser.add_argument("--ess-threshold", type=float,
                         help="--method smc resamples a document when its ESS is below this fraction of the "
-                             "particles (0 to 1; 0 never resamples)")
+                             "particles (0 to 1; 0 never resamples)" + FROM_PRESET)
     parser.add_argument("--min-probability", type=float, default=0.05,
                         help="spans less probably a mention than this (0 to 1), and antecedents less probable, are "
                              "left out of marginals.json, the antecedent lists and the heatmaps")

@@ -103,7 +103,8 @@ def measure(operation: str, text: str, particles: int, seed: int, resample: str 
         import tempfile
 
         from inference.algorithms.posterior import PosteriorConfig
-        from inference.evaluation.posterior_resolver import LINK_PIECE, analyse_on_pipeline_mentions
+        from inference.algorithms.resolver import LINK_PIECE
+        from inference.evaluation.posterior_resolver import analyse_on_pipeline_mentions
 
         with tempfile.TemporaryDirectory() as folder:
             config = PosteriorConfig(text=text, particles=particles, sweeps=sweeps, hint_weight=hint_weight,

@@ -11,7 +11,6 @@ Prints a table and writes ``--out`` (JSON: the command, the options, each row).
 
 from __future__ import annotations
 
-import argparse
 import json
 import platform
 import sys

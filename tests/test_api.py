@@ -29,12 +29,13 @@ from generative.coref_gru import make_reading_batch
 from generative.layers.batch import make_batch
 from generative.mneme import make_batch as make_story_batch
 from inference.algorithms.importance import estimate_marginal
+from inference.algorithms.scoring import candidate_log_joint, noise_free
 from inference.commands import entity_cloze as entity_cloze_command
 from inference.commands import generate, marginal_ppl
 from inference.commands import perplexity as perplexity_command
 from inference.commands import posterior as posterior_command
 from inference.evaluation import perplexity
-from inference.evaluation.rerank import candidate_log_joint, gold_mention_split, noise_free
+from inference.evaluation.rerank import gold_mention_split
 from inference.runtime import batch_seed, set_seed
 from inference.training import mneme as story_lm
 from inference.training.checkpoint import Checkpoint, entitynlm_modules, pretrained

@@ -18,8 +18,9 @@ from coref.resolution.pipeline import bundled_pipeline
 from coref.resolution.rerank import DEFAULT_GRID
 from generative.entitynlm.hints import CorefHints, StreamHint
 from generative.entitynlm.state import Annotation
+from inference.algorithms.resolver import link_pairs
 from inference.algorithms.smc import particle_gibbs, sample_structures
-from inference.evaluation.posterior_resolver import Calibration, link_pairs
+from inference.evaluation.posterior_resolver import Calibration
 from tests.test_entitynlm import EOS, WORDS, exact_log_marginal, tiny_batch, tiny_models
 
 # WORDS = [4, 0, 5, 4]: the pipeline "reads" a two-token mention at 0 and a one-token one at 3, linked
@@ -295,8 +296,8 @@ def test_the_posterior_on_the_pipelines_mentions_is_scored_and_calibrated(tmp_pa
 def test_local_link_probabilities_are_the_models_conditionals():
     from coref.document import Mention
     from generative.layers.batch import make_batch
-    from inference.evaluation.posterior_resolver import local_links, local_log_conditionals
-    from inference.evaluation.rerank import noise_free
+    from inference.algorithms.resolver import local_links, local_log_conditionals
+    from inference.algorithms.scoring import noise_free
     from inference.training.checkpoint import Checkpoint, entitynlm_modules, pretrained
 
     checkpoint = noise_free(Checkpoint.load(pretrained("entitynlm.pt")))
@@ -325,8 +326,8 @@ def test_local_link_probabilities_are_the_models_conditionals():
 def test_a_mention_alone_has_each_partition_once_among_its_local_moves():
     from coref.document import Mention
     from generative.layers.batch import make_batch
-    from inference.evaluation.posterior_resolver import local_links, local_log_conditionals
-    from inference.evaluation.rerank import noise_free
+    from inference.algorithms.resolver import local_links, local_log_conditionals
+    from inference.algorithms.scoring import noise_free
     from inference.training.checkpoint import Checkpoint, entitynlm_modules, pretrained
 
     checkpoint = noise_free(Checkpoint.load(pretrained("entitynlm.pt")))
@@ -355,8 +356,8 @@ def test_local_links_on_pieces_decide_every_pair_of_the_window_from_a_bounded_co
     """A long text's local conditionals are scored on pieces (``--link-piece``), each read from the sentence of
     the window-th mention before its first: every pair of the window still decided, the work bounded."""
     from coref.document import Mention
-    from inference.evaluation.posterior_resolver import link_pieces, local_links
-    from inference.evaluation.rerank import noise_free
+    from inference.algorithms.resolver import link_pieces, local_links
+    from inference.algorithms.scoring import noise_free
     from inference.training.checkpoint import Checkpoint, entitynlm_modules, pretrained
 
     checkpoint = noise_free(Checkpoint.load(pretrained("entitynlm.pt")))
@@ -395,7 +396,7 @@ def test_local_links_on_pieces_decide_every_pair_of_the_window_from_a_bounded_co
 
 def test_link_rankings_name_each_move_by_its_clusters_latest_mention():
     from coref.document import Mention
-    from inference.evaluation.posterior_resolver import LocalMoves, link_rankings
+    from inference.algorithms.resolver import LocalMoves, link_rankings
 
     words = "anna met tom . she gave him the book".split()
     document = Document("d", words, [(0, 4), (4, 9)],
@@ -476,8 +477,9 @@ def test_the_posterior_resolves_a_text_on_the_pipelines_mentions(tmp_path, capsy
 
 def test_the_local_search_climbs_to_a_structure_no_single_move_improves():
     from coref.document import Mention
-    from inference.evaluation.posterior_resolver import IMPROVEMENT, LocalMoves, local_links, local_mode
-    from inference.evaluation.rerank import candidate_log_joint, noise_free
+    from inference.algorithms.resolver import LocalMoves, local_links
+    from inference.algorithms.scoring import candidate_log_joint, noise_free
+    from inference.evaluation.posterior_resolver import IMPROVEMENT, local_mode
     from inference.training.checkpoint import Checkpoint, entitynlm_modules, pretrained
 
     checkpoint = noise_free(Checkpoint.load(pretrained("entitynlm.pt")))
@@ -638,17 +640,18 @@ def test_copying_only_the_rows_read_later_changes_no_number(monkeypatch):
 
 def test_the_posterior_command_gives_its_new_entity_bias_to_the_sampled_model_and_the_link_scorer(monkeypatch,
                                                                                                   tmp_path):
+    from inference.algorithms import resolver
     from inference.commands.posterior import main
     from inference.evaluation import posterior_resolver
 
     seen = []
-    sampled, scored = posterior_resolver.posteriors, posterior_resolver.local_links
+    sampled, scored = resolver.posteriors, posterior_resolver.local_links
 
     def watched(function):
         return lambda model, *args, **kwargs: seen.append(model.heads.entity.new_entity_bias) or function(
             model, *args, **kwargs)
 
-    monkeypatch.setattr(posterior_resolver, "posteriors", watched(sampled))
+    monkeypatch.setattr(resolver, "posteriors", watched(sampled))
     monkeypatch.setattr(posterior_resolver, "local_links", watched(scored))
     out = tmp_path / "result.json"
     assert main(["--evaluate", "--given-mentions", "pipeline", "--corpus", "sample", "--split", "test",

@@ -159,9 +159,9 @@ def test_the_pipeline_mentions_are_for_the_coref_wake(tmp_path, capsys):
 def test_the_local_coref_objective_raises_the_gold_clusters_local_conditionals():
     from generative.layers.batch import make_batch
     from inference.algorithms.refine import wake_coref_local_loss
+    from inference.algorithms.resolver import local_log_conditionals
+    from inference.algorithms.scoring import noise_free
     from inference.data import prepared_documents
-    from inference.evaluation.posterior_resolver import local_log_conditionals
-    from inference.evaluation.rerank import noise_free
     from inference.training.checkpoint import entitynlm_modules, pretrained
 
     checkpoint = noise_free(Checkpoint.load(pretrained("entitynlm.pt")))
@@ -187,8 +187,8 @@ def test_the_pipeline_margin_is_the_logistic_loss_of_the_gold_against_the_pipeli
     from inference.algorithms.config import PAPER_PROPOSAL
     from inference.algorithms.hints import hint_pipeline
     from inference.algorithms.refine import wake_coref_local_loss
+    from inference.algorithms.scoring import noise_free
     from inference.data import prepared_documents
-    from inference.evaluation.rerank import noise_free
     from inference.training.checkpoint import entitynlm_modules, pretrained
 
     checkpoint = noise_free(Checkpoint.load(pretrained("entitynlm.pt")))

@@ -70,10 +70,10 @@ from generative.layers.batch import DocumentBatch, batches_by_length, make_batch
 from inference.algorithms.config import PAPER_PROPOSAL, ProposalConfig
 from inference.algorithms.hints import corpus_hints, hint_pipeline
 from inference.algorithms.importance import ImportanceEstimate, importance_log_densities, log_importance_weights
+from inference.algorithms.resolver import local_log_conditionals
+from inference.algorithms.scoring import noise_free
 from inference.algorithms.smc import sample_structures
 from inference.data import check_extra_text, extra_text_documents, extra_text_names, prepared_documents
-from inference.evaluation.posterior_resolver import local_log_conditionals
-from inference.evaluation.rerank import noise_free
 from inference.runtime import changed_options, resolve_device, set_seed
 from inference.training.checkpoint import (
     PROPOSAL_WEIGHTS,
@@ -320,7 +320,7 @@ def local_coref_quality(model: EntityNLM, checkpoint: Checkpoint, pieces: Sequen
                         device: torch.device) -> float:
     """Mean log P(a mention's gold cluster | the other mentions' gold clusters, x) over every mention of ``pieces``:
     each mention moved to each cluster of the 30 mentions before it, or a new one, each candidate scored exactly
-    (:func:`inference.evaluation.posterior_resolver.local_log_conditionals`; ``model``'s weights in a noise-free
+    (:func:`inference.algorithms.resolver.local_log_conditionals`; ``model``'s weights in a noise-free
     copy). Exact, so the model cannot raise it by moving mass where the sampler does not look, as the sampled
     conditional of :func:`coref_quality` can; it is the conditional the resolver's local link probabilities read."""
     scorer = entitynlm_modules(noise_free(checkpoint), device)[0]

@@ -31,17 +31,17 @@ from inference.algorithms.posterior import (
     original_posteriors,
     posterior_proposal,
 )
-from inference.api.arguments import Texts, as_documents, kept_random_state, seeded
-from inference.api.reranking import Reranking, Resolver, check_rerank_options, resolver_of
-from inference.api.tables import formatted, html_table
-from inference.evaluation.posterior_resolver import (
+from inference.algorithms.resolver import (
     LINK_PIECE,
     LINK_TEMPERATURE,
     LocalLinks,
     link_rankings,
     resolve_texts,
 )
-from inference.evaluation.rerank import gold_mention_documents, noise_free, rerank_document
+from inference.algorithms.scoring import gold_mention_documents, noise_free, rerank_document
+from inference.api.arguments import Texts, as_documents, kept_random_state, seeded
+from inference.api.reranking import Reranking, Resolver, check_rerank_options, resolver_of
+from inference.api.tables import formatted, html_table
 from inference.training.checkpoint import Checkpoint, entitynlm_modules, language_model
 
 # ---- likelihoods ------------------------------------------------------------------------------------------------

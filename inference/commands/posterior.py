@@ -49,7 +49,7 @@ import math
 from collections.abc import Sequence
 
 from generative.entitynlm.model import PROPOSAL_CONTEXTS
-from inference.algorithms.config import settings_for
+from inference.algorithms.config import GIVEN_MENTIONS, settings_for
 from inference.algorithms.posterior import (
     METHODS,
     SAMPLER_METHODS,
@@ -59,6 +59,7 @@ from inference.algorithms.posterior import (
     format_analysis,
     format_evaluation,
 )
+from inference.algorithms.resolver import LINK_PIECE, LINK_TEMPERATURE, WINDOW
 from inference.checks import integer, real
 from inference.commands.cli import Parser, config_of, run_command
 from inference.commands.options import (
@@ -74,10 +75,6 @@ from inference.commands.options import (
     preset_defaults,
 )
 from inference.evaluation.posterior_resolver import (
-    GIVEN_MENTIONS,
-    LINK_PIECE,
-    LINK_TEMPERATURE,
-    WINDOW,
     analyse_on_pipeline_mentions,
     evaluate_on_pipeline_mentions,
     format_pipeline_mentions,

@@ -1,0 +1,56 @@
+"""The sampler's token step makes no more host synchronisations (and not many more operations) than recorded: each
+count is this branch's, so a change that adds a ``nonzero``, an ``item`` or a ``unique`` to the step fails here
+(benchmarks/results/step_syncs.md has the history, on the bundled model)."""
+
+from __future__ import annotations
+
+import pyro
+import pytest
+import torch
+
+from inference.algorithms.syncs import OpCounter, is_sync, step_counts
+from tests.test_hints import hinted
+from tests.test_lockstep import sample_corpus_models
+
+PARTICLES = 16
+# (syncs, ops) per token step of the sample corpus's first documents with the small random model, seed 0:
+# "default" SMC at sentence ends, the proposal alone; "settled" SMC after any token, hints at weight 0.5,
+# lookahead 0.8
+RECORDED = {"default": (10.45, 561), "settled": (13.15, 733)}
+OPS_SLACK = 1.05  # operation counts may move a little with the draws
+
+
+def sampler_options(name: str, batch) -> dict:
+    if name == "default":
+        return {"resample": "sentence"}
+    return {"resample": "token", "hints": hinted(batch, 0.5), "lookahead": 0.8}
+
+
+@pytest.mark.parametrize("name", sorted(RECORDED))
+def test_the_token_step_makes_no_more_syncs_than_recorded(name):
+    model, proposal, batch, eos = sample_corpus_models()
+    pyro.set_rng_seed(0)
+    counts = step_counts(model, proposal, batch, PARTICLES, eos, history=False, **sampler_options(name, batch))
+    print(f"{name}: {counts}")
+    syncs, ops = RECORDED[name]
+    assert counts.steps == batch.steps
+    assert counts.syncs <= syncs, counts.sync_kinds
+    assert counts.ops <= ops * OPS_SLACK
+
+
+def test_the_counter_sees_each_kind_of_sync():
+    x = torch.arange(5.0)
+    with torch.inference_mode(), OpCounter() as counter:
+        (x > 2).nonzero(as_tuple=True)
+        int(x.max())
+        bool(x.any())
+        torch.unique(x)
+        x[x > 1]
+        torch.where(x > 1, x, 0.0).sum()  # none
+    assert sum(counter.syncs["setup"].values()) == 5
+
+
+def test_a_copy_to_the_cpu_syncs_only_from_another_device():
+    func = torch.ops.aten._to_copy.default
+    assert not is_sync(func, (torch.zeros(1),), {"device": torch.device("cpu")})
+    assert is_sync(func, (torch.zeros(1, device="meta"),), {"device": torch.device("cpu")})

@@ -220,10 +220,10 @@ class EntityTracker:
     def resample(self, ancestors: torch.Tensor) -> None:
         """Particle p of document b continues the state of particle ``ancestors[p, b]`` (SMC resampling).
 
-        Only the particles whose ancestor is another one are written (with ancestors from
-        :func:`inference.algorithms.smc.survivors_in_place`, the dead ones), in place, and of the entity table only
-        the slots in use, as pointers when the sampler pools the embeddings
-        (:class:`~generative.entitynlm.state.PooledEmbeddings`): on a book that table was what resamplings moved.
+        Every particle's state is gathered from its ancestor's (:class:`~generative.entitynlm.state.Resampled`: no
+        host sync), in place, and of the entity table only the slots in use, as pointers when the sampler pools the
+        embeddings (:class:`~generative.entitynlm.state.PooledEmbeddings`): on a book that table was what
+        resamplings moved.
         """
         self._resample(Resampled.of(ancestors))
 

@@ -555,28 +555,32 @@ class ReadByRow(TorchDistribution):
 
 @dataclass(frozen=True)
 class Resampled:
-    """The particles a resampling moves: ``target`` (particle, document) indices of each particle whose ancestor
-    is another, and ``source`` those of its ancestor."""
+    """A resampling's ``ancestors`` (P, B): particle p of document b continues particle ``ancestors[p, b]``.
 
-    target: tuple[torch.Tensor, torch.Tensor]
-    source: tuple[torch.Tensor, torch.Tensor]
+    A copy gathers every particle's row from its ancestor's, a fixed-size operation with no host sync (selecting
+    the particles that move would need a ``nonzero``); with ancestors from
+    :func:`inference.algorithms.smc.survivors_in_place` the survivors copy themselves."""
+
+    ancestors: torch.Tensor
 
     @classmethod
     def of(cls, ancestors: torch.Tensor) -> Resampled:
-        """From (P, B) ancestors (one host sync: how many move)."""
-        particles = torch.arange(ancestors.shape[0], device=ancestors.device)[:, None]
-        target = (ancestors != particles).nonzero(as_tuple=True)
-        return cls(target, (ancestors[target], target[1]))
+        return cls(ancestors)
+
+    @property
+    def moved(self) -> torch.Tensor:
+        """(P, B): whether each particle's ancestor is another particle."""
+        return self.ancestors != torch.arange(self.ancestors.shape[0], device=self.ancestors.device)[:, None]
 
     def copy(self, values: torch.Tensor, columns: int | slice | None = None) -> torch.Tensor:
-        """``values`` (P, B, ...) with each moved particle's row replaced by its ancestor's (of the entries
-        ``columns`` of dimension 2 only, when given; an int n: the first n), in place (the ancestors' rows are read
-        before any is written)."""
-        if columns is None:
-            values[self.target] = values[self.source]
-        else:
+        """``values`` (P, B, ...) with each particle's row replaced by its ancestor's (of the entries ``columns`` of
+        dimension 2 only, when given; an int n: the first n), in place (every row is read before any is
+        written)."""
+        if columns is not None:
             columns = slice(0, columns) if isinstance(columns, int) else columns
-            values[(*self.target, columns)] = values[(*self.source, columns)]
+        part = values if columns is None else values[:, :, columns]
+        index = self.ancestors.view(*self.ancestors.shape, *([1] * (part.dim() - 2))).expand_as(part)
+        part.copy_(part.gather(0, index))
         return values
 
 

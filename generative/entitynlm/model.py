@@ -46,7 +46,7 @@ from coref.document import EntityAnnotation
 from generative.entitynlm.annotated import AnnotationTerms, annotation_terms
 from generative.entitynlm.copying import EntityWordCopy
 from generative.entitynlm.heads import PROPOSAL_CONTEXTS, DrawnRows, EntityHeads, EntityNLMConfig
-from generative.entitynlm.state import Annotation, Choice, EntityTable, MentionState, Resampled
+from generative.entitynlm.state import Annotation, Choice, EntityTable, MentionState, Resampled, every_row
 from generative.layers.batch import DocumentBatch
 from generative.layers.categorical import Categorical
 from generative.layers.density import LogDensity
@@ -97,13 +97,15 @@ class EntityTracker:
     ) -> None:
         self.heads = heads
         self.site = site
-        # the rows (particle and document indices) that draw E at this step: only they score and draw eq. 4
-        self.drawn_rows: tuple[torch.Tensor, torch.Tensor] | None = None
+        # the rows (particle and document indices) that read and draw eq. 4 and 5: every one, masked where no
+        # mention starts (selecting those would be a host sync); DrawnRows puts their draws in place
+        self.drawn_rows = every_row(particles, batch.size, batch.words.device)
         self.temperature = temperature  # divides the R, E, L logits: > 1 widens a proposal
         # a proposal's reshaping of its site distributions by the model (the sampler's WordLookahead), or None:
         # called with the site's kind, the step, the distribution and this tracker (its drawn rows and E)
         self.lookahead: Callable[..., dist.Categorical] | None = None
         self.entity_slot: torch.Tensor | None = None  # this step's E (a slot, -1 outside mentions), before L
+        self.mention_starts: torch.Tensor | None = None  # (P, B) where a mention starts at this step
         self.config = config
         self.batch = batch
         shape = (particles, batch.size)
@@ -141,10 +143,10 @@ class EntityTracker:
         R_dist = self._drawn_from("R", t, Categorical(logits=reads.mention_type[:, at])).expand(starts.shape)
         drawn_R = self.site("R", t, R_dist, starts, _at(gold, "R", t))
         R = torch.where(starts, drawn_R, previous.R)
-        mention_starts = starts & (R == 1)
-        # eqs. 4 and 5 on the K rows where a mention starts alone, (K, C) and (K, lengths), put in place by
-        # DrawnRows (elsewhere E and L are masked): a step reads and draws over K tables, not P x B (one host sync)
-        self.drawn_rows = rows = mention_starts.nonzero(as_tuple=True)
+        self.mention_starts = mention_starts = starts & (R == 1)
+        # eqs. 4 and 5 on every row, (P x B, C) and (P x B, lengths), put in place by DrawnRows and masked where no
+        # mention starts: a fixed-size step (selecting the rows that start one would be a host sync)
+        rows = self.drawn_rows
         E_dist = self._drawn_on_rows("E", t, lambda: Categorical(logits=self.entity_logits(t, at, rows),
                                                                  validate_args=False), entities.width, reads.entity)
         drawn_E = self.site("E", t, E_dist, mention_starts, _at(gold, "E", t))
@@ -204,10 +206,10 @@ class EntityTracker:
         word when its table keeps words, and the document cache, if any, counts it."""
         chosen, entities, previous, reads = self.chosen, self.entities, self.previous, self.reads
         in_mention = self.in_mention
-        rows = in_mention.nonzero(as_tuple=True)  # eq. 8 on the rows in a mention alone (one host sync)
-        updated = self.heads.update.applied(reads.gate[rows[1], at], reads.read[rows[1], at], chosen.entity[rows])
-        entities.mention_rows(rows, chosen.E[rows], updated, chosen.t, chosen.sentence[rows],
-                              self.batch.words[:, chosen.t])
+        # eq. 8 on every row, written where a mention is (selecting those rows would be a host sync)
+        updated = self.heads.update.applied(reads.gate[:, at], reads.read[:, at], chosen.entity)
+        entities.mention(in_mention, chosen.E, updated, chosen.t, chosen.sentence,
+                         self.batch.words[:, chosen.t].expand_as(chosen.E))
         if self.cache is not None:
             self.cache.add(self.batch.words[:, chosen.t], self.batch.mask[:, chosen.t])
         created = in_mention & (chosen.E == entities.count)
@@ -266,18 +268,14 @@ class EntityTracker:
     def _offer_candidate(self, t: int, needed: torch.Tensor) -> None:
         """Place a fresh new-entity embedding u = normalise(r_1 + sigma eps) (eq. 7) where the last one was used.
 
-        A step where no row needs one (most steps: a candidate waits until a mention makes it an entity) has no
-        noise site at all, rather than one masked out everywhere, and where some do, the noise is drawn for their
-        rows alone (:class:`DrawnRows`; one host sync; model and proposal agree, as their R, E, L do)."""
-        rows = needed.nonzero(as_tuple=True)
-        if not len(rows[0]):
-            return
-        prototype = self.heads.mention_type.entity_prototype.expand(len(rows[0]), -1)
+        The noise site is drawn for every row at every step, masked where none is needed (a candidate waits until
+        a mention makes it an entity), and the candidate written where one is: no host sync selects the rows."""
+        prototype = self.heads.mention_type.entity_prototype.expand(*needed.shape, -1)
         if self.config.new_entity_scale > 0:
-            noise_dist = DrawnRows(dist.Normal(torch.zeros_like(prototype), 1.0).to_event(1), rows, needed.shape)
+            noise_dist = dist.Normal(torch.zeros_like(prototype), 1.0).to_event(1)
             noise = self.site(NEW_ENTITY_SITE, t, noise_dist, needed, None)
-            prototype = prototype + self.config.new_entity_scale * noise[rows]
-        self.entities.write_rows(rows, self.entities.count[rows], F.normalize(prototype, dim=-1))
+            prototype = prototype + self.config.new_entity_scale * noise
+        self.entities.write(needed, self.entities.count, F.normalize(prototype, dim=-1))
 
 
 @dataclasses.dataclass

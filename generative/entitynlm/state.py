@@ -18,9 +18,6 @@ Distance = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], to
 """Eq. 4's distance term ``distance(sentence, last_position, last_sentence, known)`` of entities last seen at a
 position and sentence, in a current sentence, known or not (broadcast): the entity head's, at one step."""
 GROWTH_INTERVAL = 32  # the entity table is resized at most once per this many steps (one host sync)
-# eq. 4 scores the pooled vectors the rows point at alone when the pool holds more than 1/16 as many vectors as
-# the rows read pointers (finding them costs about 1/16 of scoring one), else the whole pool
-SUBSET_SCORING = 16
 REMEMBERED_READ = 1 << 22  # remembered words a dense table reads at once for the lookahead (32 MB of indices)
 
 
@@ -107,28 +104,10 @@ class EntityTable:
         """The words (P, B, M) remembered by the entity in ``slot`` (P, B) of each (particle, document)."""
         return self.embeddings.words_at(slot)
 
-    def words_after(self, rows: tuple[torch.Tensor, torch.Tensor], slot: torch.Tensor, words: torch.Tensor
-                    ) -> torch.Tensor | None:
-        """What the entity in ``slot`` (K,) of the K ``rows`` remembers once its mention token is read, each
-        document's word at this step in ``words`` (B,): its last M - 1 words and this one, (K, M) (None: no
-        memory, and no word is read)."""
-        if not self.embeddings.memory:
-            return None
-        return remembering(self.embeddings.words_at_rows(rows, slot), words[rows[1]])
-
-    def write_rows(self, rows: tuple[torch.Tensor, torch.Tensor], slot: torch.Tensor, embedding: torch.Tensor
-                   ) -> None:
-        """Put ``embedding`` (K, D) into ``slot`` (K,) of the K (particle, document) ``rows`` (a new-entity
-        candidate: not a mention, so where it was last seen is not written)."""
-        self.embeddings.put_rows(rows, slot, embedding)
-
-    def mention_rows(self, rows: tuple[torch.Tensor, torch.Tensor], slot: torch.Tensor, embedding: torch.Tensor,
-                     position: int, sentence: torch.Tensor, words: torch.Tensor) -> None:
-        """:meth:`mention` of the K (particle, document) ``rows`` alone: ``slot`` (K,) mentioned at step
-        ``position`` in ``sentence`` (K,), its updated ``embedding`` (K, D); ``words`` (B,) each document's word at
-        this step."""
-        self.embeddings.put_rows(rows, slot, embedding, (torch.full_like(sentence, position), sentence),
-                                 self.words_after(rows, slot, words))
+    def write(self, where: torch.Tensor, slot: torch.Tensor, embedding: torch.Tensor) -> None:
+        """Put ``embedding`` (P, B, D) into ``slot`` (P, B) where ``where`` (P, B) holds (a new-entity candidate: not
+        a mention, so where it was last seen is not written, and it remembers no words)."""
+        self.embeddings.put(where, slot, embedding)
 
     def mention(self, where: torch.Tensor, slot: torch.Tensor, embedding: torch.Tensor, position: int | torch.Tensor,
                 sentence: torch.Tensor, word: torch.Tensor) -> None:
@@ -219,12 +198,14 @@ class DenseEmbeddings:
         return DistinctContexts(values, rows[1][:, None].expand_as(slots).flatten(), index, words)
 
     def put(self, where: torch.Tensor, slot: torch.Tensor, rows: torch.Tensor,
-            seen: tuple[torch.Tensor, torch.Tensor], words: torch.Tensor | None = None) -> None:
+            seen: tuple[torch.Tensor, torch.Tensor] | None = None, words: torch.Tensor | None = None) -> None:
         """Put ``rows`` (P, B, D) into ``slot`` (P, B) where ``where`` (P, B) holds, last seen at ``seen`` (the
-        position and sentence, (P, B) each), remembering ``words`` (P, B, M; None: none)."""
+        position and sentence, (P, B) each; None: not a mention, where it was last seen is kept), remembering
+        ``words`` (P, B, M; None: none)."""
         self.values = _put(self.values, where, slot, rows)
-        self.last_position = _put(self.last_position, where, slot, seen[0].to(self.last_position))
-        self.last_sentence = _put(self.last_sentence, where, slot, seen[1].to(self.last_sentence))
+        if seen is not None:
+            self.last_position = _put(self.last_position, where, slot, seen[0].to(self.last_position))
+            self.last_sentence = _put(self.last_sentence, where, slot, seen[1].to(self.last_sentence))
         if self.memory:
             self.words = _put(self.words, where, slot, torch.full_like(self.words[:, :, 0], -1) if words is None
                               else words)
@@ -309,26 +290,16 @@ class PooledEmbeddings:
         """Eq. 4's scores, each computed once per pooled vector (its bilinear score against its document's W h,
         and its distance term: a vector written by a mention is a known entity's, one written without is a
         new-entity candidate's, and row 0 an unavailable slot's, so ``count`` is not read), then read through the
-        rows' pointers. The whole pool is scored by one product unless it is large against the pointers read
-        (a few rows): then only the vectors they point at, found by marking them in the pool."""
+        rows' pointers. The whole pool in use is scored by one product: selecting the vectors the rows point at
+        would need a host sync (how many)."""
         pointers = self.row_pointers(rows)[:, :width]  # (K, width)
-        if not len(pointers):  # no mention starts at this step
+        if not len(pointers):  # no row draws (K is known on the host)
             return projected.new_zeros(pointers.shape)
         used = self.used
-        vectors = None  # the whole pool, unless it is large against the pointers: then the vectors pointed at
-        if SUBSET_SCORING * used > pointers.numel():
-            marked = torch.zeros(used, dtype=torch.bool, device=pointers.device)
-            vectors = marked.index_fill_(0, pointers.reshape(-1), True).nonzero()[:, 0]  # one host sync
-
-        def pooled(values: torch.Tensor) -> torch.Tensor:
-            return values[:used] if vectors is None else _read(values, vectors)
-
-        document = pooled(self.document)
-        bilinear = (pooled(self.pool) @ projected.T).gather(1, document[:, None])[:, 0]
-        scores = bilinear + distance(sentence[document], pooled(self.position), pooled(self.sentence),
-                                     pooled(self.mentioned))
-        if vectors is not None:
-            scores = scores.new_zeros(used).index_copy_(0, vectors, scores)
+        document = self.document[:used]
+        bilinear = torch.einsum("ud,ud->u", self.pool[:used], _read(projected, document))  # against its document's
+        scores = bilinear + distance(sentence[document], self.position[:used], self.sentence[:used],
+                                     self.mentioned[:used])
         return _read(scores, pointers)
 
     def row_pointers(self, rows: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
@@ -403,10 +374,20 @@ class PooledEmbeddings:
         return _read(self.pool, pointer)
 
     def put(self, where: torch.Tensor, slot: torch.Tensor, rows: torch.Tensor,
-            seen: tuple[torch.Tensor, torch.Tensor], words: torch.Tensor | None = None) -> None:
-        written = where.nonzero(as_tuple=True)
-        self.put_rows(written, slot[written], rows[written], (seen[0][written], seen[1][written]),
-                      None if words is None else words[written])
+            seen: tuple[torch.Tensor, torch.Tensor] | None = None, words: torch.Tensor | None = None) -> None:
+        """As :meth:`DenseEmbeddings.put`: every (particle, document)'s vector is appended to the pool (a fixed
+        size, so no host sync selects the rows written) and ``slot`` points at it where ``where`` holds; the
+        others are dropped with the next vectors no slot points at (:meth:`_drop_unused`)."""
+        count = where.numel()
+        if self.used + count > self.pool.shape[0]:
+            self._drop_unused(count)  # first: it renumbers the pointers
+        slot = slot.clamp(min=0)[..., None]  # (a slot -1 where nothing is written keeps slot 0's pointer)
+        kept = self.pointer.gather(-1, slot)  # what a slot not written keeps
+        self.put_rows(every_row(*where.shape, where.device), slot.flatten(), rows.flatten(0, 1),
+                      None if seen is None else (seen[0].flatten(), seen[1].flatten()),
+                      None if words is None else words.flatten(0, 1))
+        appended = torch.arange(self.used - count, self.used, device=where.device).view_as(kept)
+        self.pointer.scatter_(-1, slot, torch.where(where[..., None], appended, kept))
 
     def put_rows(self, rows: tuple[torch.Tensor, torch.Tensor], slot: torch.Tensor, vectors: torch.Tensor,
                  seen: tuple[torch.Tensor, torch.Tensor] | None = None, words: torch.Tensor | None = None) -> None:
@@ -458,6 +439,13 @@ def blocked_shares(table: DenseEmbeddings, rows: tuple[torch.Tensor, torch.Tenso
         held = (remembered >= 0).sum(-1)
         shares.append((remembered == word[:, None, None]).sum(-1) / held.clamp(min=1))
     return torch.cat(shares, -1)  # width >= 1: eq. 4 always offers a new entity
+
+
+def every_row(particles: int, documents: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The (particle, document) indices of every row of a (P, B) batch, particle-major (as ``flatten`` orders
+    them)."""
+    return (torch.arange(particles, device=device).repeat_interleave(documents, output_size=particles * documents),
+            torch.arange(documents, device=device).repeat(particles))
 
 
 def _read(values: torch.Tensor, index: torch.Tensor) -> torch.Tensor:

@@ -76,24 +76,18 @@ def test_pooled_embeddings_read_what_dense_ones_hold_through_writes_resamplings_
         assert torch.equal(pooled.words[pooled.pointer[..., :width]], dense.words[..., :width, :])
     slot = torch.randint(0, width, (particles, documents), generator=generator)
     assert torch.equal(pooled.at(slot), dense.at(slot))
-    # e_current's slot (-1: none yet, a zero vector), each distinct pooled vector of a document once
+    # e_current's slot (-1: none yet, a zero vector), one row each, read with its words where the flag holds
     slot = torch.randint(-1, width, (particles, documents), generator=generator)
-    slot[:3] = slot[0]  # particles sharing a context, as the descendants of one ancestor do
-    distinct = pooled.distinct(slot)
-    assert torch.equal(distinct.dense(), dense.distinct(slot).dense())
-    assert torch.equal(dense.distinct(slot).dense()[slot < 0], torch.zeros(int((slot < 0).sum()), size))
-    # read with the words remembered where the flag holds: a pointer read with and without them is two rows
+    expected = torch.where((slot >= 0)[..., None], dense.at(slot), 0.0)
     flag = torch.rand(particles, documents, generator=generator) < 0.5
     for storage in (pooled, dense):
-        read = storage.distinct(slot, flag)
+        table = EntityTable(storage, torch.zeros((particles, documents), dtype=torch.long), width)
+        assert torch.equal(table.distinct(slot).dense(), expected)
+        read = table.distinct(slot, flag)
         words = read.words.gather(0, read.index[..., None].expand(-1, -1, memory))
-        assert torch.equal(read.dense(), dense.distinct(slot).dense())
+        assert torch.equal(read.dense(), expected)
         assert torch.equal(words, torch.where(flag[..., None], dense.words_at(slot), -1))
     assert torch.equal(dense.words_at(slot)[slot < 0], torch.full((int((slot < 0).sum()), memory), -1))
-    assert distinct.values.shape[0] <= particles - 2
-    for document in range(documents):
-        used = distinct.index[:, document].unique()
-        assert len(distinct.values[used, document].unique(dim=0)) == len(used)
     projected = torch.randn(documents, size, generator=generator)  # eq. 4's W h of each document
     sentence = torch.tensor([30, 45])  # each document's sentence now
     rows = (torch.tensor([0, 3, 5]), torch.tensor([1, 0, 1]))

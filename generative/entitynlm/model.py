@@ -147,14 +147,12 @@ class EntityTracker:
         # eqs. 4 and 5 on every row, (P x B, C) and (P x B, lengths), put in place by DrawnRows and masked where no
         # mention starts: a fixed-size step (selecting the rows that start one would be a host sync)
         rows = self.drawn_rows
-        E_dist = self._drawn_on_rows("E", t, lambda: Categorical(logits=self.entity_logits(t, at, rows),
-                                                                 validate_args=False), entities.width, reads.entity)
+        E_dist = self._drawn_on_rows("E", t, Categorical(logits=self.entity_logits(t, at, rows), validate_args=False))
         drawn_E = self.site("E", t, E_dist, mention_starts, _at(gold, "E", t))
         E = torch.where(mention_starts, drawn_E, torch.where(R == 1, previous.E, -torch.ones_like(drawn_E)))
         self.entity_slot = E
         entity = entities.gather(E)  # e_{E_t, t-1}, or the candidate for a new entity
-        L_dist = self._drawn_on_rows("L", t, lambda: heads.length.choice(reads.length[rows[1], at], entity[rows]),
-                                     self.config.max_mention_length, reads.length)
+        L_dist = self._drawn_on_rows("L", t, heads.length.choice(reads.length[rows[1], at], entity[rows]))
         drawn_L = self.site("L", t, L_dist, mention_starts, _at(gold, "L", t))
         L = torch.where(mention_starts, drawn_L + 1, torch.where(starts, torch.ones_like(drawn_L), previous.L - 1))
         self.chosen = Choice(t, valid, sentence, R, E, L, entity)
@@ -237,18 +235,10 @@ class EntityTracker:
                                                                          previous.needs_candidate)))
         self.current_slot = moved.copy(self.current_slot)
 
-    def _drawn_on_rows(self, kind: str, t: int, head: Callable[[], dist.Categorical], size: int,
-                       like: torch.Tensor) -> DrawnRows:
-        """Site ``kind`` (E or L) of step t on the rows that draw it (:attr:`drawn_rows`): ``head()``'s categorical
-        over ``size`` values, as :meth:`_drawn_from` reshapes it, put in place. A step where no row draws (no
-        mention starts: about one step in five at 100 particles) computes no head: its site draws nothing and
-        scores 0 either way, so the values and densities are the same."""
-        rows = self.drawn_rows
-        if len(rows[0]):
-            drawn = self._drawn_from(kind, t, head())
-        else:  # no validation: it refuses K = 0 rows
-            drawn = Categorical(logits=like.new_zeros((0, size)), validate_args=False)
-        return DrawnRows(drawn, rows, self.previous.R.shape)
+    def _drawn_on_rows(self, kind: str, t: int, categorical: dist.Categorical) -> DrawnRows:
+        """Site ``kind`` (E or L) of step t on the rows that draw it (:attr:`drawn_rows`): the head's
+        ``categorical``, as :meth:`_drawn_from` reshapes it, put in place."""
+        return DrawnRows(self._drawn_from(kind, t, categorical), self.drawn_rows, self.previous.R.shape)
 
     def _drawn_from(self, kind: str, t: int, categorical: dist.Categorical) -> dist.Categorical:
         """The distribution site ``kind`` of step t draws from: :meth:`_proposed`, reshaped by the lookahead if any."""

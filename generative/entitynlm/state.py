@@ -294,8 +294,6 @@ class PooledEmbeddings:
         rows' pointers. The whole pool in use is scored by one product: selecting the vectors the rows point at
         would need a host sync (how many)."""
         pointers = self.row_pointers(rows)[:, :width]  # (K, width)
-        if not len(pointers):  # no row draws (K is known on the host)
-            return projected.new_zeros(pointers.shape)
         used = self.used
         document = self.document[:used]
         bilinear = torch.einsum("ud,ud->u", self.pool[:used], _read(projected, document))  # against its document's

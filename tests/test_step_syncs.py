@@ -9,6 +9,9 @@ import pytest
 import torch
 
 from generative.entitynlm import state
+from generative.entitynlm.hints import hinted_tracker
+from generative.entitynlm.lookahead import WordLookahead
+from inference.algorithms.smc import ModelSites, ProposalSites, systematic_resampling
 from inference.algorithms.syncs import OpCounter, is_sync, step_counts
 from tests.test_hints import hinted
 from tests.test_lockstep import sample_corpus_models
@@ -66,3 +69,45 @@ def test_a_copy_to_the_cpu_syncs_only_from_another_device():
     func = torch.ops.aten._to_copy.default
     assert not is_sync(func, (torch.zeros(1),), {"device": torch.device("cpu")})
     assert is_sync(func, (torch.zeros(1, device="meta"),), {"device": torch.device("cpu")})
+
+
+def test_the_settled_step_compiles_whole(monkeypatch):
+    """The settled sampler's token step (proposal with hints and lookahead, model, weights, a resampling of every
+    particle) in its fixed-size form is one graph for ``torch.compile(fullgraph=True)``: nothing in it is read
+    back to Python. Compiled, it draws and weighs what it does eagerly from the same random state."""
+    monkeypatch.setattr(state, "DEDUPLICATED_ON", ())
+    model, proposal, batch, eos = sample_corpus_models()
+
+    def prepared():
+        with torch.inference_mode():
+            proposed = ProposalSites()
+            scored = ModelSites(proposed)
+            model_states, proposal_states = model.encoder(batch), proposal.encoder(batch)
+            model_tracker = model.tracker(batch, PARTICLES, model_states, site=scored)
+            proposal_tracker = hinted_tracker(proposal, batch, PARTICLES, proposal_states, proposed,
+                                              hinted(batch, 0.5))
+            proposal_tracker.lookahead = WordLookahead(model, model_tracker, model_states, batch, 0.8)
+
+        def step(t: int) -> torch.Tensor:
+            proposed.start()
+            scored.start()
+            proposal.step(t, proposal_tracker)
+            model.step(t, batch, model_states, model_tracker)
+            log_weights = scored.joint - proposed.total
+            ancestors = systematic_resampling(log_weights)
+            for tracker in (model_tracker, proposal_tracker):
+                tracker.resample(ancestors)
+            return log_weights.gather(0, ancestors)
+
+        return step
+
+    results = []
+    for compiled in (False, True):
+        step = prepared()
+        pyro.set_rng_seed(0)
+        with torch.inference_mode(), pyro.validation_enabled(False):
+            for t in range(3):  # a few entities, and step 3 is no growth check
+                step(t)
+            results.append((torch.compile(step, fullgraph=True, backend="eager") if compiled else step)(3))
+    assert torch.isfinite(results[0]).all()
+    assert torch.equal(results[0], results[1])

@@ -4,7 +4,7 @@ The bundled model on the first two documents of the embedded sample corpus's tes
 particles, one thread: the default sampler (SMC at sentence ends, the proposal alone) and the settled one (SMC
 after any token, the pipeline's hints at weight 0.5 / temperature 4, lookahead 0.8). Counts come from
 :func:`inference.algorithms.syncs.step_counts`, times from separate runs without the counter (the best of
-``--repeats``). Prints one JSON line per sampler.
+``--repeats``); ``--fixed-size`` measures on the CPU the form other devices run. Prints one JSON line per sampler.
 
     MALLOC_MMAP_THRESHOLD_=1000000000 MALLOC_TRIM_THRESHOLD_=1000000000 python benchmarks/step_syncs.py
 """
@@ -21,6 +21,7 @@ import torch
 from coref.corpora.preprocess import EOS
 from coref.corpora.registry import load_corpus
 from coref.resolution.pipeline import bundled_pipeline
+from generative.entitynlm import state
 from generative.layers.batch import make_batch
 from inference.algorithms.hints import HintSettings, batch_hints, document_hints
 from inference.algorithms.smc import sample_structures
@@ -63,6 +64,7 @@ def measure(arguments: tuple, options: dict, repeats: int, seed: int) -> dict:
         times.append(time.perf_counter() - start)
     return {"steps": counts.steps, "ops_per_step": round(counts.ops, 1), "syncs_per_step": round(counts.syncs, 3),
             "sync_kinds": {name: round(value, 3) for name, value in counts.sync_kinds.items()},
+            "steps_with_syncs": len(counts.sync_steps),
             "setup_syncs": counts.setup_syncs, "end_syncs": counts.end_syncs,
             "ms_per_step": round(1000 * min(times) / counts.steps, 3),
             "log_marginal": [round(value, 3) for value in sampled.log_marginal.tolist()]}
@@ -75,7 +77,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", choices=("default", "settled"), help="measure one sampler only")
+    parser.add_argument("--fixed-size", action="store_true",
+                        help="the step's fixed-size form, as off the CPU (state.CHEAP_SYNC_DEVICES emptied)")
     args = parser.parse_args()
+    if args.fixed_size:
+        state.CHEAP_SYNC_DEVICES = ()
     torch.set_num_threads(1)
     torch.set_flush_denormal(True)
     for name, (arguments, options) in samplers(args.particles, args.documents).items():

@@ -55,7 +55,8 @@ def is_sync(func: torch._ops.OpOverload, args: tuple, kwargs: dict) -> bool:
 
 class OpCounter(TorchDispatchMode):
     """Counts the aten operations (``ops``) and the synchronising ones among them (``syncs``, by name) of the
-    region it is entered for, split into the sampler's ``setup``, token ``steps`` and ``end`` (:meth:`region`)."""
+    region it is entered for, split into the sampler's ``setup``, token ``steps`` and ``end`` (:meth:`region`), and
+    the syncs of each token step (``syncs_at``, by step)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -63,6 +64,7 @@ class OpCounter(TorchDispatchMode):
         self.ops: Counter[str] = Counter()  # by region
         self.syncs: dict[str, Counter[str]] = {region: Counter() for region in REGIONS}  # by region, then name
         self.steps = 0
+        self.syncs_at: Counter[int] = Counter()
 
     def region(self, name: str) -> None:
         """Count what follows into region ``name`` (one of :data:`REGIONS`)."""
@@ -73,6 +75,8 @@ class OpCounter(TorchDispatchMode):
         self.ops[self.current] += 1
         if is_sync(func, args, kwargs):
             self.syncs[self.current][func.overloadpacket.__name__] += 1
+            if self.current == "steps":
+                self.syncs_at[self.steps - 1] += 1
         return func(*args, **kwargs)
 
     def counted_steps(self, steps: Iterable[int]) -> Iterator[int]:
@@ -87,12 +91,14 @@ class OpCounter(TorchDispatchMode):
 @dataclass(frozen=True)
 class StepCounts:
     """Per token step of the sampler's loop: aten operations ``ops`` and host synchronisations ``syncs`` (and by
-    name ``sync_kinds``); ``setup_syncs`` and ``end_syncs`` those before and after the loop, in all."""
+    name ``sync_kinds``), and the steps that make any (``sync_steps``); ``setup_syncs`` and ``end_syncs`` those
+    before and after the loop, in all."""
 
     steps: int
     ops: float
     syncs: float
     sync_kinds: dict[str, float]
+    sync_steps: tuple[int, ...]
     setup_syncs: int
     end_syncs: int
 
@@ -111,5 +117,5 @@ def step_counts(*args, **kwargs) -> StepCounts:
     steps = max(counter.steps, 1)
     kinds = counter.syncs["steps"]
     return StepCounts(counter.steps, counter.ops["steps"] / steps, sum(kinds.values()) / steps,
-                      {name: count / steps for name, count in sorted(kinds.items())},
+                      {name: count / steps for name, count in sorted(kinds.items())}, tuple(sorted(counter.syncs_at)),
                       sum(counter.syncs["setup"].values()), sum(counter.syncs["end"].values()))

@@ -45,7 +45,7 @@ from torch import nn
 from coref.document import EntityAnnotation
 from generative.entitynlm.annotated import AnnotationTerms, annotation_terms
 from generative.entitynlm.copying import EntityWordCopy
-from generative.entitynlm.heads import PROPOSAL_CONTEXTS, DrawnRows, EntityHeads, EntityNLMConfig
+from generative.entitynlm.heads import PROPOSAL_CONTEXTS, DrawnRows, EntityHeads, EntityNLMConfig, StandardNormal
 from generative.entitynlm.state import Annotation, Choice, EntityTable, MentionState, Resampled, every_row
 from generative.layers.batch import DocumentBatch
 from generative.layers.categorical import Categorical
@@ -262,7 +262,7 @@ class EntityTracker:
         a mention makes it an entity), and the candidate written where one is: no host sync selects the rows."""
         prototype = self.heads.mention_type.entity_prototype.expand(*needed.shape, -1)
         if self.config.new_entity_scale > 0:
-            noise_dist = dist.Normal(torch.zeros_like(prototype), 1.0).to_event(1)
+            noise_dist = StandardNormal(prototype.shape, prototype)
             noise = self.site(NEW_ENTITY_SITE, t, noise_dist, needed, None)
             prototype = prototype + self.config.new_entity_scale * noise
         self.entities.write(needed, self.entities.count, F.normalize(prototype, dim=-1))

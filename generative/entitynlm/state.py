@@ -18,10 +18,9 @@ Distance = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], to
 """Eq. 4's distance term ``distance(sentence, last_position, last_sentence, known)`` of entities last seen at a
 position and sentence, in a current sentence, known or not (broadcast): the entity head's, at one step."""
 GROWTH_INTERVAL = 32  # the entity table is resized at most once per this many steps (one host sync)
-# device types where a host sync costs nothing (the host is the device): there the sampler keeps the forms that
-# read a size back but do less arithmetic (the lookahead's contexts deduplicated, PooledEmbeddings.distinct_at_rows;
-# the pool cleaned up when full, PooledEmbeddings.make_room); elsewhere the fixed-size forms, whose steps make no
-# host sync between two growth checks (EntityTable.reserve)
+# device types where a host sync costs nothing (the host is the device): there the lookahead deduplicates its
+# contexts, which reads a size back but does less arithmetic (PooledEmbeddings.distinct_at_rows); elsewhere it takes
+# the fixed-size form, and a step makes no host sync between two growth checks (EntityTable.reserve)
 CHEAP_SYNC_DEVICES = ("cpu",)
 REMEMBERED_READ = 1 << 22  # remembered words a dense table reads at once for the lookahead (32 MB of indices)
 WRITES_PER_STEP = 2  # the writes a tracker's step makes to each row's table: a new-entity candidate and a mention
@@ -286,11 +285,8 @@ class PooledEmbeddings:
 
     def make_room(self, writes: int) -> None:
         """Room in the pool for ``writes`` more vectors, dropping the ones no slot points at now if it has less
-        (a host sync: how many are kept), so that no write before the next such call must. Not on a device of
-        :data:`CHEAP_SYNC_DEVICES`: there the pool is cleaned up when full (:meth:`put_rows`), so it holds fewer
-        vectors that no slot points at, and eq. 4 scores fewer (the default sampler's step took 4.4 ms on the
-        CPU that way, 5.8 with the room made every GROWTH_INTERVAL steps)."""
-        if self.pointer.device.type not in CHEAP_SYNC_DEVICES and self.used + writes > self.pool.shape[0]:
+        (a host sync: how many are kept), so that no write before the next such call must."""
+        if self.used + writes > self.pool.shape[0]:
             self._drop_unused(writes)
 
     def table(self, width: int) -> torch.Tensor:

@@ -12,7 +12,6 @@ import pyro.distributions as dist
 import pytest
 import torch
 
-from generative.entitynlm import state
 from generative.entitynlm.heads import EntityHead
 from generative.entitynlm.hints import CorefHints
 from generative.entitynlm.state import (
@@ -28,7 +27,7 @@ from tests.test_entitynlm import tiny_models
 from tests.test_lockstep import tiny_sentences_batch
 
 
-def test_pooled_embeddings_read_what_dense_ones_hold_through_writes_resamplings_and_clean_ups(monkeypatch):
+def test_pooled_embeddings_read_what_dense_ones_hold_through_writes_resamplings_and_clean_ups():
     generator = torch.Generator().manual_seed(0)
     particles, documents, width, size, memory = 6, 2, 5, 3, 2
     dense = DenseEmbeddings(torch.zeros(particles, documents, width, size), memory)
@@ -77,38 +76,30 @@ def test_pooled_embeddings_read_what_dense_ones_hold_through_writes_resamplings_
         assert torch.equal(pooled.words[pooled.pointer[..., :width]], dense.words[..., :width, :])
     slot = torch.randint(0, width, (particles, documents), generator=generator)
     assert torch.equal(pooled.at(slot), dense.at(slot))
-    # e_current's slot (-1: none yet, a zero vector), each distinct pooled vector of a document once
+    # e_current's slot (-1: none yet, a zero vector), one row each, read with its words where the flag holds
     slot = torch.randint(-1, width, (particles, documents), generator=generator)
-    slot[:3] = slot[0]  # particles sharing a context, as the descendants of one ancestor do
-    distinct = pooled.distinct(slot)
-    assert torch.equal(distinct.dense(), dense.distinct(slot).dense())
-    assert torch.equal(dense.distinct(slot).dense()[slot < 0], torch.zeros(int((slot < 0).sum()), size))
-    # read with the words remembered where the flag holds: a pointer read with and without them is two rows
+    expected = torch.where((slot >= 0)[..., None], dense.at(slot), 0.0)
     flag = torch.rand(particles, documents, generator=generator) < 0.5
     for storage in (pooled, dense):
-        read = storage.distinct(slot, flag)
+        table = EntityTable(storage, torch.zeros((particles, documents), dtype=torch.long), width)
+        assert torch.equal(table.distinct(slot).dense(), expected)
+        read = table.distinct(slot, flag)
         words = read.words.gather(0, read.index[..., None].expand(-1, -1, memory))
-        assert torch.equal(read.dense(), dense.distinct(slot).dense())
+        assert torch.equal(read.dense(), expected)
         assert torch.equal(words, torch.where(flag[..., None], dense.words_at(slot), -1))
     assert torch.equal(dense.words_at(slot)[slot < 0], torch.full((int((slot < 0).sum()), memory), -1))
-    assert distinct.values.shape[0] <= particles - 2
-    for document in range(documents):
-        used = distinct.index[:, document].unique()
-        assert len(distinct.values[used, document].unique(dim=0)) == len(used)
     projected = torch.randn(documents, size, generator=generator)  # eq. 4's W h of each document
     sentence = torch.tensor([30, 45])  # each document's sentence now
     rows = (torch.tensor([0, 3, 5]), torch.tensor([1, 0, 1]))
-    for share in (0, 10**9):  # the whole pool scored; the vectors pointed at scored alone
-        monkeypatch.setattr(state, "SUBSET_SCORING", share)
-        for form in ("paper", "reference"):  # eq. 4 with each distance term, per pooled vector or per slot
-            head = EntityHead(size, form)
-            torch.nn.init.normal_(head.distance_weights, generator=generator)
-            distance = partial(head.distance_term, 400)
-            # by hand from the dense table, an entity known where a mention wrote its slot (the test's record):
-            # the dense table reads it from the count, which these random writes do not keep
-            expected = torch.einsum("kcd,kd->kc", dense.table(width)[rows], projected[rows[1]]) + distance(
-                sentence[rows[1]][:, None], *(seen[rows] for seen in dense.last_seen(width)), mentioned[rows])
-            torch.testing.assert_close(pooled.scored_rows(rows, width, projected, sentence, distance, None), expected)
+    for form in ("paper", "reference"):  # eq. 4 with each distance term, per pooled vector or per slot
+        head = EntityHead(size, form)
+        torch.nn.init.normal_(head.distance_weights, generator=generator)
+        distance = partial(head.distance_term, 400)
+        # by hand from the dense table, an entity known where a mention wrote its slot (the test's record):
+        # the dense table reads it from the count, which these random writes do not keep
+        expected = torch.einsum("kcd,kd->kc", dense.table(width)[rows], projected[rows[1]]) + distance(
+            sentence[rows[1]][:, None], *(seen[rows] for seen in dense.last_seen(width)), mentioned[rows])
+        torch.testing.assert_close(pooled.scored_rows(rows, width, projected, sentence, distance, None), expected)
     slots = torch.randint(0, width, (3, 4), generator=generator)
     assert torch.equal(pooled.at_rows(rows, slots), dense.at_rows(rows, slots))
     assert torch.equal(pooled.words_at_rows(rows, slots), dense.words_at_rows(rows, slots))

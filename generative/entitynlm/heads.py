@@ -7,6 +7,7 @@ known-annotation path (:mod:`generative.entitynlm.annotated`) reads the same hea
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import partial
 
@@ -113,11 +114,10 @@ class EntityHead(nn.Module):
         categorical (eq. 4's logits, unavailable slots made impossible).
 
         ``rows`` ((particle, document) indices, K of them), when given, are the pairs whose E is drawn at this
-        step (a mention starts there; ``position`` is then a step): only their entity tables are scored, and the
-        categorical is theirs alone, (K, C) (:class:`DrawnRows` puts its draws in place). A book's step then reads
-        and draws over the tables of the few particles that start a mention, not all of them; with the sampler's
-        pooled table each entity vector in use is scored once, with its distance term, however many particles
-        share it (:meth:`~generative.entitynlm.state.PooledEmbeddings.scored_rows`).
+        step (``position`` is then a step; the tracker passes every pair, masked where no mention starts): their
+        entity tables are scored, and the categorical is theirs, (K, C) (:class:`DrawnRows` puts its draws in
+        place); with the sampler's pooled table each entity vector in use is scored once, with its distance term,
+        however many particles share it (:meth:`~generative.entitynlm.state.PooledEmbeddings.scored_rows`).
         """
         return self.choice(self.bilinear(h), entities, position, sentence, rows)
 
@@ -138,7 +138,7 @@ class EntityHead(nn.Module):
             raise TypeError("the rows that draw E are scored at one step of every document: position is an int")
         # sentence[0]: each document's sentence, the same for all its particles
         scores = entities.scored_rows(rows, projected, sentence[0], partial(self.distance_term, position))
-        # K may be 0, which validation refuses
+        # no validation: its checks cost several small ops a step
         return Categorical(logits=self.logits(scores, entities.slots(), entities.count[rows][:, None]),
                            validate_args=False)
 
@@ -184,22 +184,35 @@ class DrawnRows(TorchDistribution):
     def sample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:
         if sample_shape:
             raise ValueError("DrawnRows draws one value per row")
-        shape = self.batch_shape + self.event_shape
-        if not self.rows[0].numel():  # the index's size is known on the host: no sync
-            dtype = torch.long if self.drawn.support.is_discrete else torch.get_default_dtype()
-            return torch.zeros(shape, dtype=dtype, device=self.rows[0].device)
         drawn = self.drawn.sample()
-        value = drawn.new_zeros(shape)
+        value = drawn.new_zeros(self.batch_shape + self.event_shape)
         value[self.rows] = drawn
         return value
 
     def log_prob(self, value: torch.Tensor) -> torch.Tensor:
-        if not self.rows[0].numel():
-            return torch.zeros(self.batch_shape, device=self.rows[0].device)
         drawn = self.drawn.log_prob(value.expand(self.batch_shape + self.event_shape)[self.rows])
         result = drawn.new_zeros(self.batch_shape)
         result[self.rows] = drawn
         return result
+
+
+class StandardNormal(TorchDistribution):
+    """N(0, I) of vectors (the last dimension of ``shape``), a batch of the rest: eq. 7's noise, drawn at every row
+    at every step. ``Normal(0, 1).to_event(1)`` is the same density, but recomputes log(scale) over the whole
+    batch at each log_prob (half the noise site's time at 100 particles); this reads the values alone."""
+
+    arg_constraints: dict = {}
+    support = constraints.independent(constraints.real, 1)
+
+    def __init__(self, shape: torch.Size, like: torch.Tensor) -> None:
+        self.like = like  # the dtype and device of a draw
+        super().__init__(torch.Size(shape[:-1]), torch.Size(shape[-1:]), validate_args=False)
+
+    def sample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:
+        return torch.randn(self._extended_shape(sample_shape), dtype=self.like.dtype, device=self.like.device)
+
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        return -0.5 * (value * value).sum(-1) - 0.5 * self.event_shape[0] * math.log(2 * math.pi)
 
 
 class LengthHead(nn.Module):
@@ -218,7 +231,6 @@ class LengthHead(nn.Module):
 
     def choice(self, from_state: torch.Tensor, entity: torch.Tensor) -> dist.Categorical:
         """:meth:`forward` given W_h h + b (``from_state``), as :class:`StateReads` holds it."""
-        # no validation: a step where no mention starts has K = 0 rows, which validation refuses
         return Categorical(logits=from_state + self.from_entity(entity), validate_args=False)
 
 

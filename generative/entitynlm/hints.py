@@ -135,11 +135,10 @@ class HintedTracker(EntityTracker):
         """The step (:meth:`EntityTracker.choose`); a particle whose mention starts where a pipeline mention does
         remembers the entity it chose for that mention."""
         context = super().choose(t, at, gold)
-        particle, document = self.drawn_rows  # where a mention starts
-        if not len(particle):
-            return context
-        row = self.hints.row[document, t]  # row 0 (no pipeline mention) stays -1
-        self.hint_entity[particle, document, row] = torch.where(row > 0, self.chosen.E[self.drawn_rows], -1)
+        row = self.hints.row[:, t].expand_as(self.chosen.E)[..., None]  # (P, B, 1); row 0 (no pipeline mention)
+        kept = self.hint_entity.gather(-1, row)  # stays -1, and so does every row where no mention starts
+        chosen = torch.where((self.mention_starts & (row[..., 0] > 0))[..., None], self.chosen.E[..., None], kept)
+        self.hint_entity.scatter_(-1, row, chosen)
         return context
 
     def _resample(self, moved: Resampled) -> None:

@@ -21,7 +21,7 @@ unbiased; Q (with the pipeline's hints, where given) keeps what it knows of the 
 model's entity state as prepared for step t (:meth:`EntityTracker.prepare`, which it calls once the proposal has
 drawn its new-entity noise), before any choice, so it exists only in the lockstep sampler
 (:func:`inference.algorithms.smc.sample_structures`), which runs the model beside the proposal. It keeps eq. 4 of
-the rows where a mention may start, and the model's E site reads its own rows from there
+every row (selecting those where a mention may start would be a host sync), and the model's E site reads it there
 (:meth:`EntityTracker.keep_entity_logits`).
 """
 
@@ -52,7 +52,7 @@ class WordLookahead:
                              "that every structure stays possible")
         self.model, self.model_tracker, self.states, self.batch = model, model_tracker, states, batch
         self.share, self.top = share, top
-        # the step's p(E | R = 1, x_t) of the rows where a mention may start, and each row's place: R's call to E's
+        # the step's p(E | R = 1, x_t) of every row, and each row's place: R's call to E's
         self.entity_given_word: torch.Tensor | None = None
         self.row_of: torch.Tensor | None = None
 
@@ -79,14 +79,13 @@ class WordLookahead:
 
     def choice(self, t: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Under the model, from its state prepared for step t, over R = 0 and its ``top`` likeliest entities:
-        p(R_t = 1 | history, x_t) (P, B), and p(E_t | R_t = 1, history, x_t) (S, slots) for the S rows where a
-        mention may start, with each row's place among them (P, B) (-1 elsewhere)."""
+        p(R_t = 1 | history, x_t) (P, B), and p(E_t | R_t = 1, history, x_t) (S, slots) for the S = P x B rows (R is
+        drawn where a mention may start; the other rows' are masked), with each row's place among them (P, B)."""
         tracker = self.model_tracker
         tracker.prepare(t)  # the new-entity candidates in place (the proposal's eq. 7 noise, drawn, scored by it)
         entities, previous = tracker.entities, tracker.previous
-        starts = (previous.L == 1) & self.batch.mask[:, t]  # where R is drawn; other rows are masked out anyway
-        rows = starts.nonzero(as_tuple=True)
-        # eq. 4 (S, C), kept: the model's E site reads the rows that start a mention from it
+        rows = tracker.drawn_rows  # every row (selecting those where R is drawn would be a host sync)
+        # eq. 4 (S, C), kept: the model's E site reads it
         kept = tracker.keep_entity_logits(t, t, rows)
         log_entity, row_of = kept.logits, kept.place
         log_mention = tracker.reads.mention_type[rows[1], t].log_softmax(-1)  # (S, 2), eq. 3; h_{t-1} is state t

@@ -45,8 +45,8 @@ from torch import nn
 from coref.document import EntityAnnotation
 from generative.entitynlm.annotated import AnnotationTerms, annotation_terms
 from generative.entitynlm.copying import EntityWordCopy
-from generative.entitynlm.heads import PROPOSAL_CONTEXTS, DrawnRows, EntityHeads, EntityNLMConfig
-from generative.entitynlm.state import Annotation, Choice, EntityTable, MentionState, Resampled
+from generative.entitynlm.heads import PROPOSAL_CONTEXTS, DrawnRows, EntityHeads, EntityNLMConfig, StandardNormal
+from generative.entitynlm.state import Annotation, Choice, EntityTable, MentionState, Resampled, every_row
 from generative.layers.batch import DocumentBatch
 from generative.layers.categorical import Categorical
 from generative.layers.density import LogDensity
@@ -97,13 +97,15 @@ class EntityTracker:
     ) -> None:
         self.heads = heads
         self.site = site
-        # the rows (particle and document indices) that draw E at this step: only they score and draw eq. 4
-        self.drawn_rows: tuple[torch.Tensor, torch.Tensor] | None = None
+        # the rows (particle and document indices) that read and draw eq. 4 and 5: every one, masked where no
+        # mention starts (selecting those would be a host sync); DrawnRows puts their draws in place
+        self.drawn_rows = every_row(particles, batch.size, batch.words.device)
         self.temperature = temperature  # divides the R, E, L logits: > 1 widens a proposal
         # a proposal's reshaping of its site distributions by the model (the sampler's WordLookahead), or None:
         # called with the site's kind, the step, the distribution and this tracker (its drawn rows and E)
         self.lookahead: Callable[..., dist.Categorical] | None = None
         self.entity_slot: torch.Tensor | None = None  # this step's E (a slot, -1 outside mentions), before L
+        self.mention_starts: torch.Tensor | None = None  # (P, B) where a mention starts at this step
         self.config = config
         self.batch = batch
         shape = (particles, batch.size)
@@ -141,18 +143,16 @@ class EntityTracker:
         R_dist = self._drawn_from("R", t, Categorical(logits=reads.mention_type[:, at])).expand(starts.shape)
         drawn_R = self.site("R", t, R_dist, starts, _at(gold, "R", t))
         R = torch.where(starts, drawn_R, previous.R)
-        mention_starts = starts & (R == 1)
-        # eqs. 4 and 5 on the K rows where a mention starts alone, (K, C) and (K, lengths), put in place by
-        # DrawnRows (elsewhere E and L are masked): a step reads and draws over K tables, not P x B (one host sync)
-        self.drawn_rows = rows = mention_starts.nonzero(as_tuple=True)
-        E_dist = self._drawn_on_rows("E", t, lambda: Categorical(logits=self.entity_logits(t, at, rows),
-                                                                 validate_args=False), entities.width, reads.entity)
+        self.mention_starts = mention_starts = starts & (R == 1)
+        # eqs. 4 and 5 on every row, (P x B, C) and (P x B, lengths), put in place by DrawnRows and masked where no
+        # mention starts: a fixed-size step (selecting the rows that start one would be a host sync)
+        rows = self.drawn_rows
+        E_dist = self._drawn_on_rows("E", t, Categorical(logits=self.entity_logits(t, at, rows), validate_args=False))
         drawn_E = self.site("E", t, E_dist, mention_starts, _at(gold, "E", t))
         E = torch.where(mention_starts, drawn_E, torch.where(R == 1, previous.E, -torch.ones_like(drawn_E)))
         self.entity_slot = E
         entity = entities.gather(E)  # e_{E_t, t-1}, or the candidate for a new entity
-        L_dist = self._drawn_on_rows("L", t, lambda: heads.length.choice(reads.length[rows[1], at], entity[rows]),
-                                     self.config.max_mention_length, reads.length)
+        L_dist = self._drawn_on_rows("L", t, heads.length.choice(reads.length[rows[1], at], entity[rows]))
         drawn_L = self.site("L", t, L_dist, mention_starts, _at(gold, "L", t))
         L = torch.where(mention_starts, drawn_L + 1, torch.where(starts, torch.ones_like(drawn_L), previous.L - 1))
         self.chosen = Choice(t, valid, sentence, R, E, L, entity)
@@ -204,10 +204,10 @@ class EntityTracker:
         word when its table keeps words, and the document cache, if any, counts it."""
         chosen, entities, previous, reads = self.chosen, self.entities, self.previous, self.reads
         in_mention = self.in_mention
-        rows = in_mention.nonzero(as_tuple=True)  # eq. 8 on the rows in a mention alone (one host sync)
-        updated = self.heads.update.applied(reads.gate[rows[1], at], reads.read[rows[1], at], chosen.entity[rows])
-        entities.mention_rows(rows, chosen.E[rows], updated, chosen.t, chosen.sentence[rows],
-                              self.batch.words[:, chosen.t])
+        # eq. 8 on every row, written where a mention is (selecting those rows would be a host sync)
+        updated = self.heads.update.applied(reads.gate[:, at], reads.read[:, at], chosen.entity)
+        entities.mention(in_mention, chosen.E, updated, chosen.t, chosen.sentence,
+                         self.batch.words[:, chosen.t].expand_as(chosen.E))
         if self.cache is not None:
             self.cache.add(self.batch.words[:, chosen.t], self.batch.mask[:, chosen.t])
         created = in_mention & (chosen.E == entities.count)
@@ -220,10 +220,10 @@ class EntityTracker:
     def resample(self, ancestors: torch.Tensor) -> None:
         """Particle p of document b continues the state of particle ``ancestors[p, b]`` (SMC resampling).
 
-        Only the particles whose ancestor is another one are written (with ancestors from
-        :func:`inference.algorithms.smc.survivors_in_place`, the dead ones), in place, and of the entity table only
-        the slots in use, as pointers when the sampler pools the embeddings
-        (:class:`~generative.entitynlm.state.PooledEmbeddings`): on a book that table was what resamplings moved.
+        Every particle's state is gathered from its ancestor's (:class:`~generative.entitynlm.state.Resampled`: no
+        host sync), in place, and of the entity table only the slots in use, as pointers when the sampler pools the
+        embeddings (:class:`~generative.entitynlm.state.PooledEmbeddings`): on a book that table was what
+        resamplings moved.
         """
         self._resample(Resampled.of(ancestors))
 
@@ -235,18 +235,10 @@ class EntityTracker:
                                                                          previous.needs_candidate)))
         self.current_slot = moved.copy(self.current_slot)
 
-    def _drawn_on_rows(self, kind: str, t: int, head: Callable[[], dist.Categorical], size: int,
-                       like: torch.Tensor) -> DrawnRows:
-        """Site ``kind`` (E or L) of step t on the rows that draw it (:attr:`drawn_rows`): ``head()``'s categorical
-        over ``size`` values, as :meth:`_drawn_from` reshapes it, put in place. A step where no row draws (no
-        mention starts: about one step in five at 100 particles) computes no head: its site draws nothing and
-        scores 0 either way, so the values and densities are the same."""
-        rows = self.drawn_rows
-        if len(rows[0]):
-            drawn = self._drawn_from(kind, t, head())
-        else:  # no validation: it refuses K = 0 rows
-            drawn = Categorical(logits=like.new_zeros((0, size)), validate_args=False)
-        return DrawnRows(drawn, rows, self.previous.R.shape)
+    def _drawn_on_rows(self, kind: str, t: int, categorical: dist.Categorical) -> DrawnRows:
+        """Site ``kind`` (E or L) of step t on the rows that draw it (:attr:`drawn_rows`): the head's
+        ``categorical``, as :meth:`_drawn_from` reshapes it, put in place."""
+        return DrawnRows(self._drawn_from(kind, t, categorical), self.drawn_rows, self.previous.R.shape)
 
     def _drawn_from(self, kind: str, t: int, categorical: dist.Categorical) -> dist.Categorical:
         """The distribution site ``kind`` of step t draws from: :meth:`_proposed`, reshaped by the lookahead if any."""
@@ -266,18 +258,14 @@ class EntityTracker:
     def _offer_candidate(self, t: int, needed: torch.Tensor) -> None:
         """Place a fresh new-entity embedding u = normalise(r_1 + sigma eps) (eq. 7) where the last one was used.
 
-        A step where no row needs one (most steps: a candidate waits until a mention makes it an entity) has no
-        noise site at all, rather than one masked out everywhere, and where some do, the noise is drawn for their
-        rows alone (:class:`DrawnRows`; one host sync; model and proposal agree, as their R, E, L do)."""
-        rows = needed.nonzero(as_tuple=True)
-        if not len(rows[0]):
-            return
-        prototype = self.heads.mention_type.entity_prototype.expand(len(rows[0]), -1)
+        The noise site is drawn for every row at every step, masked where none is needed (a candidate waits until
+        a mention makes it an entity), and the candidate written where one is: no host sync selects the rows."""
+        prototype = self.heads.mention_type.entity_prototype.expand(*needed.shape, -1)
         if self.config.new_entity_scale > 0:
-            noise_dist = DrawnRows(dist.Normal(torch.zeros_like(prototype), 1.0).to_event(1), rows, needed.shape)
+            noise_dist = StandardNormal(prototype.shape, prototype)
             noise = self.site(NEW_ENTITY_SITE, t, noise_dist, needed, None)
-            prototype = prototype + self.config.new_entity_scale * noise[rows]
-        self.entities.write_rows(rows, self.entities.count[rows], F.normalize(prototype, dim=-1))
+            prototype = prototype + self.config.new_entity_scale * noise
+        self.entities.write(needed, self.entities.count, F.normalize(prototype, dim=-1))
 
 
 @dataclasses.dataclass
@@ -347,7 +335,7 @@ class EntityNLM(PyroModule):
         h_previous = states[:, t]
         slot = tracker.choose(t, t, gold)
         remembered = tracker.in_mention if self.word_copy is not None else None  # a mention's words may be copied
-        context = tracker.entities.distinct(slot, remembered)  # e_current, once per vector
+        context = tracker.entities.distinct(slot, remembered)  # e_current of every row
         words = self.word_distribution(h_previous + self.entity_to_word(context.values), context.words,
                                        tracker.cache)  # eq. 6
         tracker.site("X", t, context.read(words), batch.mask[:, t], batch.words[:, t])

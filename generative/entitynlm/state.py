@@ -18,10 +18,12 @@ Distance = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], to
 """Eq. 4's distance term ``distance(sentence, last_position, last_sentence, known)`` of entities last seen at a
 position and sentence, in a current sentence, known or not (broadcast): the entity head's, at one step."""
 GROWTH_INTERVAL = 32  # the entity table is resized at most once per this many steps (one host sync)
-# eq. 4 scores the pooled vectors the rows point at alone when the pool holds more than 1/16 as many vectors as
-# the rows read pointers (finding them costs about 1/16 of scoring one), else the whole pool
-SUBSET_SCORING = 16
+# device types where a host sync costs nothing (the host is the device): there the lookahead deduplicates its
+# contexts, which reads a size back but does less arithmetic (PooledEmbeddings.distinct_at_rows); elsewhere it takes
+# the fixed-size form, and a step makes no host sync between two growth checks (EntityTable.reserve)
+CHEAP_SYNC_DEVICES = ("cpu",)
 REMEMBERED_READ = 1 << 22  # remembered words a dense table reads at once for the lookahead (32 MB of indices)
+WRITES_PER_STEP = 2  # the writes a tracker's step makes to each row's table: a new-entity candidate and a mention
 
 
 @dataclass
@@ -74,13 +76,15 @@ class EntityTable:
 
     def reserve(self, step: int) -> None:
         """Widen to GROWTH_INTERVAL more entities than the most any row has, checking (one host sync) every
-        GROWTH_INTERVAL steps: no row can then run out of slots before the next check."""
+        GROWTH_INTERVAL steps: no row can then run out of slots before the next check; and make the storage room
+        for the writes of the steps until then, so that the steps between two checks make no host sync."""
         if step % GROWTH_INTERVAL:
             return
         self.width = max(self.width, int(self.count.max()) + GROWTH_INTERVAL + 1)
         capacity = self.embeddings.capacity
         if self.width > capacity:
             self.embeddings.widen(max(self.width - capacity, capacity))  # doubling: amortised O(1) per entity
+        self.embeddings.make_room(WRITES_PER_STEP * self.count.numel() * GROWTH_INTERVAL)
 
     def gather(self, slot: torch.Tensor) -> torch.Tensor:
         """The embedding in ``slot`` (P, B) of each (particle, document)."""
@@ -91,10 +95,13 @@ class EntityTable:
         return torch.where((slot >= 0)[..., None], self.gather(slot), 0.0)
 
     def distinct(self, slot: torch.Tensor, remembered: torch.Tensor | None = None) -> DistinctRows:
-        """The embedding in ``slot`` (P, B) of each (particle, document), a zero vector where the slot is -1, each
-        distinct vector of a document stored once (with the pooled table; once per particle with a dense one);
-        with the slot's remembered words where ``remembered`` (P, B) holds (none elsewhere, nor when not given)."""
-        return self.embeddings.distinct(slot, remembered)
+        """The embedding in ``slot`` (P, B) of each (particle, document), a zero vector where the slot is -1, one per
+        row (U = P): a fixed size, where keeping each document's distinct vectors once needed a host sync (how
+        many; at 100 particles on the CPU the word site took the same time either way); with the slot's remembered
+        words where ``remembered`` (P, B) holds (none elsewhere, nor when not given)."""
+        words = None if remembered is None else torch.where(remembered[..., None], self.words_at(slot), -1)
+        index = torch.arange(len(slot), device=slot.device)[:, None].expand_as(slot)
+        return DistinctRows(self.at_or_zero(slot), index, words)
 
     def distinct_at_rows(self, rows: tuple[torch.Tensor, torch.Tensor], slots: torch.Tensor,
                          remembered: torch.Tensor | None = None) -> DistinctContexts:
@@ -107,28 +114,10 @@ class EntityTable:
         """The words (P, B, M) remembered by the entity in ``slot`` (P, B) of each (particle, document)."""
         return self.embeddings.words_at(slot)
 
-    def words_after(self, rows: tuple[torch.Tensor, torch.Tensor], slot: torch.Tensor, words: torch.Tensor
-                    ) -> torch.Tensor | None:
-        """What the entity in ``slot`` (K,) of the K ``rows`` remembers once its mention token is read, each
-        document's word at this step in ``words`` (B,): its last M - 1 words and this one, (K, M) (None: no
-        memory, and no word is read)."""
-        if not self.embeddings.memory:
-            return None
-        return remembering(self.embeddings.words_at_rows(rows, slot), words[rows[1]])
-
-    def write_rows(self, rows: tuple[torch.Tensor, torch.Tensor], slot: torch.Tensor, embedding: torch.Tensor
-                   ) -> None:
-        """Put ``embedding`` (K, D) into ``slot`` (K,) of the K (particle, document) ``rows`` (a new-entity
-        candidate: not a mention, so where it was last seen is not written)."""
-        self.embeddings.put_rows(rows, slot, embedding)
-
-    def mention_rows(self, rows: tuple[torch.Tensor, torch.Tensor], slot: torch.Tensor, embedding: torch.Tensor,
-                     position: int, sentence: torch.Tensor, words: torch.Tensor) -> None:
-        """:meth:`mention` of the K (particle, document) ``rows`` alone: ``slot`` (K,) mentioned at step
-        ``position`` in ``sentence`` (K,), its updated ``embedding`` (K, D); ``words`` (B,) each document's word at
-        this step."""
-        self.embeddings.put_rows(rows, slot, embedding, (torch.full_like(sentence, position), sentence),
-                                 self.words_after(rows, slot, words))
+    def write(self, where: torch.Tensor, slot: torch.Tensor, embedding: torch.Tensor) -> None:
+        """Put ``embedding`` (P, B, D) into ``slot`` (P, B) where ``where`` (P, B) holds (a new-entity candidate: not
+        a mention, so where it was last seen is not written, and it remembers no words)."""
+        self.embeddings.put(where, slot, embedding)
 
     def mention(self, where: torch.Tensor, slot: torch.Tensor, embedding: torch.Tensor, position: int | torch.Tensor,
                 sentence: torch.Tensor, word: torch.Tensor) -> None:
@@ -166,6 +155,9 @@ class DenseEmbeddings:
         self.last_sentence = F.pad(self.last_sentence, (0, extra))
         self.words = F.pad(self.words, (0, 0, 0, extra), value=-1)
 
+    def make_room(self, writes: int) -> None:
+        """Nothing to do: each write replaces a slot's vector in place."""
+
     def table(self, width: int) -> torch.Tensor:
         return self.values[..., :width, :]
 
@@ -202,11 +194,6 @@ class DenseEmbeddings:
         entity remembers that are its document's word x (``words``, (B,)); 0 where it remembers none."""
         return blocked_shares(self, rows, width, words[rows[1]])
 
-    def distinct(self, slot: torch.Tensor, remembered: torch.Tensor | None = None) -> DistinctRows:
-        values = torch.where((slot >= 0)[..., None], self.at(slot), 0.0)
-        words = None if remembered is None else torch.where(remembered[..., None], self.words_at(slot), -1)
-        return DistinctRows(values, torch.arange(len(slot), device=slot.device)[:, None].expand_as(slot), words)
-
     def distinct_at_rows(self, rows: tuple[torch.Tensor, torch.Tensor], slots: torch.Tensor,
                          remembered: torch.Tensor | None = None) -> DistinctContexts:
         held = (slots >= 0)[..., None]
@@ -219,12 +206,14 @@ class DenseEmbeddings:
         return DistinctContexts(values, rows[1][:, None].expand_as(slots).flatten(), index, words)
 
     def put(self, where: torch.Tensor, slot: torch.Tensor, rows: torch.Tensor,
-            seen: tuple[torch.Tensor, torch.Tensor], words: torch.Tensor | None = None) -> None:
+            seen: tuple[torch.Tensor, torch.Tensor] | None = None, words: torch.Tensor | None = None) -> None:
         """Put ``rows`` (P, B, D) into ``slot`` (P, B) where ``where`` (P, B) holds, last seen at ``seen`` (the
-        position and sentence, (P, B) each), remembering ``words`` (P, B, M; None: none)."""
+        position and sentence, (P, B) each; None: not a mention, where it was last seen is kept), remembering
+        ``words`` (P, B, M; None: none)."""
         self.values = _put(self.values, where, slot, rows)
-        self.last_position = _put(self.last_position, where, slot, seen[0].to(self.last_position))
-        self.last_sentence = _put(self.last_sentence, where, slot, seen[1].to(self.last_sentence))
+        if seen is not None:
+            self.last_position = _put(self.last_position, where, slot, seen[0].to(self.last_position))
+            self.last_sentence = _put(self.last_sentence, where, slot, seen[1].to(self.last_sentence))
         if self.memory:
             self.words = _put(self.words, where, slot, torch.full_like(self.words[:, :, 0], -1) if words is None
                               else words)
@@ -265,11 +254,11 @@ class PooledEmbeddings:
     the dropping costs O(1) per write over time. Row 0 holds zeros, an empty slot's vector, seen at step 0 of
     sentence 0. Every read returns what a dense table would hold, bit for bit.
 
-    Eq. 4's bilinear scores are computed once per pooled vector the drawing rows point at and read through the
-    pointers (:meth:`scored_rows`), and what reads e_current once per distinct vector of a document
-    (:meth:`distinct`): particles descend from few ancestors, so they share most of their entities' vectors (on a
-    LitBank book at 16K tokens, about 250 distinct vectors behind 100 particles x 190 slots). The scores equal a
-    dense table's to rounding, not bit for bit (a matrix product instead of an einsum).
+    Eq. 4's bilinear scores are computed once per pooled vector in use and read through the pointers
+    (:meth:`scored_rows`), and the lookahead's word at a context once per distinct vector of a document
+    (:meth:`distinct_at_rows`): particles descend from few ancestors, so they share most of their entities' vectors
+    (on a LitBank book at 16K tokens, about 250 distinct vectors behind 100 particles x 190 slots). The scores equal
+    a dense table's to rounding, not bit for bit (a product and a sum instead of an einsum).
     """
 
     def __init__(self, pointer: torch.Tensor, pool: torch.Tensor, memory: int = 0) -> None:
@@ -294,6 +283,12 @@ class PooledEmbeddings:
     def widen(self, extra: int) -> None:
         self.pointer = F.pad(self.pointer, (0, extra))
 
+    def make_room(self, writes: int) -> None:
+        """Room in the pool for ``writes`` more vectors, dropping the ones no slot points at now if it has less
+        (a host sync: how many are kept), so that no write before the next such call must."""
+        if self.used + writes > self.pool.shape[0]:
+            self._drop_unused(writes)
+
     def table(self, width: int) -> torch.Tensor:
         return self.vectors(self.pointer[..., :width])
 
@@ -306,30 +301,28 @@ class PooledEmbeddings:
 
     def scored_rows(self, rows: tuple[torch.Tensor, torch.Tensor], width: int, projected: torch.Tensor,
                     sentence: torch.Tensor, distance: Distance, count: torch.Tensor) -> torch.Tensor:
-        """Eq. 4's scores, each computed once per pooled vector (its bilinear score against its document's W h,
-        and its distance term: a vector written by a mention is a known entity's, one written without is a
-        new-entity candidate's, and row 0 an unavailable slot's, so ``count`` is not read), then read through the
-        rows' pointers. The whole pool is scored by one product unless it is large against the pointers read
-        (a few rows): then only the vectors they point at, found by marking them in the pool."""
+        """Eq. 4's scores of the pooled vectors (a bilinear score against their document's W h, and a distance
+        term: a vector written by a mention is a known entity's, one written without is a new-entity candidate's,
+        and row 0 an unavailable slot's, so ``count`` is not read): of every vector in the pool, once each, read
+        through the rows' pointers, or, when the rows read fewer pointers than the pool holds vectors, of the
+        vector behind each pointer. Both are fixed-size (the sizes are the host's): selecting the vectors the rows
+        point at would need a host sync (how many)."""
         pointers = self.row_pointers(rows)[:, :width]  # (K, width)
-        if not len(pointers):  # no mention starts at this step
-            return projected.new_zeros(pointers.shape)
-        used = self.used
-        vectors = None  # the whole pool, unless it is large against the pointers: then the vectors pointed at
-        if SUBSET_SCORING * used > pointers.numel():
-            marked = torch.zeros(used, dtype=torch.bool, device=pointers.device)
-            vectors = marked.index_fill_(0, pointers.reshape(-1), True).nonzero()[:, 0]  # one host sync
-
-        def pooled(values: torch.Tensor) -> torch.Tensor:
-            return values[:used] if vectors is None else _read(values, vectors)
-
-        document = pooled(self.document)
-        bilinear = (pooled(self.pool) @ projected.T).gather(1, document[:, None])[:, 0]
-        scores = bilinear + distance(sentence[document], pooled(self.position), pooled(self.sentence),
-                                     pooled(self.mentioned))
-        if vectors is not None:
-            scores = scores.new_zeros(used).index_copy_(0, vectors, scores)
+        if pointers.numel() < self.used:
+            return self._scores(pointers, _read(self.pool, pointers), projected[rows[1]][:, None],
+                                sentence[rows[1]][:, None], distance)
+        in_use = slice(0, self.used)
+        document = self.document[in_use]
+        scores = self._scores(in_use, self.pool[in_use], _read(projected, document), sentence[document], distance)
         return _read(scores, pointers)
+
+    def _scores(self, at: torch.Tensor | slice, vectors: torch.Tensor, projected: torch.Tensor, sentence: torch.Tensor,
+                distance: Distance) -> torch.Tensor:
+        """Eq. 4's scores of the pooled ``vectors`` (..., D), those ``at`` in the pool, against their documents' W h
+        ``projected`` and in their documents' ``sentence`` (broadcast). A product and a sum: an einsum of one vector
+        against one ran as a batched matmul of 1 x 1 products, at twice the time."""
+        return (vectors * projected).sum(-1) + distance(sentence, self.position[at], self.sentence[at],
+                                                       self.mentioned[at])
 
     def row_pointers(self, rows: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         """(K, capacity) the pointers of the K (particle, document) ``rows``: one ``index_select`` of whole rows of
@@ -362,22 +355,18 @@ class PooledEmbeddings:
         share = (remembered == words[self.document[:self.used], None]).sum(-1) / held.clamp(min=1)
         return _read(share, self.row_pointers(rows)[:, :width])
 
-    def distinct(self, slot: torch.Tensor, remembered: torch.Tensor | None = None) -> DistinctRows:
-        """Each document's distinct pointers (row 0, zeros, for slot -1), by one sort (one host sync: how many); a
-        pointer read with its words (``remembered``) and without them are two."""
-        pointer = torch.where(slot >= 0, self.pointer.gather(-1, slot.clamp(min=0)[..., None])[..., 0], 0)
-        documents = pointer.shape[1]
-        document, unique_key, inverse = self._distinct_keys(torch.arange(documents, device=pointer.device), pointer,
-                                                            remembered)
-        first = torch.searchsorted(document, torch.arange(documents, device=pointer.device))
-        place = torch.arange(len(document), device=pointer.device) - first[document]  # among its document's vectors
-        table = pointer.new_zeros((int(place.max()) + 1, documents))  # row 0 (zeros) where a document has fewer
-        table[place, document] = unique_key
-        return DistinctRows(self.vectors(table // 2), place[inverse], self._words_of_keys(table, remembered))
-
     def distinct_at_rows(self, rows: tuple[torch.Tensor, torch.Tensor], slots: torch.Tensor,
                          remembered: torch.Tensor | None = None) -> DistinctContexts:
+        """On a device of :data:`CHEAP_SYNC_DEVICES` (the CPU), each distinct (document, pooled vector, read with its
+        words) once, by one sort: a host sync (how many), which costs a CPU nothing, and the settled sampler's
+        lookahead then ran 3x faster at 100 particles (18 against 54 ms a step: eq. 6 at U contexts instead of
+        P x B x 9). Elsewhere every place is its own context: a fixed size, no host sync."""
         pointer = torch.where(slots >= 0, self.row_pointers(rows).gather(1, slots.clamp(min=0)), 0)
+        if pointer.device.type not in CHEAP_SYNC_DEVICES:
+            key = 2 * pointer + (0 if remembered is None else remembered.long())
+            return DistinctContexts(self.vectors(pointer).flatten(0, 1), rows[1][:, None].expand_as(slots).flatten(),
+                                    torch.arange(slots.numel(), device=slots.device).view(slots.shape),
+                                    self._words_of_keys(key.flatten(), remembered))
         document, unique_key, inverse = self._distinct_keys(rows[1][:, None], pointer, remembered)
         return DistinctContexts(self.vectors(unique_key // 2), document, inverse,
                                 self._words_of_keys(unique_key, remembered))
@@ -403,10 +392,20 @@ class PooledEmbeddings:
         return _read(self.pool, pointer)
 
     def put(self, where: torch.Tensor, slot: torch.Tensor, rows: torch.Tensor,
-            seen: tuple[torch.Tensor, torch.Tensor], words: torch.Tensor | None = None) -> None:
-        written = where.nonzero(as_tuple=True)
-        self.put_rows(written, slot[written], rows[written], (seen[0][written], seen[1][written]),
-                      None if words is None else words[written])
+            seen: tuple[torch.Tensor, torch.Tensor] | None = None, words: torch.Tensor | None = None) -> None:
+        """As :meth:`DenseEmbeddings.put`: every (particle, document)'s vector is appended to the pool (a fixed
+        size, so no host sync selects the rows written) and ``slot`` points at it where ``where`` holds; the
+        others are dropped with the next vectors no slot points at (:meth:`_drop_unused`)."""
+        count = where.numel()
+        if self.used + count > self.pool.shape[0]:
+            self._drop_unused(count)  # first: it renumbers the pointers
+        slot = slot.clamp(min=0)[..., None]  # (a slot -1 where nothing is written keeps slot 0's pointer)
+        kept = self.pointer.gather(-1, slot)  # what a slot not written keeps
+        self.put_rows(every_row(*where.shape, where.device), slot.flatten(), rows.flatten(0, 1),
+                      None if seen is None else (seen[0].flatten(), seen[1].flatten()),
+                      None if words is None else words.flatten(0, 1))
+        appended = torch.arange(self.used - count, self.used, device=where.device).view_as(kept)
+        self.pointer.scatter_(-1, slot, torch.where(where[..., None], appended, kept))
 
     def put_rows(self, rows: tuple[torch.Tensor, torch.Tensor], slot: torch.Tensor, vectors: torch.Tensor,
                  seen: tuple[torch.Tensor, torch.Tensor] | None = None, words: torch.Tensor | None = None) -> None:
@@ -458,6 +457,13 @@ def blocked_shares(table: DenseEmbeddings, rows: tuple[torch.Tensor, torch.Tenso
         held = (remembered >= 0).sum(-1)
         shares.append((remembered == word[:, None, None]).sum(-1) / held.clamp(min=1))
     return torch.cat(shares, -1)  # width >= 1: eq. 4 always offers a new entity
+
+
+def every_row(particles: int, documents: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The (particle, document) indices of every row of a (P, B) batch, particle-major (as ``flatten`` orders
+    them)."""
+    return (torch.arange(particles, device=device).repeat_interleave(documents, output_size=particles * documents),
+            torch.arange(documents, device=device).repeat(particles))
 
 
 def _read(values: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
@@ -555,28 +561,32 @@ class ReadByRow(TorchDistribution):
 
 @dataclass(frozen=True)
 class Resampled:
-    """The particles a resampling moves: ``target`` (particle, document) indices of each particle whose ancestor
-    is another, and ``source`` those of its ancestor."""
+    """A resampling's ``ancestors`` (P, B): particle p of document b continues particle ``ancestors[p, b]``.
 
-    target: tuple[torch.Tensor, torch.Tensor]
-    source: tuple[torch.Tensor, torch.Tensor]
+    A copy gathers every particle's row from its ancestor's, a fixed-size operation with no host sync (selecting
+    the particles that move would need a ``nonzero``); with ancestors from
+    :func:`inference.algorithms.smc.survivors_in_place` the survivors copy themselves."""
+
+    ancestors: torch.Tensor
 
     @classmethod
     def of(cls, ancestors: torch.Tensor) -> Resampled:
-        """From (P, B) ancestors (one host sync: how many move)."""
-        particles = torch.arange(ancestors.shape[0], device=ancestors.device)[:, None]
-        target = (ancestors != particles).nonzero(as_tuple=True)
-        return cls(target, (ancestors[target], target[1]))
+        return cls(ancestors)
+
+    @property
+    def moved(self) -> torch.Tensor:
+        """(P, B): whether each particle's ancestor is another particle."""
+        return self.ancestors != torch.arange(self.ancestors.shape[0], device=self.ancestors.device)[:, None]
 
     def copy(self, values: torch.Tensor, columns: int | slice | None = None) -> torch.Tensor:
-        """``values`` (P, B, ...) with each moved particle's row replaced by its ancestor's (of the entries
-        ``columns`` of dimension 2 only, when given; an int n: the first n), in place (the ancestors' rows are read
-        before any is written)."""
-        if columns is None:
-            values[self.target] = values[self.source]
-        else:
+        """``values`` (P, B, ...) with each particle's row replaced by its ancestor's (of the entries ``columns`` of
+        dimension 2 only, when given; an int n: the first n), in place (every row is read before any is
+        written)."""
+        if columns is not None:
             columns = slice(0, columns) if isinstance(columns, int) else columns
-            values[(*self.target, columns)] = values[(*self.source, columns)]
+        part = values if columns is None else values[:, :, columns]
+        index = self.ancestors.view(*self.ancestors.shape, *([1] * (part.dim() - 2))).expand_as(part)
+        part.copy_(part.gather(0, index))
         return values
 
 

@@ -31,6 +31,11 @@ class Categorical(dist.Categorical):
     def expand(self, batch_shape: torch.Size, _instance: Categorical | None = None) -> Categorical:
         return super().expand(batch_shape, self._get_checked_instance(Categorical, _instance))
 
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        """torch's, as Pyro's is for a value that is not its enumerated support; without Pyro's test for that (it
+        compares ``id(self)``, which ``torch.compile`` cannot trace: a graph break at every site)."""
+        return torch.distributions.Categorical.log_prob(self, value)
+
     def sample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:
         cdf = self.probs.cumsum(-1)
         uniform = torch.rand((*self._extended_shape(sample_shape), 1), dtype=cdf.dtype, device=cdf.device)

@@ -22,7 +22,7 @@ multiplies the w_t up. Two ways to use the weights:
   are drawn from them as in SIR. The product over stages of the mean weight is again an unbiased estimate of p(x).
 - ``resample="token"``: the same adaptive SMC, but a document may be resampled after any of its tokens, so a
   mention's choices are judged by the words that follow it before the next mention starts (issue 27: at equal
-  particles the estimate is higher and settles sooner than with sentence ends; one host sync per token).
+  particles the estimate is higher and settles sooner than with sentence ends).
 
 Three options reshape what is sampled: ``hints`` make the proposal a mixture with the coreference pipeline's
 reading (:mod:`generative.entitynlm.hints`), ``lookahead`` a mixture with the model's own choice given the word
@@ -342,17 +342,18 @@ def sample_structures(
                 ess_sum += torch.where(sentence_end[:, t], ess, torch.zeros_like(ess))
                 if resample == "never":
                     continue
+                # every stage end resamples, each document that is not chosen to onto itself: no host sync to ask
+                # whether any is chosen (the resampling offsets are drawn either way)
                 chosen_to_resample = may_resample[:, t] & (ess < ess_threshold * particles)
-                if bool(chosen_to_resample.any()):  # one host sync per sentence end (per token when "token")
-                    log_marginal += torch.where(chosen_to_resample, log_mean_exp(log_weights), torch.zeros_like(ess))
-                    ancestors = torch.where(chosen_to_resample, resampling(log_weights), identity)
-                    for tracker in (model_tracker, proposal_tracker):
-                        tracker.resample(ancestors)
-                    if history:
-                        genealogy.resampled(t, ancestors)
-                    log_joint = log_joint.gather(0, ancestors)
-                    log_weights = torch.where(chosen_to_resample, torch.zeros_like(log_weights), log_weights)
-                    resamplings += chosen_to_resample.long()
+                log_marginal += torch.where(chosen_to_resample, log_mean_exp(log_weights), torch.zeros_like(ess))
+                ancestors = torch.where(chosen_to_resample, resampling(log_weights), identity)
+                for tracker in (model_tracker, proposal_tracker):
+                    tracker.resample(ancestors)
+                if history:
+                    genealogy.resampled(t, ancestors)
+                log_joint = log_joint.gather(0, ancestors)
+                log_weights = torch.where(chosen_to_resample, torch.zeros_like(log_weights), log_weights)
+                resamplings += chosen_to_resample.long()
     # out of inference mode: each tensor returned is an ordinary one (a caller may train on the draws)
     log_weights, log_joint, log_marginal, resamplings = (
         value.clone() for value in (log_weights, log_joint, log_marginal, resamplings))

@@ -69,6 +69,12 @@ def build_parser() -> Parser:
     parser.add_argument("--particles", type=integer(1), nargs="+", default=[1000, 10000],
                         help="SMC particles: a row for each count")
     parser.add_argument("--repeats", type=integer(1), default=3, help="SMC runs timed after the warm-up")
+    parser.add_argument("--book-tokens", type=integer(1),
+                        help="also a book: --book-corpus's test documents joined end to end to this many tokens, its "
+                             "settled log-likelihood through the API (what elm.load('entitynlm').log_likelihood(text) "
+                             "runs) at --book-particles, on each device but the CPU (default: no book)")
+    parser.add_argument("--book-particles", type=integer(1), default=1000, help="the book's particles")
+    parser.add_argument("--book-corpus", default="litbank", help="the corpus the book is joined from")
     parser.add_argument("--out", type=output_folder, default="benchmarks/results/gpu",
                         help="folder of gpu_check.json")
     return parser
@@ -146,6 +152,23 @@ def smc_row(model: nn.Module, proposal: nn.Module, batch: DocumentBatch, eos: in
             "sampler": settings.describe()}
 
 
+def book_row(args: argparse.Namespace, device: torch.device) -> dict:
+    """The settled log-likelihood of a book-length text on ``device``, timed from the text to the estimate (the
+    pipeline's reading of it and the hints included; the model's loading not)."""
+    from coref.corpora.registry import joined_text
+    from inference.api import load
+
+    text = joined_text(args.book_corpus, "test", args.data_dir, args.book_tokens)
+    model = load("entitynlm", device=str(device))
+    started = synchronised(device)
+    result = model.log_likelihood(text, particles=args.book_particles)
+    seconds = synchronised(device) - started
+    return {"job": "book", "family": "entitynlm", "precision": "fp32", "device": str(device),
+            "per_second": result.tokens * args.book_particles / seconds, "unit": "token-particles/s",
+            "seconds": seconds, "tokens": result.tokens, "particles": args.book_particles,
+            "perplexity": result.perplexity, "ess": result.ess}
+
+
 def with_ratios(rows: list[dict]) -> list[dict]:
     """Each row with its throughput over the CPU's for the same job, family, particles and precision fp32."""
     def key(row: dict) -> tuple:
@@ -175,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
         for device in devices:
             rows += training_rows(args, device)
             rows += smc_rows(args, device)
+            if args.book_tokens and device.type != "cpu":
+                rows.append(book_row(args, device))
         rows = with_ratios(rows)
         print(table(rows))
         machine = {"platform": platform.platform(), "torch": torch.__version__, "cpu_threads": torch.get_num_threads(),

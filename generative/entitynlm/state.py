@@ -17,7 +17,7 @@ from generative.layers.batch import DocumentBatch
 Distance = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 """Eq. 4's distance term ``distance(sentence, last_position, last_sentence, known)`` of entities last seen at a
 position and sentence, in a current sentence, known or not (broadcast): the entity head's, at one step."""
-GROWTH_INTERVAL = 32  # the entity table is resized at most once per this many steps (one host sync)
+GROWTH_INTERVAL = 32  # the entity table is resized, and its pool cleaned up, at most once per this many steps
 # device types where a host sync costs nothing (the host is the device): there the lookahead deduplicates its
 # contexts, which reads a size back but does less arithmetic (PooledEmbeddings.distinct_at_rows); elsewhere it takes
 # the fixed-size form, and a step makes no host sync between two growth checks (EntityTable.reserve)

@@ -102,13 +102,15 @@ def measure(operation: str, text: str, particles: int, seed: int, resample: str 
     elif operation == "given_mentions":
         import tempfile
 
+        from inference.algorithms.config import settings_for
         from inference.algorithms.posterior import PosteriorConfig
         from inference.algorithms.resolver import LINK_PIECE
         from inference.evaluation.posterior_resolver import analyse_on_pipeline_mentions
 
         with tempfile.TemporaryDirectory() as folder:
-            config = PosteriorConfig(text=text, particles=particles, sweeps=sweeps, hint_weight=hint_weight,
-                                     hint_temperature=hint_temperature, seed=seed, out=f"{folder}/out",
+            settings = settings_for("posterior", particles=particles, sweeps=sweeps, hint_weight=hint_weight,
+                                    hint_temperature=hint_temperature, seed=seed)
+            config = PosteriorConfig(text=text, out=f"{folder}/out", settings=settings,
                                      checkpoint=None if checkpoint == "entitynlm" else checkpoint)
             result = analyse_on_pipeline_mentions(config, piece_tokens=link_piece or LINK_PIECE)
         (row,), (structure,) = result["summary"], result["maps"]

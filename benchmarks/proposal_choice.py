@@ -56,10 +56,9 @@ def result(name: str, corpus: str, candidate: tuple[str, str, float], args: argp
                                                "proposal_temperature": temperature})
     if stored is not None:
         return stored
-    config = marginal_ppl.MarginalConfig(
-        checkpoint=checkpoint, proposal=proposal, proposal_temperature=temperature, corpus=corpus, split="dev",
-        data_dir=args.data_dir, particles=args.particles, sampler="is", baselines=[], batch_tokens=400_000,
-        seed=args.seed)
+    config = marginal_ppl.MarginalConfig.of(  # the paper's importance sampling, each proposal alone
+        "paper", checkpoint=checkpoint, context=proposal, temperature=temperature, corpus=corpus, split="dev",
+        data_dir=args.data_dir, particles=args.particles, baselines=[], batch_tokens=400_000, seed=args.seed)
     run = marginal_ppl.marginal_perplexity(config)
     write_text_atomic(path, json.dumps(run, indent=2) + "\n")
     return run

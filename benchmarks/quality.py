@@ -35,10 +35,11 @@ CORPORA = ("litbank", "ontogum")
 
 
 def evaluate(corpus: str, args: argparse.Namespace) -> dict:
-    config = marginal_ppl.MarginalConfig(
-        checkpoint=args.entitynlm, corpus=corpus, split="test", data_dir=args.data_dir, particles=args.particles,
-        sampler="both", proposal=args.proposal, baselines=[args.rnnlm, args.ngram, *(args.rnnlm_extra or ())],
-        batch_tokens=args.batch_tokens, device=args.device, seed=args.seed)
+    config = marginal_ppl.MarginalConfig.of(  # the paper's proposal, by IS and by SMC at sentence ends
+        "paper", checkpoint=args.entitynlm, corpus=corpus, split="test", data_dir=args.data_dir,
+        particles=args.particles, both=True, context=args.proposal,
+        baselines=[args.rnnlm, args.ngram, *(args.rnnlm_extra or ())], batch_tokens=args.batch_tokens,
+        device=args.device, seed=args.seed)
     result = marginal_ppl.marginal_perplexity(config)
     for sampler in ("is", "smc"):
         rows = [row[sampler] for row in result["per_document"]]

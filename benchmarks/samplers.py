@@ -49,7 +49,7 @@ from inference.algorithms.config import ProposalConfig, SamplingConfig
 from inference.algorithms.hints import hint_pipeline
 from inference.algorithms.likelihood import SamplerRun, run_samplers
 from inference.checks import integer, output_folder, real
-from inference.commands.cli import USER_ERRORS, Parser, config_of, run_main
+from inference.commands.cli import USER_ERRORS, Parser, run_main
 from inference.evaluation import marginal_ppl
 from inference.runtime import resolve_device
 from inference.training.checkpoint import entitynlm_checkpoint
@@ -105,9 +105,12 @@ def run_seeds(args: argparse.Namespace) -> tuple[dict, dict[str, list[SamplerRun
     """Every variant on every document, once per seed: the setting, and each variant's runs (one per seed)."""
     device = resolve_device(args.device)
     path, checkpoint = entitynlm_checkpoint(args.checkpoint)
-    config = config_of(marginal_ppl.MarginalConfig, args)
+    config = marginal_ppl.MarginalConfig.of(  # the modules and the hints each variant shares
+        "paper", checkpoint=args.checkpoint, corpus=args.corpus, split=args.split, data_dir=args.data_dir,
+        device=args.device, particles=args.particles, batch_tokens=args.batch_tokens, context=args.proposal,
+        temperature=args.proposal_temperature, hint_weight=args.hint_weight, hint_temperature=args.hint_temperature)
     hinted = any(VARIANTS[name][2] for name in args.variants)
-    pipeline = hint_pipeline(config.settings().proposal) if hinted else None
+    pipeline = hint_pipeline(config.settings.proposal) if hinted else None
     model, proposal, documents, batches = marginal_ppl.load_modules_and_batches(config, checkpoint, device,
                                                                                 args.max_documents)
     hints = marginal_ppl.proposal_hints(config, pipeline, checkpoint, documents, batches)
@@ -118,8 +121,8 @@ def run_seeds(args: argparse.Namespace) -> tuple[dict, dict[str, list[SamplerRun
         for name in order:  # each variant draws from the seed's (per batch), whatever ran before it
             sampler, resample, with_hints, with_lookahead = VARIANTS[name]
             sampling = SamplingConfig(sampler, args.particles, resample if sampler == "smc" else "sentence",
-                                      seed=seed, batch_tokens=config.batch_tokens)
-            options = ProposalConfig(hint_weight=config.hint_weight, hint_temperature=config.hint_temperature,
+                                      seed=seed, batch_tokens=args.batch_tokens)
+            options = ProposalConfig(hint_weight=args.hint_weight, hint_temperature=args.hint_temperature,
                                      lookahead=args.lookahead if with_lookahead else 0.0)
             run = run_samplers(batches, model, proposal, (sampler,), eos, sampling, options,
                                hints if with_hints else None)

@@ -136,8 +136,8 @@ def test_the_main_job_gives_entitynlm_and_its_baseline_the_same_cache():
             share = words[:t].count(words[t]) / t if t else None
             p = float(own[row, t]) if share is None else 0.8 * float(own[row, t]) + 0.2 * share
             total, tokens = total + math.log(p), tokens + 1
-    cached = marginal_perplexity(MarginalConfig(particles=4, document_cache=0.2))
-    plain = marginal_perplexity(MarginalConfig(particles=4))
+    cached = marginal_perplexity(MarginalConfig.of(particles=4, document_cache=0.2))
+    plain = marginal_perplexity(MarginalConfig.of(particles=4))
     assert cached["document_cache"] == 0.2 and cached["tokens"] == tokens
     assert cached["baselines"]["rnnlm"] == pytest.approx(math.exp(-total / tokens), rel=1e-5)
     api = elm.load("rnnlm").log_likelihood(load_corpus("sample", "test", None).documents, document_cache=0.2)

@@ -582,7 +582,7 @@ BAD_INPUTS = {
     "no spans": (["--text", "Hi.", "--max-spans", "0"], "--max-spans: must be at least 1"),
     "probability below 0": (["--text", "Hi.", "--min-probability", "-0.1"], "--min-probability must be in [0, 1]"),
     "probability above 1": (["--text", "Hi.", "--min-probability", "1.5"], "--min-probability must be in [0, 1]"),
-    "threshold above 1": (["--text", "Hi.", "--ess-threshold", "2"], "--ess-threshold must be in [0, 1]"),
+    "threshold above 1": (["--text", "Hi.", "--ess-threshold", "2"], "ess_threshold must be in [0, 1]"),
     "json without evaluate": (["--text", "Hi.", "--json", "{tmp}/r.json"], "--json is for --evaluate"),
     "no source": ([], "one of the arguments --text --file --conll --evaluate is required"),
     "unknown corpus": (["--evaluate", "--corpus", "nope"], "unknown corpus 'nope'"),

@@ -33,17 +33,17 @@ def marginal_settings(argv: list[str]) -> Settings:
         marginal_command.run(args)
     finally:
         marginal_command.marginal_perplexity = original
-    return captured["config"].settings()
+    return captured["config"].settings
 
 
 def posterior_settings(argv: list[str]) -> Settings:
     """The settings ``python -m inference.posterior --text ... ARGV`` runs with."""
-    return config_of(PosteriorConfig, posterior_command.parse_args(["--text", TEXT, *argv])).settings()
+    return config_of(PosteriorConfig, posterior_command.parse_args(["--text", TEXT, *argv])).settings
 
 
 def test_the_commands_defaults_are_the_apis():
-    assert marginal_settings([]) == settings_for("likelihood") == MarginalConfig().settings()
-    assert posterior_settings([]) == settings_for("posterior") == PosteriorConfig().settings()
+    assert marginal_settings([]) == settings_for("likelihood") == MarginalConfig().settings
+    assert posterior_settings([]) == settings_for("posterior") == PosteriorConfig().settings
     assert marginal_settings(["--preset", "paper"]) == settings_for("likelihood", "paper")
     assert posterior_settings(["--preset", "paper"]) == settings_for("posterior", "paper")
 

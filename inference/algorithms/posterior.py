@@ -38,7 +38,7 @@ from coref.resolution.hints import CorefHint
 from generative.entitynlm.model import EntityNLM, EntityNLMConfig, EntityProposal
 from generative.entitynlm.state import Annotation
 from generative.layers.batch import DocumentBatch, batches_by_length
-from inference.algorithms.config import ProposalConfig, SamplingConfig, Settings, settings_for
+from inference.algorithms.config import DEFAULT_PRESET, ProposalConfig, Settings, settings_for
 from inference.algorithms.driver import run_batches
 from inference.algorithms.hints import batch_hints, corpus_hints, document_hints, hint_pipeline
 from inference.algorithms.smc import ParticleStructures, particle_gibbs, stream_to_document
@@ -52,28 +52,20 @@ SAMPLER_METHODS = {"is": "sir", "smc": "smc"}
 METHODS_SAMPLER = {method: sampler for sampler, method in SAMPLER_METHODS.items()}
 
 
-POSTERIOR = settings_for("posterior")  # the settled preset's: every sampling default below
-
-
 @dataclass(frozen=True)
 class PosteriorConfig:
     """The options of ``python -m inference.posterior``. The texts: one of ``text``, a UTF-8 ``file`` or a
     ``conll`` file (for :func:`analyse`), or the ``corpus`` split (for :func:`evaluate_map`). The model:
-    ``checkpoint`` (None: the bundled one) with ``proposal`` (None: :func:`posterior_proposal`). The sampling
-    fields are those of :class:`~inference.algorithms.config.SamplingConfig` and
-    :class:`~inference.algorithms.config.ProposalConfig`, their defaults the settled preset's posterior
-    (:meth:`with_preset` takes another's): ``particles`` per document by ``method`` (sir: importance resampling,
-    smc, or both for :func:`evaluate_map`), ``sweeps`` passes of it (particle Gibbs when more than 1), SMC
-    resampling below ``ess_threshold`` x particles, ``batch_tokens`` particles x padded tokens per batch;
-    ``given_mentions`` the pipeline's mentions given (None: R, E and L all latent). The outputs of
-    :func:`analyse`, in the folder ``out``: ``samples`` structures per document, spans and antecedents of at
-    least ``min_probability``, ``max_spans`` spans per heatmap, ``top_antecedents`` per span."""
+    ``checkpoint`` (None: the bundled one). ``settings``: the sampler and its proposal
+    (:mod:`inference.algorithms.config`; by default the settled preset's posterior settings, named ``preset`` in
+    the record); ``both`` (:func:`evaluate_map` only) runs importance resampling and SMC in turn from the same
+    seed. The outputs of :func:`analyse`, in the folder ``out``: ``samples`` structures per document, spans and
+    antecedents of at least ``min_probability``, ``max_spans`` spans per heatmap, ``top_antecedents`` per span."""
 
     text: str | None = None
     file: str | None = None
     conll: str | None = None
     checkpoint: str | None = None
-    proposal: str | None = None
     samples: int = 20
     min_probability: float = 0.05
     max_spans: int = 40
@@ -83,44 +75,22 @@ class PosteriorConfig:
     split: str = "test"
     data_dir: str | None = None
     device: str = "auto"
-    preset: str = "settled"
-    method: str = SAMPLER_METHODS[POSTERIOR.sampling.sampler]
-    particles: int = POSTERIOR.sampling.particles
-    resample: str = POSTERIOR.sampling.resample
-    ess_threshold: float = POSTERIOR.sampling.ess_threshold
-    sweeps: int = POSTERIOR.sampling.sweeps
-    seed: int = POSTERIOR.sampling.seed
-    batch_tokens: int = POSTERIOR.sampling.batch_tokens
-    hint_weight: float = POSTERIOR.proposal.hint_weight
-    hint_temperature: float = POSTERIOR.proposal.hint_temperature
-    hint_detector: str | None = POSTERIOR.proposal.hint_detector
-    hint_resolver: str | None = POSTERIOR.proposal.hint_resolver
-    lookahead: float = POSTERIOR.proposal.lookahead
-    new_entity_bias: float = POSTERIOR.proposal.new_entity_bias
-    given_mentions: str | None = POSTERIOR.proposal.given_mentions
+    settings: Settings = settings_for("posterior")
+    preset: str = DEFAULT_PRESET
+    both: bool = False
 
-    @classmethod
-    def of(cls, settings: Settings, **others: object) -> PosteriorConfig:
-        """The config of ``settings`` (a preset's posterior, as the API takes it) and the ``others`` fields."""
-        sampling, proposal = settings.sampling, settings.proposal
-        return cls(method=SAMPLER_METHODS[sampling.sampler], particles=sampling.particles, resample=sampling.resample,
-                   ess_threshold=sampling.ess_threshold, sweeps=sampling.sweeps, seed=sampling.seed,
-                   batch_tokens=sampling.batch_tokens, proposal=proposal.context, hint_weight=proposal.hint_weight,
-                   hint_temperature=proposal.hint_temperature, hint_detector=proposal.hint_detector,
-                   hint_resolver=proposal.hint_resolver, lookahead=proposal.lookahead,
-                   new_entity_bias=proposal.new_entity_bias, given_mentions=proposal.given_mentions, **others)
+    @property
+    def method(self) -> str:
+        """The command's name of the sampler: ``sir``, ``smc``, or ``both``."""
+        return "both" if self.both else SAMPLER_METHODS[self.settings.sampling.sampler]
 
-    def settings(self, method: str | None = None) -> Settings:
-        """The sampling and proposal configs of this run (of ``method`` when given, else the config's own; checked
-        there: a bad value fails before any work)."""
-        method = method or ("sir" if self.method == "both" else self.method)
-        return Settings(
-            SamplingConfig(METHODS_SAMPLER[method], self.particles, self.resample, self.ess_threshold, self.sweeps,
-                           self.seed, self.batch_tokens),
-            ProposalConfig(context=self.proposal, hint_weight=self.hint_weight,
-                           hint_temperature=self.hint_temperature, hint_detector=self.hint_detector,
-                           hint_resolver=self.hint_resolver, lookahead=self.lookahead,
-                           new_entity_bias=self.new_entity_bias, given_mentions=self.given_mentions))
+    @property
+    def seed(self) -> int:
+        return self.settings.sampling.seed
+
+    def sampled_by(self, method: str) -> Settings:
+        """The settings with the sampler the command names ``method`` (``sir`` or ``smc``)."""
+        return self.settings.replace(sampler=METHODS_SAMPLER[method])
 
 
 @dataclass(frozen=True)
@@ -617,7 +587,7 @@ def analyse(config: PosteriorConfig) -> dict:
     device = resolve_device(config.device)
     set_seed(config.seed)
     originals = input_documents(config.text, config.file, config.conll)
-    settings = config.settings()
+    settings = config.settings
     checkpoint, model, proposal = load_model(config.checkpoint, device, settings.proposal)
     results = original_posteriors(model, proposal, originals, checkpoint, settings, device)
     if not ranks().leader:  # under torchrun every rank has every posterior; rank 0 writes them
@@ -631,8 +601,8 @@ def posterior_summary(posterior: Posterior, config: PosteriorConfig, proposal: s
     return {"document": posterior.document.id, "part": posterior.document.part,
             "log_marginal": posterior.log_marginal, "ess": posterior.ess,
             "mean_sentence_end_ess": posterior.stage_ess, "resamplings": posterior.resamplings,
-            "particles": config.particles, "method": config.method, "proposal": proposal,
-            "new_entity_bias": config.new_entity_bias}
+            "particles": config.settings.sampling.particles, "method": config.method, "proposal": proposal,
+            "new_entity_bias": config.settings.proposal.new_entity_bias}
 
 
 def write_analysis(config: PosteriorConfig, results: Sequence[Posterior], maps: Sequence[Document],
@@ -675,7 +645,7 @@ def evaluate_map(config: PosteriorConfig) -> dict:
     """The MAP structure as a resolver on the corpus split (CoNLL F1 against the gold) and the samplers' ESS, by
     ``config.method`` or, with ``both``, each sampler from the same seed."""
     device = resolve_device(config.device)
-    settings = config.settings().proposal
+    settings = config.settings.proposal
     pipeline = hint_pipeline(settings) if settings.hinted else None
     checkpoint, model, proposal = load_model(config.checkpoint, device, settings)
     gold = prepared_documents(config.corpus, config.split, config.data_dir, checkpoint.preprocess,
@@ -684,12 +654,13 @@ def evaluate_map(config: PosteriorConfig) -> dict:
     hints = (corpus_hints(settings, pipeline, config.corpus, config.split, config.data_dir, gold,
                           checkpoint.preprocess) if pipeline else None)
     result = {"corpus": config.corpus, "split": config.split, "documents": len(gold), "tokens": tokens,
-              "particles": config.particles, "proposal": proposal.context, "new_entity_bias": config.new_entity_bias,
+              "particles": config.settings.sampling.particles, "proposal": proposal.context,
+              "new_entity_bias": settings.new_entity_bias,
               "device": str(device), "methods": {}}
     for method in METHODS if config.method == "both" else [config.method]:
         set_seed(config.seed)
         started = time.perf_counter()
-        results = posteriors(model, proposal, gold, checkpoint.vocabulary, config.settings(method), device, hints)
+        results = posteriors(model, proposal, gold, checkpoint.vocabulary, config.sampled_by(method), device, hints)
         seconds = time.perf_counter() - started
         response = [without_singletons(posterior.map_structure) for posterior in results]
         scores = evaluate(gold, response)

@@ -251,7 +251,7 @@ def pipeline_mention_posteriors(model: EntityNLM, proposal: EntityProposal, docu
     "detected", every span its detector finds, the ones it leaves alone as entities of their own. Sampled as
     ``config`` says (particles, method, sweeps from the pipeline's clusters, the proposal's hints, seed)."""
     check_given_mentions(mentions)
-    settings = config.settings()
+    settings = config.settings
     given = [hints[document.key].response(document, singletons=mentions == "detected") for document in documents]
     set_seed(config.seed)
     results = posteriors(model, proposal, given, vocabulary, settings, device,
@@ -327,7 +327,7 @@ def resolve_texts(model: EntityNLM, proposal: EntityProposal, checkpoint: Checkp
     return nothing)."""
     check_given_mentions(mentions)
     originals = [document.replace(mentions=()) for document in originals]
-    settings = config.settings().proposal
+    settings = config.settings.proposal
     prepared = [preprocess_document(document, checkpoint.preprocess, checkpoint.vocabulary)[0]
                 for document in originals]
     read = document_hints(settings, hint_pipeline(settings), originals, prepared, checkpoint.preprocess)
@@ -336,7 +336,7 @@ def resolve_texts(model: EntityNLM, proposal: EntityProposal, checkpoint: Checkp
                                            mentions)
     if not ranks().leader:  # under torchrun every rank has every posterior; rank 0 goes on
         return []
-    scorer = link_scorer(checkpoint, device, config.settings().proposal)
+    scorer = link_scorer(checkpoint, device, config.settings.proposal)
     texts = []
     for original, document in progress_bar(list(zip(originals, resolved)), desc="local link probabilities",
                                            unit="document"):

@@ -413,7 +413,7 @@ class LanguageModel:
                 (result,) = original_posteriors(model, guide, as_documents(text), self.checkpoint, settings,
                                                 self.device, progress=False)
                 return PosteriorCoreference.of(result, described, guide.context)
-            config = PosteriorConfig.of(settings)
+            config = PosteriorConfig(settings=settings)
             (resolved,) = resolve_texts(model, guide, self.checkpoint, as_documents(text), config, self.device,
                                         options.given_mentions, ranker_weight, link_piece)
         return PosteriorCoreference.of(resolved.posterior, described, guide.context, resolved.map,

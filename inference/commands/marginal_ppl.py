@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from generative.entitynlm.model import PROPOSAL_CONTEXTS
 from inference.algorithms.config import settings_for
 from inference.checks import integer, real
-from inference.commands.cli import Parser, config_of, help_text, run_command
+from inference.commands.cli import Parser, help_text, run_command
 from inference.commands.options import (
     FROM_PRESET,
     SHARED_SAMPLING_OPTIONS,
@@ -28,7 +28,7 @@ from inference.commands.options import (
     add_device_seed_json,
     add_sampling_options,
     add_threads,
-    preset_defaults,
+    given_settings,
 )
 from inference.evaluation import marginal_ppl
 from inference.evaluation.marginal_ppl import (
@@ -76,9 +76,10 @@ def build_parser() -> Parser:
     return parser
 
 
-# each option left out takes the preset's value of this settings field
-LIKELIHOOD_OPTIONS = {**SHARED_SAMPLING_OPTIONS, "sampler": "sampler", "proposal_temperature": "temperature",
-                      "document_cache": "document_cache"}
+# each option given changes this field of the preset's settings
+LIKELIHOOD_OPTIONS = {**SHARED_SAMPLING_OPTIONS, "sampler": "sampler", "proposal": "context",
+                      "proposal_temperature": "temperature", "document_cache": "document_cache", "seed": "seed",
+                      "batch_tokens": "batch_tokens"}
 
 
 def particle_counts(text: str) -> list[int]:
@@ -90,12 +91,17 @@ def run(args: argparse.Namespace) -> dict:
     """The estimate the options ask for (``--baseline none``: no baseline), or, with several particle counts or
     seeds, the convergence table's."""
     baselines = [] if args.baseline == ["none"] else args.baseline
-    args.particles = args.particles or [settings_for("likelihood", args.preset).sampling.particles]
-    preset_defaults(args, "likelihood", LIKELIHOOD_OPTIONS)
-    config = config_of(MarginalConfig, args, baselines=baselines, particles=args.particles[0])
-    if len(args.particles) == 1 and args.seeds == 1:
+    changes = given_settings(args, LIKELIHOOD_OPTIONS)
+    both = changes.get("sampler") == "both"
+    if both:
+        del changes["sampler"]
+    settings = settings_for("likelihood", args.preset, **changes)
+    particles = args.particles or [settings.sampling.particles]
+    config = MarginalConfig(args.checkpoint, args.corpus, args.split, args.data_dir, baselines, args.device,
+                            settings.replace(particles=particles[0]), args.preset, both)
+    if len(particles) == 1 and args.seeds == 1:
         return marginal_perplexity(config)
-    return convergence(config, args.particles, range(args.seed, args.seed + args.seeds))
+    return convergence(config, particles, range(settings.sampling.seed, settings.sampling.seed + args.seeds))
 
 
 def format_any(result: dict) -> str:

@@ -7,13 +7,12 @@ a JSON file of scores), it passes its own help text."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import inspect
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from coref.corpora.folds import Fold
-from inference.algorithms.config import DEFAULT_PRESET, PRESETS, RESAMPLING, settings_for
+from inference.algorithms.config import DEFAULT_PRESET, PRESETS, RESAMPLING
 from inference.checks import integer, output_file, real
 from inference.commands.cli import Parser
 from inference.training.options import Check, defaults, option
@@ -211,16 +210,13 @@ def add_sampling_options(parser: argparse.ArgumentParser) -> None:
                              "locally optimal proposal): its share, in [0, 1); 0 is the proposal alone" + FROM_PRESET)
 
 
-def preset_defaults(args: argparse.Namespace, task: str, options: Mapping[str, str]) -> argparse.Namespace:
-    """``args`` with every option of ``options`` (its destination: the field of the preset's settings it sets) that
-    was left out (None) set to ``args.preset``'s value for ``task`` ("likelihood" or "posterior")."""
-    settings = settings_for(task, args.preset)
-    values = {**dataclasses.asdict(settings.sampling), **dataclasses.asdict(settings.proposal)}
-    for destination, field in options.items():
-        if getattr(args, destination) is None:
-            setattr(args, destination, values[field])
-    return args
+def given_settings(args: argparse.Namespace, options: Mapping[str, str]) -> dict[str, object]:
+    """The settings fields set by the options of ``options`` (an option's destination: the field of
+    :class:`~inference.algorithms.config.Settings` it sets) that were given (not None): the changes to the preset."""
+    return {field: getattr(args, destination) for destination, field in options.items()
+            if getattr(args, destination) is not None}
 
 
 SHARED_SAMPLING_OPTIONS = {"resample": "resample", "hint_weight": "hint_weight",
-                           "hint_temperature": "hint_temperature", "lookahead": "lookahead"}
+                           "hint_temperature": "hint_temperature", "hint_detector": "hint_detector",
+                           "hint_resolver": "hint_resolver", "lookahead": "lookahead"}

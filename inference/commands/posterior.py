@@ -52,6 +52,7 @@ from generative.entitynlm.model import PROPOSAL_CONTEXTS
 from inference.algorithms.config import GIVEN_MENTIONS, settings_for
 from inference.algorithms.posterior import (
     METHODS,
+    METHODS_SAMPLER,
     SAMPLER_METHODS,
     PosteriorConfig,
     analyse,
@@ -72,7 +73,7 @@ from inference.commands.options import (
     add_sampling_options,
     add_seed,
     add_threads,
-    preset_defaults,
+    given_settings,
 )
 from inference.evaluation.posterior_resolver import (
     analyse_on_pipeline_mentions,
@@ -80,10 +81,11 @@ from inference.evaluation.posterior_resolver import (
     format_pipeline_mentions,
 )
 
-# each option left out takes the preset's value of this settings field (--method: the preset's sampler)
+# each option given changes this field of the preset's settings (--method: the sampler, by its name here)
 POSTERIOR_OPTIONS = {**SHARED_SAMPLING_OPTIONS, "particles": "particles", "sweeps": "sweeps",
                      "ess_threshold": "ess_threshold", "new_entity_bias": "new_entity_bias",
-                     "given_mentions": "given_mentions"}
+                     "given_mentions": "given_mentions", "proposal": "context", "seed": "seed",
+                     "batch_tokens": "batch_tokens"}
 
 
 def build_parser() -> Parser:
@@ -179,17 +181,24 @@ def build_parser() -> Parser:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The options of ``argv``; a bad one or a bad combination exits with one line on stderr (status 2)."""
     parser = build_parser()
-    args = preset_defaults(parser.parse_args(argv), "posterior", POSTERIOR_OPTIONS)
-    if args.method is None:
-        args.method = SAMPLER_METHODS[settings_for("posterior", args.preset).sampling.sampler]
-    args.given_mentions = None if args.given_mentions == "none" else args.given_mentions
+    args = parser.parse_args(argv)
+    changes = given_settings(args, POSTERIOR_OPTIONS)
+    if changes.get("given_mentions") == "none":
+        changes["given_mentions"] = None
+    if args.method not in (None, "both"):
+        changes["sampler"] = METHODS_SAMPLER[args.method]
+    try:  # the settings check their own values
+        args.settings = settings_for("posterior", args.preset, **changes)
+    except ValueError as error:
+        parser.error(str(error))
+    args.both, args.given_mentions = args.method == "both", args.settings.proposal.given_mentions
+    args.method = "both" if args.both else SAMPLER_METHODS[args.settings.sampling.sampler]
     link_temperature_given, args.link_temperature = args.link_temperature is not None, (
         LINK_TEMPERATURE if args.link_temperature is None else args.link_temperature)
     problems = [
         (args.method == "both" and not args.evaluate, "--method both compares the samplers and needs --evaluate"),
         (args.json is not None and not args.evaluate, "--json is for --evaluate; --text/--file/--conll write to --out"),
         (not 0 <= args.min_probability <= 1, f"--min-probability must be in [0, 1], got {args.min_probability}"),
-        (not 0 <= args.ess_threshold <= 1, f"--ess-threshold must be in [0, 1], got {args.ess_threshold}"),
         (args.given_mentions is not None and args.method == "both",
          "--given-mentions scores one method: choose --method sir or smc"),
         (args.reliability is not None and args.given_mentions is None, "--reliability needs --given-mentions"),

@@ -25,7 +25,6 @@ has too few tail weights to fit, always at N <= 20) is written as null with a ``
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from collections.abc import Sequence
@@ -42,7 +41,7 @@ from generative.entitynlm.hints import CorefHints
 from generative.entitynlm.model import EntityNLM, EntityProposal
 from generative.layers.batch import DocumentBatch, token_stream
 from generative.layers.document_cache import with_cache
-from inference.algorithms.config import SAMPLERS, ProposalConfig, SamplingConfig, Settings, settings_for
+from inference.algorithms.config import DEFAULT_PRESET, SAMPLERS, Settings, settings_for
 from inference.algorithms.driver import particle_batches
 from inference.algorithms.hints import batch_hints, corpus_hints, hint_pipeline
 from inference.algorithms.likelihood import SAMPLER_NAMES, run_samplers
@@ -62,20 +61,15 @@ from inference.training.checkpoint import (
 DEFAULT_BASELINES = ("rnnlm.pt",)
 
 
-LIKELIHOOD = settings_for("likelihood")  # the settled preset's: every default below
-
-
 @dataclass(frozen=True)
 class MarginalConfig:
     """What a marginal perplexity is estimated of, and how: the options of ``python -m inference.marginal_ppl``.
 
     ``checkpoint`` None is the bundled EntityNLM; ``baselines`` None is the bundled RNNLM beside the bundled model
-    (none beside another), and an empty sequence is no baseline. The sampling and proposal fields are those of
-    :class:`~inference.algorithms.config.SamplingConfig` and :class:`~inference.algorithms.config.ProposalConfig`
-    (``proposal`` is the proposal's context, ``proposal_temperature`` its temperature), their defaults the settled
-    preset's (:func:`with_preset` takes another's); ``sampler`` may also be ``both`` (IS and SMC in turn, each from
-    the same random state). ``document_cache`` > 0 mixes a unigram cache of the document so far into every model's
-    word distribution, EntityNLM's and the baselines' alike."""
+    (none beside another), and an empty sequence is no baseline. ``settings``: the sampler and its proposal
+    (:mod:`inference.algorithms.config`; by default the settled preset's likelihood settings, named ``preset`` in
+    the record), the document cache mixed into every model's word distribution alike; ``both`` runs importance
+    sampling and SMC in turn, each from the same random state."""
 
     checkpoint: str | None = None
     corpus: str = "sample"
@@ -83,45 +77,24 @@ class MarginalConfig:
     data_dir: str | None = None
     baselines: Sequence[str] | None = None
     device: str = "auto"
-    preset: str = "settled"
-    sampler: str = LIKELIHOOD.sampling.sampler
-    particles: int = LIKELIHOOD.sampling.particles
-    resample: str = LIKELIHOOD.sampling.resample
-    ess_threshold: float = LIKELIHOOD.sampling.ess_threshold
-    seed: int = LIKELIHOOD.sampling.seed
-    batch_tokens: int = LIKELIHOOD.sampling.batch_tokens
-    proposal: str | None = LIKELIHOOD.proposal.context
-    proposal_temperature: float = LIKELIHOOD.proposal.temperature
-    hint_weight: float = LIKELIHOOD.proposal.hint_weight
-    hint_temperature: float = LIKELIHOOD.proposal.hint_temperature
-    hint_detector: str | None = LIKELIHOOD.proposal.hint_detector
-    hint_resolver: str | None = LIKELIHOOD.proposal.hint_resolver
-    lookahead: float = LIKELIHOOD.proposal.lookahead
-    document_cache: float = LIKELIHOOD.proposal.document_cache
+    settings: Settings = settings_for("likelihood")
+    preset: str = DEFAULT_PRESET
+    both: bool = False
 
     @classmethod
-    def with_preset(cls, name: str, **changes: object) -> MarginalConfig:
-        """The config whose sampling and proposal fields are preset ``name``'s likelihood settings, with
-        ``changes``."""
-        settings = settings_for("likelihood", name)
-        sampling, proposal = dataclasses.asdict(settings.sampling), dataclasses.asdict(settings.proposal)
-        values = {**sampling, **{key: value for key, value in proposal.items() if key in PROPOSAL_OPTIONS},
-                  "proposal": proposal["context"], "proposal_temperature": proposal["temperature"], "preset": name}
-        return cls(**{**values, **changes})
+    def of(cls, preset: str = DEFAULT_PRESET, **options: object) -> MarginalConfig:
+        """The config of preset ``preset`` with ``options``: this config's own fields, and changes of the settings'
+        (:meth:`~inference.algorithms.config.Settings.replace`)."""
+        own = {name: options.pop(name) for name in list(options) if name in MARGINAL_FIELDS}
+        return cls(settings=settings_for("likelihood", preset, **options), preset=preset, **own)
 
-    def settings(self) -> Settings:
-        """The sampling and proposal configs of this run (checked there: a bad value fails before any work)."""
-        sampler = "smc" if self.sampler == "both" else self.sampler
-        return Settings(
-            SamplingConfig(sampler, self.particles, self.resample, self.ess_threshold, 1, self.seed, self.batch_tokens),
-            ProposalConfig(context=self.proposal, temperature=self.proposal_temperature, hint_weight=self.hint_weight,
-                           hint_temperature=self.hint_temperature, hint_detector=self.hint_detector,
-                           hint_resolver=self.hint_resolver, lookahead=self.lookahead,
-                           document_cache=self.document_cache))
+    @property
+    def sampler(self) -> str:
+        """``is``, ``smc`` or ``both``."""
+        return "both" if self.both else self.settings.sampling.sampler
 
 
-PROPOSAL_OPTIONS = ("hint_weight", "hint_temperature", "hint_detector", "hint_resolver", "lookahead",
-                    "document_cache")
+MARGINAL_FIELDS = frozenset({"checkpoint", "corpus", "split", "data_dir", "baselines", "device", "both"})
 
 
 def samplers_of(sampler: str) -> tuple[str, ...]:
@@ -179,11 +152,12 @@ def load_modules_and_batches(config: MarginalConfig, checkpoint: Checkpoint, dev
     document cache), the corpus split after its preprocessing (its first ``max_documents``; what the reader and
     preprocessing dropped is reported on stderr), and those in batches of about ``batch_tokens`` particles x
     tokens, on the device."""
-    model, proposal = entitynlm_modules(checkpoint, device, run=config.settings().proposal)
+    model, proposal = entitynlm_modules(checkpoint, device, run=config.settings.proposal)
     documents = prepared_documents(config.corpus, config.split, config.data_dir, checkpoint.preprocess,
                                    checkpoint.vocabulary)[:max_documents]
-    return model, proposal, documents, particle_batches(documents, checkpoint.vocabulary, config.particles,
-                                                        config.batch_tokens, device)
+    sampling = config.settings.sampling
+    return model, proposal, documents, particle_batches(documents, checkpoint.vocabulary, sampling.particles,
+                                                        sampling.batch_tokens, device)
 
 
 def proposal_hints(config: MarginalConfig, pipeline: CorefPipeline | None, checkpoint: Checkpoint,
@@ -191,7 +165,7 @@ def proposal_hints(config: MarginalConfig, pipeline: CorefPipeline | None, check
     """``pipeline``'s hints for each batch (None without a pipeline: the proposal alone)."""
     if pipeline is None:
         return None
-    settings = config.settings().proposal
+    settings = config.settings.proposal
     hints = corpus_hints(settings, pipeline, config.corpus, config.split, config.data_dir, documents,
                          checkpoint.preprocess)
     by_key = {(document.id, document.part): document for document in documents}
@@ -201,14 +175,14 @@ def proposal_hints(config: MarginalConfig, pipeline: CorefPipeline | None, check
 def marginal_perplexity(config: MarginalConfig) -> dict:
     """EntityNLM's marginal perplexity of a corpus split by the config's sampler(s), beside its baselines': the
     result ``python -m inference.marginal_ppl`` prints and writes as JSON (totals, each document's statistics,
-    the setting). Seeded by ``config.seed``, so a run is reproducible."""
-    set_seed(config.seed)
+    the setting). Seeded by the settings' seed, so a run is reproducible."""
+    settings = config.settings
+    set_seed(settings.sampling.seed)
     device = resolve_device(config.device)
     path, checkpoint = entitynlm_checkpoint(config.checkpoint)
     baselines = [(p, Checkpoint.load(p)) for p in baseline_paths(config)]
     for baseline_path, baseline in baselines:
         checkpoint.require_vocabulary(baseline.vocabulary, f"baseline {baseline_path}")
-    settings = config.settings()
     pipeline = hint_pipeline(settings.proposal) if settings.proposal.hinted else None
     model, proposal, documents, batches = load_modules_and_batches(config, checkpoint, device)
     samplers = samplers_of(config.sampler)
@@ -219,11 +193,12 @@ def marginal_perplexity(config: MarginalConfig) -> dict:
     tokens = sum(key["tokens"] for key in first.keys)
     result = {
         "corpus": config.corpus, "split": config.split, "checkpoint": str(path), "device": str(device),
-        "documents": len(first.keys), "tokens": tokens, "preset": config.preset, "particles": config.particles,
-        "proposal": proposal.context, "proposal_temperature": config.proposal_temperature, "sampler": config.sampler,
-        "resample": config.resample, "ess_threshold": config.ess_threshold, "hint_weight": config.hint_weight,
-        "hint_temperature": config.hint_temperature,
-        "lookahead": config.lookahead, "document_cache": config.document_cache,
+        "documents": len(first.keys), "tokens": tokens, "preset": config.preset,
+        "particles": settings.sampling.particles, "proposal": proposal.context,
+        "proposal_temperature": settings.proposal.temperature, "sampler": config.sampler,
+        "resample": settings.sampling.resample, "ess_threshold": settings.sampling.ess_threshold,
+        "hint_weight": settings.proposal.hint_weight, "hint_temperature": settings.proposal.hint_temperature,
+        "lookahead": settings.proposal.lookahead, "document_cache": settings.proposal.document_cache,
         "samplers": {name: sampler_run.totals(tokens) for name, sampler_run in runs.items()},
         "baselines": {}, "seconds": sum(sampler_run.seconds for sampler_run in runs.values()),
         "threads": torch.get_num_threads(),  # what the seconds were measured on (the numbers do not depend on it)
@@ -241,7 +216,7 @@ def marginal_perplexity(config: MarginalConfig) -> dict:
         name = baseline.kind
         if name in result["baselines"]:  # a second baseline of one kind is named by its file's folder
             name = f"{baseline.kind}:{baseline_path.parent.name}"
-        total = baseline_log_likelihood(baseline, documents, batches, device, config.document_cache)
+        total = baseline_log_likelihood(baseline, documents, batches, device, settings.proposal.document_cache)
         result["baselines"][name] = math.exp(-total / tokens)
     return result
 
@@ -336,7 +311,7 @@ def convergence(config: MarginalConfig, particles: Sequence[int], seeds: Sequenc
     median whole-document ESS over seeds and documents, and the seconds spent sampling; ``runs`` keeps every
     run's own result."""
     particles, seeds = sorted(set(particles)), list(dict.fromkeys(seeds))
-    runs = [marginal_perplexity(replace(config, particles=count, seed=seed,
+    runs = [marginal_perplexity(replace(config, settings=config.settings.replace(particles=count, seed=seed),
                                         baselines=config.baselines if not number else ()))
             for number, (count, seed) in enumerate((count, seed) for count in particles for seed in seeds)]
     first = runs[0]
@@ -358,7 +333,7 @@ def convergence(config: MarginalConfig, particles: Sequence[int], seeds: Sequenc
     return {"convergence": True, "corpus": config.corpus, "split": config.split, "checkpoint": first["checkpoint"],
             "documents": first["documents"], "tokens": first["tokens"], "sampler": config.sampler,
             "particles": particles, "seeds": seeds, "rows": rows, "baselines": first["baselines"],
-            "document_cache": config.document_cache, "runs": runs}
+            "document_cache": config.settings.proposal.document_cache, "runs": runs}
 
 
 def format_convergence(result: dict) -> str:

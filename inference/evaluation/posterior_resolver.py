@@ -193,7 +193,7 @@ def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
     answers before scoring."""
     check_given_mentions(mentions)
     device = resolve_device(config.device)
-    settings = config.settings().proposal
+    settings = config.settings.proposal
     pipeline = hint_pipeline(settings)  # the mentions are its, whatever the proposal's weight on its hints
     checkpoint, model, proposal = load_model(config.checkpoint, device, settings)
     gold = prepared_documents(config.corpus, config.split, config.data_dir, checkpoint.preprocess,
@@ -225,7 +225,7 @@ def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
     pairs = [link_calibration(posterior, document, window) for posterior, document in zip(results, gold)]
     labels = np.concatenate([label for _, label in pairs])
     calibration = Calibration(np.concatenate([p for p, _ in pairs]), labels)
-    scorer = link_scorer(checkpoint, device, config.settings().proposal)
+    scorer = link_scorer(checkpoint, device, config.settings.proposal)
     if local_search:  # the climbed MAPs, and their links as the search's last round scored them
         climbed = [local_mode(scorer, checkpoint, structure, device, local_search, window)
                    for structure in progress_bar(chosen_maps, desc="local search", unit="document")]
@@ -244,11 +244,12 @@ def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
     pipeline, posterior_map = micro_average(pipeline_documents), micro_average(map_documents)
     result = {
         "corpus": config.corpus, "split": config.split, "given_mentions": mentions, "documents": len(gold),
-        "particles": config.particles,
-        "method": config.method, "resample": config.resample, "sweeps": config.sweeps, "proposal": proposal.context,
+        "particles": config.settings.sampling.particles,
+        "method": config.method, "resample": config.settings.sampling.resample,
+        "sweeps": config.settings.sampling.sweeps, "proposal": proposal.context,
         "hint_weight": settings.hint_weight, "hint_temperature": settings.hint_temperature,
         "lookahead": settings.lookahead,
-        "new_entity_bias": config.new_entity_bias, "ranker_weight": ranker_weight,
+        "new_entity_bias": config.settings.proposal.new_entity_bias, "ranker_weight": ranker_weight,
         "map_by_ranker_weight": by_weight,
         "p_value_vs_pipeline": approximate_randomization(pipeline_documents, map_documents),
         "local_search": local_search, "moved_by_local_search": moved,
@@ -268,7 +269,8 @@ def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
         particle_map = micro_average(chosen(ranker_weight))
         result["particle_map"] = {"scores": particle_map.to_json(), "conll_f1": particle_map.conll_f1}
     if reliability is not None:
-        title = f"{config.corpus}/{config.split}: {len(labels)} mention pairs, {config.particles} particles"
+        particles = config.settings.sampling.particles
+        title = f"{config.corpus}/{config.split}: {len(labels)} mention pairs, {particles} particles"
         reliability_figure({"particles": calibration, "local": local}, title).savefig(reliability, dpi=120)
         result["reliability"] = str(reliability)
     return result
@@ -284,7 +286,7 @@ def analyse_on_pipeline_mentions(config: PosteriorConfig, link_temperature: floa
     device = resolve_device(config.device)
     set_seed(config.seed)
     originals = input_documents(config.text, config.file, config.conll)
-    checkpoint, model, proposal = load_model(config.checkpoint, device, config.settings().proposal)
+    checkpoint, model, proposal = load_model(config.checkpoint, device, config.settings.proposal)
     texts = resolve_texts(model, proposal, checkpoint, originals, config, device, mentions, ranker_weight,
                           piece_tokens, window)
     if not ranks().leader:

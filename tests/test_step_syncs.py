@@ -90,8 +90,8 @@ def test_the_settled_step_compiles_whole(monkeypatch):
             model_states, proposal_states = model.encoder(batch), proposal.encoder(batch)
             model_tracker = model.tracker(batch, PARTICLES, model_states, site=scored)
             proposal_tracker = hinted_tracker(proposal, batch, PARTICLES, proposal_states, proposed,
-                                              hinted(batch, 0.5))
-            proposal_tracker.lookahead = WordLookahead(model, model_tracker, model_states, batch, 0.8)
+                                              hinted(batch, 0.5),
+                                              WordLookahead(model, model_tracker, model_states, batch, 0.8))
 
         def step(t: int) -> torch.Tensor:
             proposed.start()

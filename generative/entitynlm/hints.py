@@ -23,7 +23,7 @@ the mixture's, computed where the site is drawn: nothing outside the particle's 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pyro.distributions as dist
@@ -174,10 +174,12 @@ class HintedTracker(EntityTracker):
 
 
 def hinted_tracker(proposal: EntityProposal, batch: DocumentBatch, particles: int, states: torch.Tensor,
-                     site: Site, hints: CorefHints | None = None) -> EntityTracker:
+                   site: Site, hints: CorefHints | None = None,
+                   lookahead: Callable[..., dist.Categorical] | None = None) -> EntityTracker:
     """The proposal's entity tracker (:meth:`EntityProposal.tracker`), drawing from the mixture with the
-    pipeline's ``hints`` where there are any."""
+    pipeline's ``hints`` where there are any, each site then reshaped by ``lookahead`` where given (the sampler's
+    :class:`~generative.entitynlm.lookahead.WordLookahead`)."""
     if hints is None:
-        return proposal.tracker(batch, particles, states, site=site)
+        return proposal.tracker(batch, particles, states, site=site, lookahead=lookahead)
     return HintedTracker(proposal.heads, proposal.config, batch, particles, states, proposal.temperature, site,
-                         hints=hints)
+                         hints=hints, lookahead=lookahead)

@@ -94,6 +94,7 @@ class EntityTracker:
         site: Site = pyro_site,
         entity_words: int = 0,
         document_cache: float = 0.0,
+        lookahead: Callable[..., dist.Categorical] | None = None,
     ) -> None:
         self.heads = heads
         self.site = site
@@ -103,7 +104,7 @@ class EntityTracker:
         self.temperature = temperature  # divides the R, E, L logits: > 1 widens a proposal
         # a proposal's reshaping of its site distributions by the model (the sampler's WordLookahead), or None:
         # called with the site's kind, the step, the distribution and this tracker (its drawn rows and E)
-        self.lookahead: Callable[..., dist.Categorical] | None = None
+        self.lookahead = lookahead
         self.entity_slot: torch.Tensor | None = None  # this step's E (a slot, -1 outside mentions), before L
         self.mention_starts: torch.Tensor | None = None  # (P, B) where a mention starts at this step
         self.config = config
@@ -455,12 +456,13 @@ class EntityProposal(PyroModule):
             for t in range(batch.steps):
                 self.step(t, tracker, gold)
 
-    def tracker(self, batch: DocumentBatch, particles: int, states: torch.Tensor,
-                tempered: bool = True, site: Site = pyro_site) -> EntityTracker:
-        """A fresh entity state for ``particles`` proposals over ``batch``, at the proposal's temperature (the
-        mixture with the coreference pipeline's hints: :func:`generative.entitynlm.hints.hinted_tracker`)."""
+    def tracker(self, batch: DocumentBatch, particles: int, states: torch.Tensor, tempered: bool = True,
+                site: Site = pyro_site, lookahead: Callable[..., dist.Categorical] | None = None) -> EntityTracker:
+        """A fresh entity state for ``particles`` proposals over ``batch``, at the proposal's temperature, its sites
+        reshaped by ``lookahead`` where given (the mixture with the coreference pipeline's hints:
+        :func:`generative.entitynlm.hints.hinted_tracker`)."""
         temperature = self.temperature if tempered else 1.0
-        return EntityTracker(self.heads, self.config, batch, particles, states, temperature, site)
+        return EntityTracker(self.heads, self.config, batch, particles, states, temperature, site, lookahead=lookahead)
 
     def step(self, t: int, tracker: EntityTracker, gold: Annotation | None = None) -> None:
         """Token t: R, E, L proposed from h_t, the state after reading x_t (the tracker's state t + 1), and the

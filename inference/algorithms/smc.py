@@ -315,9 +315,8 @@ def sample_structures(
         scored = ModelSites(proposed)
         resampling = systematic_resampling if reference is None else conditional_resampling
         model_tracker = model.tracker(batch, particles, model_states, site=scored)
-        proposal_tracker = hinted_tracker(proposal, batch, particles, proposal_states, proposed, hints)
-        if lookahead > 0:
-            proposal_tracker.lookahead = WordLookahead(model, model_tracker, model_states, batch, lookahead)
+        reshaped = WordLookahead(model, model_tracker, model_states, batch, lookahead) if lookahead > 0 else None
+        proposal_tracker = hinted_tracker(proposal, batch, particles, proposal_states, proposed, hints, reshaped)
         with pyro.validation_enabled(False):  # argument and support checks cost several small ops per site
             steps = progress_bar(range(batch.steps), desc=f"{particles} particles", unit="token", leave=False,
                                  enabled=progress and batch.steps >= PROGRESS_STEPS)

@@ -34,10 +34,10 @@ def run_batches(batches: Sequence[DocumentBatch], sample: Callable[[DocumentBatc
     (its figures do not depend on the batches before it); under torchrun each rank samples every ``world``-th
     batch and every rank gets all results, in the batches' order (the same as one process's)."""
     run = ranks()
-    done = []
-    with progress_bar(total=sum(batches[number].size for number in run.shard(range(len(batches)))),
-                      unit="document", desc=description, enabled=progress and run.leader) as bar:
-        for number in run.shard(range(len(batches))):
+    mine, done = run.shard(range(len(batches))), []
+    with progress_bar(total=sum(batches[number].size for number in mine), unit="document", desc=description,
+                      enabled=progress and run.leader) as bar:
+        for number in mine:
             set_seed(batch_seed(seed, number))
             done.append(sample(batches[number], number))
             bar.update(batches[number].size)

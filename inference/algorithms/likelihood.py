@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from generative.entitynlm.hints import CorefHints
 from generative.entitynlm.model import EntityNLM, EntityProposal
 from generative.layers.batch import DocumentBatch
-from inference.algorithms.config import SAMPLERS, ProposalConfig, SamplingConfig
+from inference.algorithms.config import ProposalConfig, SamplingConfig
 from inference.algorithms.driver import run_batches
 from inference.algorithms.importance import ImportanceEstimate, psis_khat
 from inference.algorithms.smc import ParticleStructures, importance_sampling, sample_structures
@@ -99,8 +99,6 @@ def sample_documents(batch: DocumentBatch, model: EntityNLM, proposal: EntityPro
     """log p_hat(x) of each document of ``batch`` by ``sampling``'s sampler with its diagnostics, and the seconds
     the sampling took (the diagnostics, which cost both samplers alike, are not counted); ``progress`` shows the
     token steps of a long batch on a terminal; ``lookahead`` and ``hints`` as :func:`sample_structures`."""
-    if sampling.sampler not in SAMPLERS:
-        raise ValueError(f"sampler must be one of {SAMPLERS}, got {sampling.sampler!r}")
     started = time.perf_counter()
     if sampling.sampler == "is":  # estimate_marginal's draws and weights, by the lockstep loop (memory flat in T)
         estimate = importance_sampling(model, proposal, batch, sampling.particles, eos, progress, hints, lookahead)

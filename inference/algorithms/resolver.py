@@ -244,12 +244,13 @@ class PipelineMentionsPosterior:
 
 def pipeline_mention_posteriors(model: EntityNLM, proposal: EntityProposal, documents: Sequence[Document],
                                 hints: dict[tuple[str, int], CorefHint], config: PosteriorConfig,
-                                vocabulary: Vocabulary, device: torch.device, mentions: str = "pipeline"
-                                ) -> list[PipelineMentionsPosterior]:
+                                vocabulary: Vocabulary, device: torch.device) -> list[PipelineMentionsPosterior]:
     """The posterior p(E | x, R, L) of each of ``documents`` (the model's tokens; their own mentions are not
-    read) given the pipeline's mentions of its ``hints`` (by document key): "pipeline", the spans it links, or
-    "detected", every span its detector finds, the ones it leaves alone as entities of their own. Sampled as
-    ``config`` says (particles, method, sweeps from the pipeline's clusters, the proposal's hints, seed)."""
+    read) given the pipeline's mentions of its ``hints`` (by document key), as ``config``'s settings name them:
+    "pipeline", the spans it links, or "detected", every span its detector finds, the ones it leaves alone as
+    entities of their own. Sampled as ``config`` says (particles, method, sweeps from the pipeline's clusters, the
+    proposal's hints, seed)."""
+    mentions = config.settings.proposal.given_mentions
     check_given_mentions(mentions)
     settings = config.settings
     given = [hints[document.key].response(document, singletons=mentions == "detected") for document in documents]
@@ -315,25 +316,24 @@ class ResolvedText:
 
 
 def resolve_texts(model: EntityNLM, proposal: EntityProposal, checkpoint: Checkpoint, originals: Sequence[Document],
-                  config: PosteriorConfig, device: torch.device, mentions: str = "pipeline",
-                  ranker_weight: float = 0.0, piece_tokens: int | None = LINK_PIECE, window: int = WINDOW
+                  config: PosteriorConfig, device: torch.device, ranker_weight: float = 0.0,
+                  piece_tokens: int | None = LINK_PIECE, window: int = WINDOW
                   ) -> list[ResolvedText]:
     """Texts (``originals``: their own mentions are not read) resolved by the posterior on the pipeline's mentions,
-    as :func:`evaluate_on_pipeline_mentions` scores it: the pipeline of ``config``'s hints reads each text, EntityNLM
-    is given its ``mentions`` and samples their entities (``config``: particles, method, sweeps, hints, seed,
-    new-entity bias), the MAP is the particle of highest log p(x, R, E, L) + ``ranker_weight`` x its ranker
-    score, and the local conditionals around it are scored on pieces of about ``piece_tokens`` tokens
-    (:func:`link_pieces`; None: whole texts). Under torchrun, rank 0 alone scores and returns them (the others
-    return nothing)."""
-    check_given_mentions(mentions)
+    as :func:`evaluate_on_pipeline_mentions` scores it: the pipeline of ``config``'s hints reads each text,
+    EntityNLM is given its mentions (``config``'s ``given_mentions``) and samples their entities (``config``:
+    particles, method, sweeps, hints, seed, new-entity bias), the MAP is the particle of highest log p(x, R, E, L) +
+    ``ranker_weight`` x its ranker score, and the local conditionals around it are scored on pieces of about
+    ``piece_tokens`` tokens (:func:`link_pieces`; None: whole texts). Under torchrun, rank 0 alone scores and
+    returns them (the others return nothing)."""
+    check_given_mentions(config.settings.proposal.given_mentions)
     originals = [document.replace(mentions=()) for document in originals]
     settings = config.settings.proposal
     prepared = [preprocess_document(document, checkpoint.preprocess, checkpoint.vocabulary)[0]
                 for document in originals]
     read = document_hints(settings, hint_pipeline(settings), originals, prepared, checkpoint.preprocess)
     hints = {document.key: hint for document, hint in zip(prepared, read)}
-    resolved = pipeline_mention_posteriors(model, proposal, prepared, hints, config, checkpoint.vocabulary, device,
-                                           mentions)
+    resolved = pipeline_mention_posteriors(model, proposal, prepared, hints, config, checkpoint.vocabulary, device)
     if not ranks().leader:  # under torchrun every rank has every posterior; rank 0 goes on
         return []
     scorer = link_scorer(checkpoint, device, config.settings.proposal)

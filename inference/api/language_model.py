@@ -35,6 +35,7 @@ from inference.algorithms.resolver import (
     LINK_PIECE,
     LINK_TEMPERATURE,
     LocalLinks,
+    check_given_mentions,
     link_rankings,
     resolve_texts,
 )
@@ -210,10 +211,9 @@ class PosteriorCoreference:
 
     def clusters(self) -> list[list[str]]:
         """The MAP's entities of more than one mention, each as its mentions' texts in text order."""
-        tokens, by_entity = self.map.tokens, {}
-        for mention in self.map.mentions:
-            by_entity.setdefault(mention.entity, []).append(" ".join(tokens[mention.start:mention.end]))
-        return [texts for texts in by_entity.values() if len(texts) > 1]
+        tokens = self.map.tokens
+        return [[" ".join(tokens[start:end]) for start, end in spans]
+                for spans in self.map.clusters() if len(spans) > 1]
 
     def to_conll(self) -> str:
         """The MAP structure as a CoNLL-2012 document (what ``coref.io.conll.parse_conll`` reads back)."""
@@ -415,7 +415,7 @@ class LanguageModel:
                 return PosteriorCoreference.of(result, described, guide.context)
             config = PosteriorConfig(settings=settings)
             (resolved,) = resolve_texts(model, guide, self.checkpoint, as_documents(text), config, self.device,
-                                        options.given_mentions, ranker_weight, link_piece)
+                                        ranker_weight, link_piece)
         return PosteriorCoreference.of(resolved.posterior, described, guide.context, resolved.map,
                                        options.given_mentions, resolved.pipeline, resolved.local)
 
@@ -424,8 +424,7 @@ class LanguageModel:
                 ) -> PosteriorCoreference:
         """:meth:`posterior` on the pipeline's ``mentions`` ("pipeline" or "detected"): the posterior as a
         resolver, as ``python -m inference.posterior --text ...`` runs it."""
-        if mentions not in ("pipeline", "detected"):
-            raise ValueError(f"given mentions are one of pipeline, detected, got {mentions!r}")
+        check_given_mentions(mentions)
         return self.posterior(text, preset, ranker_weight, link_piece, **{**changes, "given_mentions": mentions})
 
     def generate(self, tokens: int = 50, seed: int = 0) -> Generated:

@@ -223,12 +223,12 @@ def run(args: argparse.Namespace) -> dict:
     config = config_of(PosteriorConfig, args)
     if args.given_mentions and not args.evaluate:
         return analyse_on_pipeline_mentions(config, link_temperature=args.link_temperature,
-                                            ranker_weight=args.ranker_weight, mentions=args.given_mentions,
+                                            ranker_weight=args.ranker_weight,
                                             piece_tokens=args.link_piece or LINK_PIECE)
     if args.given_mentions:
         return evaluate_on_pipeline_mentions(config, reliability=args.reliability,
                                              link_temperature=args.link_temperature, local_search=args.local_search,
-                                             ranker_weight=args.ranker_weight, mentions=args.given_mentions)
+                                             ranker_weight=args.ranker_weight)
     return evaluate_map(config) if args.evaluate else analyse(config)
 
 

@@ -25,6 +25,7 @@ has too few tail weights to fit, always at N <= 20) is written as null with a ``
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Sequence
@@ -85,16 +86,14 @@ class MarginalConfig:
     def of(cls, preset: str = DEFAULT_PRESET, **options: object) -> MarginalConfig:
         """The config of preset ``preset`` with ``options``: this config's own fields, and changes of the settings'
         (:meth:`~inference.algorithms.config.Settings.replace`)."""
-        own = {name: options.pop(name) for name in list(options) if name in MARGINAL_FIELDS}
+        fields = {field.name for field in dataclasses.fields(cls)}
+        own = {name: options.pop(name) for name in list(options) if name in fields}
         return cls(settings=settings_for("likelihood", preset, **options), preset=preset, **own)
 
     @property
     def sampler(self) -> str:
         """``is``, ``smc`` or ``both``."""
         return "both" if self.both else self.settings.sampling.sampler
-
-
-MARGINAL_FIELDS = frozenset({"checkpoint", "corpus", "split", "data_dir", "baselines", "device", "both"})
 
 
 def samplers_of(sampler: str) -> tuple[str, ...]:

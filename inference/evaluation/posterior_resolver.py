@@ -179,18 +179,18 @@ def local_mode(model: EntityNLM, checkpoint: Checkpoint, document: Document, dev
 
 def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
                                   reliability: str | Path | None = None, link_temperature: float = 1.0,
-                                  local_search: int = 0, ranker_weight: float = 0.0, mentions: str = "pipeline"
-                                  ) -> dict:
-    """The posterior's MAP structure and link marginals on the pipeline's mentions of the corpus split, beside
-    the pipeline's own clusters (module docstring); ``reliability``: write the reliability diagram there (PNG);
+                                  local_search: int = 0, ranker_weight: float = 0.0) -> dict:
+    """The posterior's MAP structure and link marginals on the pipeline's mentions of the corpus split, beside the
+    pipeline's own clusters (module docstring); ``reliability``: write the reliability diagram there (PNG);
     ``link_temperature``: the local conditionals' temperature (their calibration error is also reported at each of
     :data:`TEMPERATURES`, to choose it on dev); ``local_search``: climb each particle MAP by at most this many
-    rounds of :func:`local_mode` (0: the particles' own); ``ranker_weight``: the MAP is the particle of highest
-    log p(x, R, E, L) + ``ranker_weight`` x :func:`ranker_scores` (0: the posterior's own). ``mentions``:
-    "pipeline", the spans the pipeline links (its answer's mentions), or "detected", every span its detector finds
-    (as EntityNLM can encode them), so that the posterior also decides which stay alone, as reranking's candidates
-    on predicted mentions do; either way the pipeline's answer is the same, and singletons are dropped from both
-    answers before scoring."""
+    rounds of :func:`local_mode` (0: the particles' own); ``ranker_weight``: the MAP is the particle of highest log
+    p(x, R, E, L) + ``ranker_weight`` x :func:`ranker_scores` (0: the posterior's own). The given mentions
+    (``config``'s ``given_mentions``): "pipeline", the spans the pipeline links (its answer's mentions), or
+    "detected", every span its detector finds (as EntityNLM can encode them), so that the posterior also decides
+    which stay alone, as reranking's candidates on predicted mentions do; either way the pipeline's answer is the
+    same, and singletons are dropped from both answers before scoring."""
+    mentions = config.settings.proposal.given_mentions
     check_given_mentions(mentions)
     device = resolve_device(config.device)
     settings = config.settings.proposal
@@ -201,8 +201,7 @@ def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
     hints = corpus_hints(settings, pipeline, config.corpus, config.split, config.data_dir, gold,
                          checkpoint.preprocess)
     started = time.perf_counter()
-    resolved = pipeline_mention_posteriors(model, proposal, gold, hints, config, checkpoint.vocabulary, device,
-                                           mentions)
+    resolved = pipeline_mention_posteriors(model, proposal, gold, hints, config, checkpoint.vocabulary, device)
     seconds = time.perf_counter() - started
     given = [document.pipeline for document in resolved]
     results = [document.posterior for document in resolved]
@@ -277,8 +276,7 @@ def evaluate_on_pipeline_mentions(config: PosteriorConfig, window: int = WINDOW,
 
 
 def analyse_on_pipeline_mentions(config: PosteriorConfig, link_temperature: float = 1.0, ranker_weight: float = 0.0,
-                                 mentions: str = "pipeline", piece_tokens: int | None = LINK_PIECE,
-                                 window: int = WINDOW) -> dict:
+                                 piece_tokens: int | None = LINK_PIECE, window: int = WINDOW) -> dict:
     """The texts of ``config`` (``text``, ``file`` or ``conll``) resolved by :func:`resolve_texts`, written to
     ``config.out`` as :func:`~inference.algorithms.posterior.analyse` writes (samples, map.conll, particle
     marginals, heatmaps, summary), with the pipeline's own answer (pipeline.conll) and the local conditionals
@@ -287,8 +285,8 @@ def analyse_on_pipeline_mentions(config: PosteriorConfig, link_temperature: floa
     set_seed(config.seed)
     originals = input_documents(config.text, config.file, config.conll)
     checkpoint, model, proposal = load_model(config.checkpoint, device, config.settings.proposal)
-    texts = resolve_texts(model, proposal, checkpoint, originals, config, device, mentions, ranker_weight,
-                          piece_tokens, window)
+    texts = resolve_texts(model, proposal, checkpoint, originals, config, device, ranker_weight, piece_tokens,
+                          window)
     if not ranks().leader:
         return {"maps": [], "summary": [], "out": config.out, "files": []}
     summary, links_json, links_text = [], {}, []
@@ -297,7 +295,8 @@ def analyse_on_pipeline_mentions(config: PosteriorConfig, link_temperature: floa
         name = document_name(text.posterior.document)
         links_json[name] = [ranking.to_json() for ranking in rankings]
         links_text.append(format_antecedents(name, rankings))
-        summary.append({**posterior_summary(text.posterior, config, proposal.context), "given_mentions": mentions,
+        summary.append({**posterior_summary(text.posterior, config, proposal.context),
+                        "given_mentions": config.settings.proposal.given_mentions,
                         "mentions": len(text.pipeline.mentions), "ranker_weight": ranker_weight,
                         "link_temperature": link_temperature, "link_piece_tokens": piece_tokens})
     return write_analysis(config, [text.posterior for text in texts], [text.map for text in texts], summary, {

@@ -1,4 +1,4 @@
-"""Operations, host synchronisations and time per token step of EntityNLM's sampler (issue: a sync-free step).
+"""Operations, host synchronisations and time per token step of EntityNLM's sampler.
 
 The bundled model on the first two documents of the embedded sample corpus's test split (one batch), N
 particles, one thread: the default sampler (SMC at sentence ends, the proposal alone) and the settled one (SMC
@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable
 
 import pyro
 import torch
@@ -22,18 +23,20 @@ from coref.corpora.preprocess import EOS
 from coref.corpora.registry import load_corpus
 from coref.resolution.pipeline import bundled_pipeline
 from generative.entitynlm import state
+from generative.entitynlm.lockstep import EntityNLMParticles
 from generative.layers.batch import make_batch
-from inference.algorithms.hints import HintSettings, batch_hints, document_hints
-from inference.algorithms.smc import sample_structures
+from inference.algorithms.config import settings_for
+from inference.algorithms.hints import batch_hints, document_hints
+from inference.algorithms.smc import ParticleStructures, sample_structures
 from inference.algorithms.syncs import step_counts
 from inference.data import prepared_documents
 from inference.training.checkpoint import Checkpoint, entitynlm_modules, pretrained
 
-SETTLED = HintSettings(0.5, 4.0, lookahead=0.8)
+SETTLED = settings_for("likelihood").proposal  # the pipeline's hints at 0.5 / T 4, the lookahead at 0.8
 
 
-def samplers(particles: int, documents: int) -> dict[str, tuple[tuple, dict]]:
-    """The arguments of ``sample_structures`` for the default and the settled sampler."""
+def samplers(particles: int, documents: int) -> dict[str, Callable[[], ParticleStructures]]:
+    """A run of the default and of the settled sampler (each starts its system afresh)."""
     checkpoint = Checkpoint.load(str(pretrained("entitynlm.pt")))
     model, proposal = entitynlm_modules(checkpoint, "cpu")
     prepared = prepared_documents("sample", "test", None, checkpoint.preprocess, checkpoint.vocabulary,
@@ -44,23 +47,25 @@ def samplers(particles: int, documents: int) -> dict[str, tuple[tuple, dict]]:
                            checkpoint.preprocess)
     keyed = {(d.id, d.part): hint for d, hint in zip(prepared, hints)}
     by_key = {(d.id, d.part): d for d in prepared}
-    arguments = (model, proposal, batch, particles, checkpoint.vocabulary.index(EOS))
+    eos = checkpoint.vocabulary.index(EOS)
+    hints = batch_hints(SETTLED, batch, keyed, by_key)
     return {
-        "default": (arguments, {"resample": "sentence", "history": False}),
-        "settled": (arguments, {"resample": "token", "history": False, "lookahead": SETTLED.lookahead,
-                                "hints": batch_hints(SETTLED, batch, keyed, by_key)}),
+        "default": lambda: sample_structures(EntityNLMParticles(model, proposal, batch, particles), eos, "sentence",
+                                             history=False),
+        "settled": lambda: sample_structures(EntityNLMParticles(model, proposal, batch, particles, hints,
+                                                                SETTLED.lookahead), eos, "token", history=False),
     }
 
 
-def measure(arguments: tuple, options: dict, repeats: int, seed: int) -> dict:
+def measure(run: Callable[[], ParticleStructures], repeats: int, seed: int) -> dict:
     """Counts per step (one run) and milliseconds per step (the best of ``repeats`` runs), from ``seed``."""
     pyro.set_rng_seed(seed)
-    counts = step_counts(*arguments, **options)
+    counts = step_counts(run)
     times = []
     for _ in range(repeats):
         pyro.set_rng_seed(seed)
         start = time.perf_counter()
-        sampled = sample_structures(*arguments, **options)
+        sampled = run()
         times.append(time.perf_counter() - start)
     return {"steps": counts.steps, "ops_per_step": round(counts.ops, 1), "syncs_per_step": round(counts.syncs, 3),
             "sync_kinds": {name: round(value, 3) for name, value in counts.sync_kinds.items()},
@@ -84,9 +89,9 @@ def main() -> None:
         state.CHEAP_SYNC_DEVICES = ()
     torch.set_num_threads(1)
     torch.set_flush_denormal(True)
-    for name, (arguments, options) in samplers(args.particles, args.documents).items():
+    for name, run in samplers(args.particles, args.documents).items():
         if args.only in (None, name):
-            print(json.dumps({"sampler": name, **measure(arguments, options, args.repeats, args.seed)}), flush=True)
+            print(json.dumps({"sampler": name, **measure(run, args.repeats, args.seed)}), flush=True)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from coref.corpora.preprocess import EOS
+from generative.entitynlm.lockstep import EntityNLMParticles
 from generative.layers.batch import make_batch
 from inference.algorithms.smc import sample_structures
 from inference.data import prepared_documents
@@ -81,8 +82,8 @@ def test_smc_on_the_gpu_converges_to_the_enumerated_marginal():
     exact, _, _ = exact_log_marginal(model, WORDS)
     batch = tiny_batch([{"words": WORDS}]).to("cuda")
     pyro.set_rng_seed(3)
-    sampled = sample_structures(model.to("cuda"), proposal.to("cuda"), batch, 60_000, TINY_EOS, "token",
-                                ess_threshold=0.5, history=False)
+    system = EntityNLMParticles(model.to("cuda"), proposal.to("cuda"), batch, 60_000)
+    sampled = sample_structures(system, TINY_EOS, "token", ess_threshold=0.5, history=False)
     assert sampled.log_marginal.item() == pytest.approx(exact.item(), abs=0.03)
 
 
@@ -96,7 +97,8 @@ def test_the_bundled_entitynlm_samples_on_the_gpu():
         model, proposal = entitynlm_modules(checkpoint, resolve_device(device))
         batch = make_batch(documents, checkpoint.vocabulary).to(device)
         set_seed(0)
-        sampled = sample_structures(model, proposal, batch, 1000, checkpoint.vocabulary.index(EOS), history=False)
+        system = EntityNLMParticles(model, proposal, batch, 1000)
+        sampled = sample_structures(system, checkpoint.vocabulary.index(EOS), history=False)
         estimates[device] = sampled.log_marginal.cpu()
     assert torch.isfinite(estimates["cuda"]).all()
     tokens = sum(len(document.tokens) + len(document.sentences) for document in documents)

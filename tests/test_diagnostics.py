@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from coref.corpora.preprocess import EOS
+from generative.entitynlm.lockstep import EntityNLMParticles
 from generative.layers.batch import make_batch
 from inference.algorithms.smc import sample_structures
 from inference.commands import diagnostics as diagnostics_command
@@ -106,7 +107,8 @@ def test_one_particle_leaves_minus_log_q_as_the_remainder(bundled):
     here recomputed by the proposal's own known-annotation path on a batch carrying the sampled structure."""
     model, proposal, _, batch, vocabulary = bundled
     pyro.set_rng_seed(1)
-    structures = sample_structures(model, proposal, batch, 1, vocabulary.index(EOS), resample="never")
+    system = EntityNLMParticles(model, proposal, batch, 1)
+    structures = sample_structures(system, vocabulary.index(EOS), resample="never")
     terms, remainder, noise_gap = diagnostics.posterior_decomposition(model, batch, structures)
     sampled = dataclasses.replace(batch, R=structures.R[0], E=structures.E[0], L=structures.L[0])
     with torch.no_grad():

@@ -20,6 +20,7 @@ import torch
 
 from coref.io.checkpoint import CheckpointError
 from generative.entitynlm.copying import INITIAL_GATE
+from generative.entitynlm.lockstep import EntityNLMParticles
 from generative.entitynlm.lookahead import WordLookahead
 from generative.entitynlm.model import EntityNLM
 from generative.entitynlm.state import Annotation, DenseEmbeddings, EntityTable, PooledEmbeddings, blocked_shares
@@ -108,8 +109,8 @@ def test_the_estimate_stays_exact_with_the_copy_and_the_cache(lookahead, options
     assert abs(exact.item() - exact_log_marginal(plain, WORDS)[0].item()) > 0.1  # the feature changes p(x)
     batch = tiny_batch([{"words": WORDS}])
     pyro.set_rng_seed(3)
-    sampled = sample_structures(model, proposal, batch, 60_000, EOS, "token", ess_threshold=0.5, history=False,
-                                hints=hinted(batch, 0.7), lookahead=lookahead)
+    system = EntityNLMParticles(model, proposal, batch, 60_000, hints=hinted(batch, 0.7), lookahead=lookahead)
+    sampled = sample_structures(system, EOS, "token", ess_threshold=0.5, history=False)
     assert sampled.log_marginal.item() == pytest.approx(exact.item(), abs=0.03)
 
 
@@ -224,7 +225,8 @@ def test_a_single_documents_lookahead_reads_its_word_once_with_the_same_estimate
 
     def weights():
         pyro.set_rng_seed(7)
-        return sample_structures(model, proposal, batch, 200, EOS, "token", history=False, lookahead=0.7).log_weights
+        system = EntityNLMParticles(model, proposal, batch, 200, lookahead=0.7)
+        return sample_structures(system, EOS, "token", history=False).log_weights
 
     once = weights()
     assert seen and set(seen) == {(1,)}
@@ -234,13 +236,13 @@ def test_a_single_documents_lookahead_reads_its_word_once_with_the_same_estimate
 
 def test_the_estimate_stays_exact_when_the_lookahead_scores_one_entity(monkeypatch):
     """top = 1: the lookahead's share covers R = 0 and one entity, chosen with the copy; the estimate stays exact."""
-    monkeypatch.setattr("inference.algorithms.smc.WordLookahead", partial(WordLookahead, top=1))
+    monkeypatch.setattr("generative.entitynlm.lockstep.WordLookahead", partial(WordLookahead, top=1))
     model, proposal = tiny_models(entity_words=2)
     exact, _, _ = exact_log_marginal(model, WORDS)
     batch = tiny_batch([{"words": WORDS}])
     pyro.set_rng_seed(4)
-    sampled = sample_structures(model, proposal, batch, 60_000, EOS, "token", ess_threshold=0.5, history=False,
-                                lookahead=0.7)
+    system = EntityNLMParticles(model, proposal, batch, 60_000, lookahead=0.7)
+    sampled = sample_structures(system, EOS, "token", ess_threshold=0.5, history=False)
     assert sampled.log_marginal.item() == pytest.approx(exact.item(), abs=0.03)
 
 

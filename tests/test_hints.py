@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from functools import partial
 
 import numpy as np
 import pyro
@@ -17,6 +18,7 @@ from coref.resolution.hints import pipeline_hints
 from coref.resolution.pipeline import bundled_pipeline
 from coref.resolution.rerank import DEFAULT_GRID
 from generative.entitynlm.hints import CorefHints, StreamHint
+from generative.entitynlm.lockstep import EntityNLMParticles
 from generative.entitynlm.state import Annotation
 from inference.algorithms.resolver import link_pairs
 from inference.algorithms.smc import particle_gibbs, sample_structures
@@ -40,8 +42,8 @@ def test_the_hinted_proposal_keeps_the_estimate_exact(resample, lookahead):
     batch = tiny_batch([{"words": WORDS}])
     pyro.set_rng_seed(3)
     # 60,000 particles: the estimate's spread over seeds is then about 0.01, a third of the tolerance
-    sampled = sample_structures(model, proposal, batch, 60_000, EOS, resample, ess_threshold=0.5, history=False,
-                                hints=hinted(batch, 0.7), lookahead=lookahead)
+    system = EntityNLMParticles(model, proposal, batch, 60_000, hints=hinted(batch, 0.7), lookahead=lookahead)
+    sampled = sample_structures(system, EOS, resample, ess_threshold=0.5, history=False)
     assert sampled.log_marginal.item() == pytest.approx(exact.item(), abs=0.03)
 
 
@@ -49,14 +51,15 @@ def test_a_strong_hint_proposes_the_pipelines_structure():
     model, proposal = tiny_models()
     batch = tiny_batch([{"words": WORDS}])
     pyro.set_rng_seed(0)
-    sampled = sample_structures(model, proposal, batch, 2_000, EOS, "never", hints=hinted(batch, 0.99, 0.001))
+    system = EntityNLMParticles(model, proposal, batch, 2_000, hints=hinted(batch, 0.99, 0.001))
+    sampled = sample_structures(system, EOS, "never")
     R, E, L = (value[:, 0] for value in (sampled.R, sampled.E, sampled.L))
     followed = (R == torch.tensor([1, 1, 0, 1])).all(1) & (L[:, 0] == 2) & (E[:, 0] == 1)
     assert followed.float().mean() > 0.9
     # the second mention continues the first one's entity with the ranker's 0.8 (times the hint's share)
     same = (E[followed, 3] == 1).float().mean()
     assert 0.7 < same < 0.9
-    unhinted = sample_structures(model, proposal, batch, 2_000, EOS, "never")
+    unhinted = sample_structures(EntityNLMParticles(model, proposal, batch, 2_000), EOS, "never")
     assert ((unhinted.R[:, 0] == torch.tensor([1, 1, 0, 1])).all(1)).float().mean() < 0.5
 
 
@@ -74,8 +77,9 @@ def test_given_mentions_sample_only_entities_and_weigh_by_the_exact_conditional(
     consistent = [i for i, (R, _, L) in enumerate(every) if R == given["R"] and L == given["L"]]
     exact = torch.logsumexp(joint[consistent], 0)  # log p(x, R, L): E summed out
     pyro.set_rng_seed(2)
-    sampled = sample_structures(model, proposal, batch, 20_000, EOS, "token", mentions=Annotation.mentions_of(batch),
-                                 hints=hinted(batch, 0.5))
+    system = EntityNLMParticles(model, proposal, batch, 20_000, hints=hinted(batch, 0.5),
+                                mentions=Annotation.mentions_of(batch))
+    sampled = sample_structures(system, EOS, "token")
     assert (sampled.R[:, 0] == torch.tensor(given["R"])).all()
     assert (sampled.L[:, 0] == torch.tensor(given["L"])).all()
     assert len(set(sampled.E[:, 0, 3].tolist())) == 2  # the last mention: the first's entity, or a new one
@@ -101,7 +105,8 @@ def test_the_new_entity_bias_shifts_the_odds_of_a_new_entity_by_itself_and_the_s
     unbiased_new = torch.softmax(joint[[every.index(linked), every.index(new)]], 0)[1].item()
     batch = tiny_batch([{"words": WORDS, "R": R, "E": [1, 1, 0, 1], "L": L}])
     pyro.set_rng_seed(2)
-    sampled = sample_structures(model, proposal, batch, 20_000, EOS, "never", mentions=Annotation.mentions_of(batch))
+    system = EntityNLMParticles(model, proposal, batch, 20_000, mentions=Annotation.mentions_of(batch))
+    sampled = sample_structures(system, EOS, "never")
     share_new = (torch.softmax(sampled.log_weights[:, 0], 0) * (sampled.E[:, 0, 3] == 2)).sum().item()
     assert abs(posterior_new - unbiased_new) > 0.1
     assert share_new == pytest.approx(posterior_new, abs=0.02)
@@ -114,8 +119,8 @@ def test_particle_gibbs_on_given_mentions_starts_from_their_structure_and_keeps_
     _, every, joint = exact_log_marginal(model, WORDS)
     start_joint = joint[every.index((given["R"], given["E"], given["L"]))]
     pyro.set_rng_seed(0)
-    chain = particle_gibbs(model, proposal, batch, 3, EOS, 4, "token", start=Annotation.of(batch),
-                           mentions=Annotation.mentions_of(batch))
+    start = partial(EntityNLMParticles, model, proposal, batch, 3, mentions=Annotation.mentions_of(batch))
+    chain = particle_gibbs(start, EOS, 4, "token", reference=Annotation.of(batch))
     assert chain.particles == 12 and chain.E[0, 0].tolist() == given["E"]  # the first pass keeps the start
     assert chain.log_joint[0, 0].item() == pytest.approx(start_joint.item(), abs=1e-4)
     assert chain.log_joint.max().item() >= start_joint.item() - 1e-4  # the MAP is at least as likely as the start
@@ -125,8 +130,8 @@ def test_token_resampling_resamples_between_sentence_ends():
     model, proposal = tiny_models()
     batch = tiny_batch([{"words": WORDS}])
     pyro.set_rng_seed(0)
-    sentence = sample_structures(model, proposal, batch, 200, EOS, "sentence", ess_threshold=1.0)
-    token = sample_structures(model, proposal, batch, 200, EOS, "token", ess_threshold=1.0)
+    sentence = sample_structures(EntityNLMParticles(model, proposal, batch, 200), EOS, "sentence", ess_threshold=1.0)
+    token = sample_structures(EntityNLMParticles(model, proposal, batch, 200), EOS, "token", ess_threshold=1.0)
     assert sentence.resamplings.item() == 0  # no sentence end before the last token
     assert token.resamplings.item() == len(WORDS) - 1
 
@@ -534,14 +539,15 @@ def test_the_lookahead_makes_the_weights_vary_less():
     spread = {}
     for share in (0.0, 0.9):
         pyro.set_rng_seed(5)
-        weights = sample_structures(model, proposal, batch, 4_000, EOS, "never", history=False, lookahead=share)
+        system = EntityNLMParticles(model, proposal, batch, 4_000, lookahead=share)
+        weights = sample_structures(system, EOS, "never", history=False)
         spread[share] = weights.log_weights.std().item()
     assert spread[0.9] < 0.8 * spread[0.0]
 
 
 def test_the_lookahead_is_the_models_conditional_given_the_word():
+    from generative.entitynlm.lockstep import ModelSites, ProposalSites
     from generative.entitynlm.lookahead import WordLookahead
-    from inference.algorithms.smc import ModelSites, ProposalSites
 
     model, _ = tiny_models()  # sigma = 0: the candidate the model places is r_1 itself (eq. 7)
     batch = tiny_batch([{"words": WORDS}])
@@ -570,8 +576,8 @@ def test_the_lookahead_is_the_models_conditional_given_the_word():
 def test_the_lookahead_reads_the_new_entity_the_model_placed_with_its_noise():
     """With sigma > 0 the lookahead's new entity is the candidate in the model's table, r_1 plus the noise the
     proposal drew (eq. 7), not r_1: it prepares the model's table before it reads it."""
+    from generative.entitynlm.lockstep import ModelSites, ProposalSites
     from generative.entitynlm.lookahead import WordLookahead
-    from inference.algorithms.smc import ModelSites, ProposalSites
 
     model, _ = tiny_models(new_entity_scale=0.5)
     batch = tiny_batch([{"words": WORDS}])
@@ -604,7 +610,8 @@ def test_the_models_e_site_reads_the_lookaheads_eq_4_and_draws_and_weighs_the_sa
 
     def sampled():
         pyro.set_rng_seed(2)
-        return sample_structures(model, proposal, batch, 50, EOS, "token", hints=hinted(batch, 0.5), lookahead=0.7)
+        system = EntityNLMParticles(model, proposal, batch, 50, hints=hinted(batch, 0.5), lookahead=0.7)
+        return sample_structures(system, EOS, "token")
 
     kept = sampled()
     assert kept.R.sum() > 0 and kept.E.max() > 1  # mentions of several entities: the E site read kept rows

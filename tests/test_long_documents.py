@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from coref.corpora.preprocess import EOS
+from generative.entitynlm.lockstep import EntityNLMParticles
 from generative.layers.batch import make_batch
 from inference.algorithms.config import settings_for
 from inference.algorithms.posterior import Posterior, antecedent_rankings, coreference_marginals, posteriors
@@ -33,8 +34,8 @@ def book() -> tuple[int, ParticleStructures, Posterior]:
     documents, vocabulary = sample_corpus(BOOK_TOKENS)
     model, proposal = small_models(vocabulary)
     set_seed(batch_seed(0, 0))  # what posteriors(..., seed=0) seeds its one batch with
-    likelihood = sample_structures(model, proposal, make_batch(documents, vocabulary), 2, vocabulary.index(EOS),
-                                   "sentence", ALWAYS, history=False)
+    system = EntityNLMParticles(model, proposal, make_batch(documents, vocabulary), 2)
+    likelihood = sample_structures(system, vocabulary.index(EOS), "sentence", ALWAYS, history=False)
     settings = settings_for("posterior", "paper", sampler="smc", resample="sentence", particles=2, ess_threshold=ALWAYS)
     (posterior,) = posteriors(model, proposal, documents, vocabulary, settings, progress=False)
     return len(documents[0].tokens), likelihood, posterior

@@ -8,6 +8,7 @@ import json
 import struct
 import sys
 from collections import defaultdict
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ import torch
 from coref.document import Document, EntityAnnotation, Mention
 from coref.io.conll import read_conll
 from coref.io.text import plain_document
+from generative.entitynlm.lockstep import EntityNLMParticles
 from generative.entitynlm.state import Annotation, Resampled
 from inference.algorithms import posterior
 from inference.algorithms.smc import (
@@ -63,7 +65,7 @@ def test_samplers_approach_the_exact_posterior(resample):
     exact, log_marginal, joint = exact_posterior(model)
     batch = tiny_batch([{"words": WORDS, "sentence": SENTENCE}])
     pyro.set_rng_seed(0)
-    sampled = sample_structures(model, proposal, batch, 20_000, EOS, resample, ess_threshold=1.0)
+    sampled = sample_structures(EntityNLMParticles(model, proposal, batch, 20_000), EOS, resample, ess_threshold=1.0)
     assert int(sampled.resamplings) == (1 if resample == "sentence" else 0)  # the inner sentence end only
     frequencies = weighted_frequencies(sampled)
     assert set(frequencies) <= set(exact)  # every sample is a valid annotation
@@ -86,7 +88,8 @@ def test_smc_resampling_keeps_more_effective_samples_than_sir_on_a_longer_docume
     ess = {}
     for resample in ("never", "sentence"):
         pyro.set_rng_seed(0)
-        ess[resample] = sample_structures(model, proposal, batch, 200, EOS, resample).stage_ess.item()
+        system = EntityNLMParticles(model, proposal, batch, 200)
+        ess[resample] = sample_structures(system, EOS, resample).stage_ess.item()
     assert ess["sentence"] > ess["never"]
 
 
@@ -149,8 +152,8 @@ def test_conditional_smc_leaves_the_exact_posterior_invariant(resample):
     batch = tiny_batch([{"words": WORDS, "sentence": SENTENCE}] * chains)
     distance = {}
     for conditional in (True, False):
-        sampled = sample_structures(model, proposal, batch, 2, EOS, resample, ess_threshold=1.0,
-                                    reference=reference if conditional else None)
+        system = EntityNLMParticles(model, proposal, batch, 2, reference=reference if conditional else None)
+        sampled = sample_structures(system, EOS, resample, ess_threshold=1.0)
         if conditional:  # particle 0 follows its reference, and is scored as the model scores it
             assert torch.equal(sampled.reference(torch.zeros(chains, dtype=torch.long)).R, reference.R)
             first = sampled.annotation(0, 0, len(WORDS))
@@ -175,16 +178,16 @@ def test_particle_gibbs_pools_its_passes_and_keeps_the_first_passes_estimate():
     words = [4, 0, 5, EOS] * 6
     batch = tiny_batch([{"words": words, "sentence": [i // 4 for i in range(len(words))]}] * 2)
     pyro.set_rng_seed(0)
-    first = sample_structures(model, proposal, batch, 10, EOS, "sentence")
+    first = sample_structures(EntityNLMParticles(model, proposal, batch, 10), EOS, "sentence")
     pyro.set_rng_seed(0)
-    chain = particle_gibbs(model, proposal, batch, 10, EOS, sweeps=4, resample="sentence")
+    chain = particle_gibbs(partial(EntityNLMParticles, model, proposal, batch, 10), EOS, sweeps=4, resample="sentence")
     assert chain.particles == 40
     assert torch.equal(chain.R[:10], first.R) and torch.equal(chain.log_marginal, first.log_marginal)
     assert torch.allclose(chain.normalized_weights().sum(0), torch.ones(2))
     assert torch.allclose(chain.normalized_weights()[:10], first.normalized_weights() / 4)
     assert torch.all(chain.log_joint.max(0).values >= first.log_joint.max(0).values)
     with pytest.raises(ValueError, match="sweeps must be at least 1"):
-        particle_gibbs(model, proposal, batch, 10, EOS, sweeps=0)
+        particle_gibbs(partial(EntityNLMParticles, model, proposal, batch, 10), EOS, sweeps=0)
 
 
 def test_sampled_mentions_are_cut_at_sentence_ends_and_the_document_end():

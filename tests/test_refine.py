@@ -8,6 +8,7 @@ import pyro
 import pytest
 import torch
 
+from generative.entitynlm.lockstep import EntityNLMParticles
 from generative.entitynlm.state import Annotation
 from inference.algorithms.refine import (
     coref_quality,
@@ -82,7 +83,8 @@ def test_drawn_structures_of_a_padded_batch_score_as_each_document_alone():
     padded = tiny_batch(rows)
     pyro.set_rng_seed(0)
     with torch.no_grad():
-        sampled = sample_structures(model, proposal, padded, 3, EOS, "never", mentions=Annotation.mentions_of(padded))
+        system = EntityNLMParticles(model, proposal, padded, 3, mentions=Annotation.mentions_of(padded))
+        sampled = sample_structures(system, EOS, "never")
         scores = model.log_joint(padded, sampled.annotations(padded.mask))  # (3, 2)
         for particle in range(3):
             for b, row in enumerate(rows):

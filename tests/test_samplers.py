@@ -6,6 +6,7 @@ from __future__ import annotations
 import pyro
 import torch
 
+from generative.entitynlm.lockstep import EntityNLMParticles
 from generative.layers.batch import DocumentBatch
 from inference.algorithms.importance import estimate_marginal, log_mean_exp
 from inference.algorithms.smc import sample_structures
@@ -39,7 +40,7 @@ def test_importance_sampling_and_smc_converge_to_the_enumerated_marginal():
     batch = copies_batch()
     pyro.set_rng_seed(0)
     importance = estimate_marginal(model.model, proposal.guide, batch, PARTICLES)
-    smc = sample_structures(model, proposal, batch, PARTICLES, EOS, "sentence", ess_threshold=1.0)
+    smc = sample_structures(EntityNLMParticles(model, proposal, batch, PARTICLES), EOS, "sentence", ess_threshold=1.0)
     inner_sentence_ends = torch.tensor([words[:-1].count(EOS) for words in DOCUMENTS])
     assert torch.equal(smc.resamplings.view(len(DOCUMENTS), COPIES), inner_sentence_ends[:, None].expand(-1, COPIES))
     # one run's log p_hat has a spread of 0.04-0.1 nats here; pooled over 32,000 particles, about 0.01

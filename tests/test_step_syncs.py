@@ -9,9 +9,8 @@ import pytest
 import torch
 
 from generative.entitynlm import state
-from generative.entitynlm.hints import hinted_tracker
-from generative.entitynlm.lookahead import WordLookahead
-from inference.algorithms.smc import ModelSites, ProposalSites, systematic_resampling
+from generative.entitynlm.lockstep import EntityNLMParticles
+from inference.algorithms.smc import sample_structures, systematic_resampling
 from inference.algorithms.syncs import OpCounter, is_sync, step_counts
 from tests.test_hints import hinted
 from tests.test_lockstep import sample_corpus_models
@@ -25,17 +24,20 @@ FIXED_SIZE_SYNCS = 0.12  # the settled step's fixed-size form (off the CPU): gro
 OPS_SLACK = 1.05  # operation counts may move a little with the draws
 
 
-def sampler_options(name: str, batch) -> dict:
+def sampler_run(name: str, model, proposal, batch, eos: int):
+    """A run of the sampler ``name``: its system started, then stepped to the end."""
     if name == "default":
-        return {"resample": "sentence"}
-    return {"resample": "token", "hints": hinted(batch, 0.5), "lookahead": 0.8}
+        return lambda: sample_structures(EntityNLMParticles(model, proposal, batch, PARTICLES), eos, "sentence",
+                                         history=False)
+    return lambda: sample_structures(EntityNLMParticles(model, proposal, batch, PARTICLES, hinted(batch, 0.5), 0.8),
+                                     eos, "token", history=False)
 
 
 @pytest.mark.parametrize("name", sorted(RECORDED))
 def test_the_token_step_makes_no_more_syncs_than_recorded(name):
     model, proposal, batch, eos = sample_corpus_models()
     pyro.set_rng_seed(0)
-    counts = step_counts(model, proposal, batch, PARTICLES, eos, history=False, **sampler_options(name, batch))
+    counts = step_counts(sampler_run(name, model, proposal, batch, eos))
     print(f"{name}: {counts}")
     syncs, ops = RECORDED[name]
     assert counts.steps == batch.steps
@@ -52,7 +54,7 @@ def test_the_settled_step_on_an_accelerator_syncs_only_at_growth_checks(monkeypa
     monkeypatch.setattr(state, "CHEAP_SYNC_DEVICES", ())
     model, proposal, batch, eos = sample_corpus_models()
     pyro.set_rng_seed(0)
-    counts = step_counts(model, proposal, batch, PARTICLES, eos, history=False, **sampler_options("settled", batch))
+    counts = step_counts(sampler_run("settled", model, proposal, batch, eos))
     print(f"settled, the fixed-size form: {counts}")
     assert counts.syncs <= FIXED_SIZE_SYNCS, counts.sync_kinds
     assert set(counts.sync_steps) <= set(range(0, counts.steps, state.GROWTH_INTERVAL))
@@ -77,31 +79,21 @@ def test_a_copy_to_the_cpu_syncs_only_from_another_device():
 
 
 def test_the_settled_step_compiles_whole(monkeypatch):
-    """The settled sampler's token step (proposal with hints and lookahead, model, weights, a resampling of every
-    particle) in its fixed-size form is one graph for ``torch.compile(fullgraph=True)``: nothing in it is read
-    back to Python. Compiled, it draws and weighs what it does eagerly from the same random state."""
+    """The settled sampler's token step (the system's step: proposal with hints and lookahead, model, weights; and a
+    resampling of every particle) in its fixed-size form is one graph for ``torch.compile(fullgraph=True)``:
+    nothing in it is read back to Python. Compiled, it draws and weighs what it does eagerly from the same random
+    state."""
     monkeypatch.setattr(state, "CHEAP_SYNC_DEVICES", ())
     model, proposal, batch, eos = sample_corpus_models()
 
     def prepared():
         with torch.inference_mode():
-            proposed = ProposalSites()
-            scored = ModelSites(proposed)
-            model_states, proposal_states = model.encoder(batch), proposal.encoder(batch)
-            model_tracker = model.tracker(batch, PARTICLES, model_states, site=scored)
-            proposal_tracker = hinted_tracker(proposal, batch, PARTICLES, proposal_states, proposed,
-                                              hinted(batch, 0.5),
-                                              WordLookahead(model, model_tracker, model_states, batch, 0.8))
+            system = EntityNLMParticles(model, proposal, batch, PARTICLES, hinted(batch, 0.5), 0.8)
 
         def step(t: int) -> torch.Tensor:
-            proposed.start()
-            scored.start()
-            proposal.step(t, proposal_tracker)
-            model.step(t, batch, model_states, model_tracker)
-            log_weights = scored.joint - proposed.total
+            log_weights, _ = system.step(t)
             ancestors = systematic_resampling(log_weights)
-            for tracker in (model_tracker, proposal_tracker):
-                tracker.resample(ancestors)
+            system.resample(ancestors)
             return log_weights.gather(0, ancestors)
 
         return step

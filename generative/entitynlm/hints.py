@@ -1,4 +1,4 @@
-"""A proposal that knows coreference: EntityNLM's Q mixed with what the coreference pipeline believes (issue 27).
+"""A proposal that knows coreference: EntityNLM's Q mixed with what the coreference pipeline believes.
 
 The pipeline's reading of a document (:class:`coref.resolution.hints.CorefHint`: detected mentions, whether
 each is linked, each one's antecedent distribution from the ranker), placed on the token stream, becomes a
@@ -23,14 +23,14 @@ the mixture's, computed where the site is drawn: nothing outside the particle's 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pyro.distributions as dist
 import torch
 
-from generative.entitynlm.model import EntityProposal, EntityTracker, Site
-from generative.entitynlm.state import Annotation, Resampled
+from generative.entitynlm.model import EntityTracker, SiteTransform
+from generative.entitynlm.state import Resampled
 from generative.layers.batch import DocumentBatch
 from generative.layers.categorical import Categorical
 
@@ -111,56 +111,51 @@ class CorefHints:
         return [slice(min(lo, hi), hi) for lo, hi in zip(first.tolist(), last.tolist())]
 
 
-class HintedTracker(EntityTracker):
-    """The proposal's entity tracker drawing R, E and L from the mixture with the pipeline's hints."""
+class HintMixture(SiteTransform):
+    """A proposal tracker's R, E and L drawn from the mixture with the pipeline's ``hints`` (module docstring)."""
 
-    def __init__(self, *args, hints: CorefHints, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, hints: CorefHints, particles: int, max_mention_length: int) -> None:
         self.hints = hints
-        particles, documents = self.previous.R.shape
-        # the entity slot this particle gave each pipeline mention (-1: not a mention start of its own)
-        self.hint_entity = hints.row.new_full((particles, documents, hints.length.shape[1]), -1)
+        # the entity slot each particle gave each pipeline mention (-1: not a mention start of its own)
+        self.hint_entity = hints.row.new_full((particles, *hints.length.shape), -1)
         self.rows_read_later = hints.rows_read_later()  # a resampling after step t copies rows_read_later[t]
         # the hint's R (B, T, 2) at each step and L (B, M + 1, lengths) for each pipeline mention: the same for every
         # particle, so made once
         p_start = torch.where(hints.linked.gather(1, hints.row) & (hints.row > 0), 1 - hints.epsilon, hints.epsilon)
         self.start_hint = torch.stack([1 - p_start, p_start], dim=-1)
-        lengths = self.config.max_mention_length
+        lengths = max_mention_length
         self.length_hint = torch.full((*hints.length.shape, lengths), hints.epsilon / lengths,
                                       device=hints.length.device)
         self.length_hint.scatter_add_(-1, hints.length.clamp(max=lengths - 1)[..., None],
                                       torch.full_like(self.length_hint[..., :1], 1 - hints.epsilon))
 
-    def choose(self, t: int, at: int, gold: Annotation | None = None) -> torch.Tensor:
-        """The step (:meth:`EntityTracker.choose`); a particle whose mention starts where a pipeline mention does
-        remembers the entity it chose for that mention."""
-        context = super().choose(t, at, gold)
-        row = self.hints.row[:, t].expand_as(self.chosen.E)[..., None]  # (P, B, 1); row 0 (no pipeline mention)
-        kept = self.hint_entity.gather(-1, row)  # stays -1, and so does every row where no mention starts
-        chosen = torch.where((self.mention_starts & (row[..., 0] > 0))[..., None], self.chosen.E[..., None], kept)
-        self.hint_entity.scatter_(-1, row, chosen)
-        return context
-
-    def _resample(self, moved: Resampled) -> None:
-        super()._resample(moved)
-        self.hint_entity = moved.copy(self.hint_entity, self.rows_read_later[self.chosen.t])  # after the last step
-
-    def _proposed(self, kind: str, t: int, categorical: dist.Categorical) -> dist.Categorical:
-        """The mixture (1 - weight) Q + weight hint for site ``kind`` of step t (module docstring)."""
-        own = self._tempered(categorical).probs
+    def __call__(self, kind: str, t: int, categorical: dist.Categorical, tracker: EntityTracker
+                 ) -> dist.Categorical:
+        """The mixture (1 - weight) Q + weight hint for site ``kind`` of step t."""
+        own = categorical.probs
         hints = self.hints
         if kind == "R":  # (B, 2): each document's (eq. 3 reads h alone)
             hint = self.start_hint[:, t]
         else:  # E (K, slots) and L (K, lengths): the K rows that draw them (DrawnRows)
-            particle, document = self.drawn_rows
+            particle, document = tracker.drawn_rows
             row = hints.row[document, t]
             at_row = (self.length_hint[document, row] if kind == "L"
-                      else self._entity_hint(particle, document, row, own.shape[-1]))
+                      else self._entity_hint(tracker, particle, document, row, own.shape[-1]))
             hint = torch.where((row > 0)[:, None], at_row, own)
         return Categorical(probs=(1 - hints.weight) * own + hints.weight * hint)
 
-    def _entity_hint(self, particle: torch.Tensor, document: torch.Tensor, row: torch.Tensor, slots: int
-                     ) -> torch.Tensor:
+    def chosen(self, tracker: EntityTracker) -> None:
+        """A particle whose mention starts where a pipeline mention does remembers the entity it chose for it."""
+        row = self.hints.row[:, tracker.chosen.t].expand_as(tracker.chosen.E)[..., None]  # (P, B, 1); 0: none
+        kept = self.hint_entity.gather(-1, row)  # stays -1, and so does every row where no mention starts
+        starts = (tracker.mention_starts & (row[..., 0] > 0))[..., None]
+        self.hint_entity.scatter_(-1, row, torch.where(starts, tracker.chosen.E[..., None], kept))
+
+    def resample(self, moved: Resampled, t: int) -> None:
+        self.hint_entity = moved.copy(self.hint_entity, self.rows_read_later[t])
+
+    def _entity_hint(self, tracker: EntityTracker, particle: torch.Tensor, document: torch.Tensor, row: torch.Tensor,
+                     slots: int) -> torch.Tensor:
         """(K, slots): for the K (particle, document) rows, the ranker's antecedent distribution of the document's
         mention ``row`` (K,), on the particle's entities; a new entity, or an antecedent the particle gave no
         entity, on the new slot."""
@@ -168,18 +163,6 @@ class HintedTracker(EntityTracker):
         antecedent_rows = hints.antecedents[document, row]  # (K, A)
         probabilities = hints.probabilities[document, row]  # (K, A + 1)
         entity = self.hint_entity[particle[:, None], document[:, None], antecedent_rows]  # (K, A); row 0: -1
-        new = self.entities.count[particle, document][:, None]
+        new = tracker.entities.count[particle, document][:, None]
         target = torch.cat([new, torch.where(entity >= 0, entity, new)], dim=-1)
         return probabilities.new_zeros((len(row), slots)).scatter_add_(-1, target.clamp(max=slots - 1), probabilities)
-
-
-def hinted_tracker(proposal: EntityProposal, batch: DocumentBatch, particles: int, states: torch.Tensor,
-                   site: Site, hints: CorefHints | None = None,
-                   lookahead: Callable[..., dist.Categorical] | None = None) -> EntityTracker:
-    """The proposal's entity tracker (:meth:`EntityProposal.tracker`), drawing from the mixture with the
-    pipeline's ``hints`` where there are any, each site then reshaped by ``lookahead`` where given (the sampler's
-    :class:`~generative.entitynlm.lookahead.WordLookahead`)."""
-    if hints is None:
-        return proposal.tracker(batch, particles, states, site=site, lookahead=lookahead)
-    return HintedTracker(proposal.heads, proposal.config, batch, particles, states, proposal.temperature, site,
-                         hints=hints, lookahead=lookahead)

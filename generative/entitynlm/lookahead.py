@@ -5,9 +5,9 @@ At a step where a mention may start, the model's own conditional of the choice g
     p(R_t = r, E_t = e | history, x_t)  proportional to  p(r | h_{t-1}) p(e | h_{t-1}, entities) p(x_t | h_{t-1}, e)
 
 (eqs. 3, 4 and 6; e is e_current when r = 0), is SMC's locally optimal proposal (Doucet, Godsill & Andrieu 2000):
-drawn from it, the step's weight no longer depends on which (r, e) was drawn. Issue 27 found the word site making
-most of the weights' per-step variance: Q reads x_t through its own LSTM, not through the model's softmax with
-each entity's embedding. :class:`WordLookahead` computes that conditional over R = 0 and the ``top`` entities the
+drawn from it, the step's weight no longer depends on which (r, e) was drawn. The word site makes most of the
+weights' per-step variance: Q reads x_t through its own LSTM, not through the model's softmax with each entity's
+embedding. :class:`WordLookahead` computes that conditional over R = 0 and the ``top`` entities the
 model finds likeliest (eq. 4), a new entity's embedding the candidate the model's table holds (its eq. 7 noise
 already drawn, as the proposal's); x_t does not depend on L, so L's locally optimal choice is the model's own
 p(L | h_{t-1}, e) (eq. 5). The proposal draws
@@ -19,8 +19,8 @@ p(L | h_{t-1}, e) (eq. 5). The proposal draws
 so every structure the proposal could draw keeps positive probability (share < 1) and the estimate stays
 unbiased; Q (with the pipeline's hints, where given) keeps what it knows of the words after x_t. It reads the
 model's entity state as prepared for step t (:meth:`EntityTracker.prepare`, which it calls once the proposal has
-drawn its new-entity noise), before any choice, so it exists only in the lockstep sampler
-(:func:`inference.algorithms.smc.sample_structures`), which runs the model beside the proposal. It keeps eq. 4 of
+drawn its new-entity noise), before any choice, so it exists only in the lockstep pair
+(:mod:`generative.entitynlm.lockstep`), which runs the model beside the proposal. It keeps eq. 4 of
 every row (selecting those where a mention may start would be a host sync), and the model's E site reads it there
 (:meth:`EntityTracker.keep_entity_logits`).
 """
@@ -31,18 +31,18 @@ import pyro.distributions as dist
 import torch
 import torch.nn.functional as F
 
-from generative.entitynlm.model import EntityNLM, EntityTracker
+from generative.entitynlm.model import EntityNLM, EntityTracker, SiteTransform
 from generative.layers.batch import DocumentBatch
 from generative.layers.categorical import Categorical
 
 TOP_ENTITIES = 8  # entities whose word probability the lookahead computes (besides R = 0)
 
 
-class WordLookahead:
+class WordLookahead(SiteTransform):
     """The model's locally optimal choice of R_t, E_t and L_t, mixed into a proposal tracker's sites.
 
     ``model_tracker`` is the model's entity state in the same lockstep loop, ``states`` the model's LSTM states;
-    an instance is a tracker's ``lookahead`` (:meth:`EntityTracker.choose` calls it for R, then E, of each step).
+    an instance is the last of a proposal tracker's transforms (its R, then E, then L of each step).
     """
 
     def __init__(self, model: EntityNLM, model_tracker: EntityTracker, states: torch.Tensor, batch: DocumentBatch,

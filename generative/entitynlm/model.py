@@ -33,7 +33,7 @@ swapped-delta / W_T entity update.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import pyro
 import pyro.distributions as dist
@@ -70,17 +70,49 @@ def pyro_site(kind: str, t: int, distribution: dist.TorchDistribution, mask: tor
     return pyro.sample(f"{kind}_{t}", distribution.mask(mask), obs=obs)
 
 
+class SiteTransform:
+    """A reshaping of the distributions a tracker draws R, E and L from (a proposal's: :class:`Tempered`, the
+    mixture with the pipeline's hints, the model's lookahead), with per-particle state of its own where it needs
+    one: :meth:`chosen` reads each step's choices, :meth:`resample` follows the particles' ancestors."""
+
+    def __call__(self, kind: str, t: int, categorical: dist.Categorical, tracker: EntityTracker
+                 ) -> dist.Categorical:
+        """The distribution site ``kind`` of step t draws from, given the one so far (``tracker``: its drawn rows,
+        this step's E and entities)."""
+        raise NotImplementedError
+
+    def chosen(self, tracker: EntityTracker) -> None:
+        """After the step's choices (``tracker.chosen``): nothing to keep, unless the transform remembers them."""
+
+    def resample(self, moved: Resampled, t: int) -> None:
+        """After a resampling that followed step t: nothing to copy, unless the transform keeps per-particle state."""
+
+
+class Tempered(SiteTransform):
+    """The logits of R, E and L divided by ``temperature``: above 1 a proposal is widened (paper §5.1's Q is trained
+    on gold annotations, sharper than the model's posterior, which makes the importance weights heavy-tailed)."""
+
+    def __init__(self, temperature: float) -> None:
+        self.temperature = temperature
+
+    def __call__(self, kind: str, t: int, categorical: dist.Categorical, tracker: EntityTracker
+                 ) -> dist.Categorical:
+        return Categorical(logits=categorical.logits / self.temperature)
+
+
 class EntityTracker:
     """One pass over a batch with one set of heads: the sample sites of R, E, L and the new-entity noise at each
     step, and the entity table they imply. The model and the proposal each drive one, with their own heads and
     LSTM states; the model adds the word site.
 
-    ``site`` is the sample statement: :func:`pyro_site` makes this the Pyro program; the lockstep sampler
-    (:mod:`inference.algorithms.smc`) passes handlers that draw and score the same distributions directly,
+    ``site`` is the sample statement: :func:`pyro_site` makes this the Pyro program; the lockstep pair
+    (:mod:`generative.entitynlm.lockstep`) passes handlers that draw and score the same distributions directly,
     without Pyro's per-site messenger stack. ``entity_words``: how many of its mention words each entity of the
     table remembers (the model's, when it copies them: :mod:`generative.entitynlm.copying`; 0 for a proposal).
     ``document_cache``: lambda of the model's cache of each document's words so far (its :attr:`cache`, which
-    :meth:`update` adds each token's word to; None at 0, and for a proposal).
+    :meth:`update` adds each token's word to; None at 0, and for a proposal). ``transforms`` reshape the
+    distributions R, E and L are drawn from, in order (:class:`SiteTransform`: a proposal's temperature, the
+    mixture with the pipeline's hints, the model's lookahead).
     """
 
     def __init__(
@@ -90,21 +122,17 @@ class EntityTracker:
         batch: DocumentBatch,
         particles: int,
         states: torch.Tensor,
-        temperature: float = 1.0,
         site: Site = pyro_site,
         entity_words: int = 0,
         document_cache: float = 0.0,
-        lookahead: Callable[..., dist.Categorical] | None = None,
+        transforms: Sequence[SiteTransform] = (),
     ) -> None:
         self.heads = heads
         self.site = site
         # the rows (particle and document indices) that read and draw eq. 4 and 5: every one, masked where no
         # mention starts (selecting those would be a host sync); DrawnRows puts their draws in place
         self.drawn_rows = every_row(particles, batch.size, batch.words.device)
-        self.temperature = temperature  # divides the R, E, L logits: > 1 widens a proposal
-        # a proposal's reshaping of its site distributions by the model (the sampler's WordLookahead), or None:
-        # called with the site's kind, the step, the distribution and this tracker (its drawn rows and E)
-        self.lookahead = lookahead
+        self.transforms = tuple(transforms)
         self.entity_slot: torch.Tensor | None = None  # this step's E (a slot, -1 outside mentions), before L
         self.mention_starts: torch.Tensor | None = None  # (P, B) where a mention starts at this step
         self.config = config
@@ -157,6 +185,8 @@ class EntityTracker:
         drawn_L = self.site("L", t, L_dist, mention_starts, _at(gold, "L", t))
         L = torch.where(mention_starts, drawn_L + 1, torch.where(starts, torch.ones_like(drawn_L), previous.L - 1))
         self.chosen = Choice(t, valid, sentence, R, E, L, entity)
+        for transform in self.transforms:
+            transform.chosen(self)
         return torch.where((R == 1) & valid, E, self.current_slot)
 
     def prepare(self, t: int) -> None:
@@ -229,12 +259,14 @@ class EntityTracker:
         self._resample(Resampled.of(ancestors))
 
     def _resample(self, moved: Resampled) -> None:
-        """The copies, given the particles that moved (a subclass copies its own per-particle state here too)."""
+        """The copies, given the particles that moved: the tracker's state and its transforms'."""
         entities, previous = self.entities, self.previous
         entities.resample(moved)
         self.previous = MentionState(*(moved.copy(value) for value in (previous.R, previous.E, previous.L,
                                                                          previous.needs_candidate)))
         self.current_slot = moved.copy(self.current_slot)
+        for transform in self.transforms:
+            transform.resample(moved, self.chosen.t)
 
     def _drawn_on_rows(self, kind: str, t: int, categorical: dist.Categorical) -> DrawnRows:
         """Site ``kind`` (E or L) of step t on the rows that draw it (:attr:`drawn_rows`): the head's
@@ -242,19 +274,11 @@ class EntityTracker:
         return DrawnRows(self._drawn_from(kind, t, categorical), self.drawn_rows, self.previous.R.shape)
 
     def _drawn_from(self, kind: str, t: int, categorical: dist.Categorical) -> dist.Categorical:
-        """The distribution site ``kind`` of step t draws from: :meth:`_proposed`, reshaped by the lookahead if any."""
-        proposed = self._proposed(kind, t, categorical)
-        return proposed if self.lookahead is None else self.lookahead(kind, t, proposed, self)
-
-    def _proposed(self, kind: str, t: int, categorical: dist.Categorical) -> dist.Categorical:
-        """The distribution site ``kind`` (R, E or L) of step t draws from: the head's, at the temperature (a
-        proposal may reshape it further: :class:`generative.entitynlm.hints.HintedTracker`)."""
-        return self._tempered(categorical)
-
-    def _tempered(self, categorical: dist.Categorical) -> dist.Categorical:
-        if self.temperature == 1.0:
-            return categorical
-        return Categorical(logits=categorical.logits / self.temperature)
+        """The distribution site ``kind`` (R, E or L) of step t draws from: the head's ``categorical``, reshaped by
+        each transform in turn."""
+        for transform in self.transforms:
+            categorical = transform(kind, t, categorical, self)
+        return categorical
 
     def _offer_candidate(self, t: int, needed: torch.Tensor) -> None:
         """Place a fresh new-entity embedding u = normalise(r_1 + sigma eps) (eq. 7) where the last one was used.
@@ -432,9 +456,10 @@ class EntityProposal(PyroModule):
     reads the whole document (:class:`BidirectionalWordEncoder`): q(R_t, E_t, L_t | x_1:T, z_<t). The sites,
     masks and entity table are the same either way, so both are guides of the same model.
 
-    ``temperature`` (not a parameter: set it before sampling) divides the logits of R, E and L. Trained on gold
-    annotations, Q is sharper than the model's posterior, which makes importance weights heavy-tailed; a
-    temperature above 1 widens it. Any Q with full support gives a valid estimator; the choice is made on dev.
+    ``temperature`` (not a parameter: given when the proposal is built) divides the logits of R, E and L
+    (:class:`Tempered`). Trained on gold annotations, Q is sharper than the model's posterior, which makes
+    importance weights heavy-tailed; a temperature above 1 widens it. Any Q with full support gives a valid
+    estimator; the choice is made on dev.
     """
 
     def __init__(self, config: EntityNLMConfig, temperature: float = 1.0, context: str = "forward") -> None:
@@ -457,12 +482,13 @@ class EntityProposal(PyroModule):
                 self.step(t, tracker, gold)
 
     def tracker(self, batch: DocumentBatch, particles: int, states: torch.Tensor, tempered: bool = True,
-                site: Site = pyro_site, lookahead: Callable[..., dist.Categorical] | None = None) -> EntityTracker:
-        """A fresh entity state for ``particles`` proposals over ``batch``, at the proposal's temperature, its sites
-        reshaped by ``lookahead`` where given (the mixture with the coreference pipeline's hints:
-        :func:`generative.entitynlm.hints.hinted_tracker`)."""
-        temperature = self.temperature if tempered else 1.0
-        return EntityTracker(self.heads, self.config, batch, particles, states, temperature, site, lookahead=lookahead)
+                site: Site = pyro_site, transforms: Sequence[SiteTransform] = ()) -> EntityTracker:
+        """A fresh entity state for ``particles`` proposals over ``batch``, at the proposal's temperature (unless
+        ``tempered`` is False), its sites then reshaped by ``transforms`` (the lockstep pair's hints and
+        lookahead: :mod:`generative.entitynlm.lockstep`)."""
+        if tempered and self.temperature != 1.0:
+            transforms = (Tempered(self.temperature), *transforms)
+        return EntityTracker(self.heads, self.config, batch, particles, states, site, transforms=transforms)
 
     def step(self, t: int, tracker: EntityTracker, gold: Annotation | None = None) -> None:
         """Token t: R, E, L proposed from h_t, the state after reading x_t (the tracker's state t + 1), and the

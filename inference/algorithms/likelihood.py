@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from generative.entitynlm.hints import CorefHints
+from generative.entitynlm.lockstep import EntityNLMParticles
 from generative.entitynlm.model import EntityNLM, EntityProposal
 from generative.layers.batch import DocumentBatch
 from inference.algorithms.config import ProposalConfig, SamplingConfig
@@ -98,15 +99,16 @@ def sample_documents(batch: DocumentBatch, model: EntityNLM, proposal: EntityPro
                      progress: bool = False) -> tuple[list[dict], float]:
     """log p_hat(x) of each document of ``batch`` by ``sampling``'s sampler with its diagnostics, and the seconds
     the sampling took (the diagnostics, which cost both samplers alike, are not counted); ``progress`` shows the
-    token steps of a long batch on a terminal; ``lookahead`` and ``hints`` as :func:`sample_structures`."""
+    token steps of a long batch on a terminal; ``lookahead`` and ``hints`` reshape the proposal
+    (:class:`~generative.entitynlm.lockstep.EntityNLMParticles`)."""
+    system = EntityNLMParticles(model, proposal, batch, sampling.particles, hints, lookahead)
     started = time.perf_counter()
     if sampling.sampler == "is":  # estimate_marginal's draws and weights, by the lockstep loop (memory flat in T)
-        estimate = importance_sampling(model, proposal, batch, sampling.particles, eos, progress, hints, lookahead)
+        estimate = importance_sampling(system, eos, progress)
         log_marginal = estimate.log_marginal.tolist()  # waits for the device, so the clock stops after the work
         return importance_statistics(estimate, log_marginal), time.perf_counter() - started
-    sampled = sample_structures(model, proposal, batch, sampling.particles, eos, sampling.resample,
-                                sampling.ess_threshold, history=False, progress=progress, hints=hints,
-                                lookahead=lookahead)
+    sampled = sample_structures(system, eos, sampling.resample, sampling.ess_threshold, history=False,
+                                progress=progress)
     log_marginal = sampled.log_marginal.tolist()
     return smc_statistics(sampled, log_marginal), time.perf_counter() - started
 

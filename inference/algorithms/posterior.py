@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
@@ -35,6 +36,7 @@ from coref.io.progress import progress as progress_bar
 from coref.io.text import plain_document
 from coref.metrics.coreference import evaluate
 from coref.resolution.hints import CorefHint
+from generative.entitynlm.lockstep import EntityNLMParticles
 from generative.entitynlm.model import EntityNLM, EntityNLMConfig, EntityProposal
 from generative.entitynlm.state import Annotation
 from generative.layers.batch import DocumentBatch, batches_by_length
@@ -134,10 +136,10 @@ def posteriors(model: EntityNLM, proposal: EntityProposal, documents: Sequence[D
         batch_hint = None if hints is None else batch_hints(options, batch, hints, by_document)
         mentions = Annotation.mentions_of(batch) if given_mentions else None
         start = Annotation.of(batch) if given_mentions and sampling.sweeps > 1 else None
-        sampled = particle_gibbs(model, proposal, batch, sampling.particles, vocabulary.index(EOS), sampling.sweeps,
-                                 sampling.resampling, start, ess_threshold=sampling.ess_threshold,
-                                 progress=progress and ranks().leader, hints=batch_hint, mentions=mentions,
-                                 lookahead=options.lookahead)
+        system = partial(EntityNLMParticles, model, proposal, batch, sampling.particles, hints=batch_hint,
+                         lookahead=options.lookahead, mentions=mentions)
+        sampled = particle_gibbs(system, vocabulary.index(EOS), sampling.sweeps, sampling.resampling, start,
+                                 ess_threshold=sampling.ess_threshold, progress=progress and ranks().leader)
         return [_posterior(by_document[key], sampled, index, int(batch.lengths[index]))
                 for index, key in enumerate(batch.keys)]
 

@@ -64,6 +64,7 @@ from coref.io.progress import progress
 from coref.resolution.pipeline import CorefPipeline
 from coref.resolution.ranker import with_predicted_mentions
 from generative.entitynlm.annotated import mention_may_start
+from generative.entitynlm.lockstep import EntityNLMParticles
 from generative.entitynlm.model import EntityNLM, EntityProposal
 from generative.entitynlm.state import Annotation
 from generative.layers.batch import DocumentBatch, batches_by_length, make_batch
@@ -184,8 +185,8 @@ def drawn_structures(model: EntityNLM, proposal: EntityProposal, batch: Document
     with ``reference``, particle 0 is that annotation): their self-normalised weights w_i (N, B) and their
     annotations for the known-annotation path to score."""
     with torch.no_grad():
-        sampled = sample_structures(model, proposal, batch, particles, eos, "never", mentions=mentions,
-                                    reference=reference)
+        system = EntityNLMParticles(model, proposal, batch, particles, mentions=mentions, reference=reference)
+        sampled = sample_structures(system, eos, "never")
     return sampled.normalized_weights(), sampled.annotations(batch.mask)
 
 
@@ -307,8 +308,8 @@ def coref_quality(model: EntityNLM, proposal: EntityProposal, batches: list[Docu
     with torch.random.fork_rng():
         torch.manual_seed(0)  # every evaluation draws alike
         for batch in batches:
-            sampled = sample_structures(model, proposal, batch, particles, eos, "never", history=False,
-                                        mentions=Annotation.mentions_of(batch))
+            system = EntityNLMParticles(model, proposal, batch, particles, mentions=Annotation.mentions_of(batch))
+            sampled = sample_structures(system, eos, "never", history=False)
             conditional += float((model.log_likelihood(batch) - sampled.log_marginal).sum())
             mentions += int((mention_may_start(batch.L, batch.mask) & (batch.R == 1)).sum())  # their starts
             ess.append(sampled.ess / particles)

@@ -1,46 +1,28 @@
-"""Posterior samples of EntityNLM's coreference structure p(R, E, L | X): importance resampling and SMC.
+"""Samplers of a particle system (:class:`inference.algorithms.particles.ParticleSystem`): importance resampling,
+SMC, conditional SMC and particle Gibbs, for posterior samples of a coreference structure p(R, E, L | x) and
+estimates of p(x).
 
-The proposal Q chooses each token's R, E, L from the words (up to x_t for the paper's proposal, all of them for
-the bidirectional one) and the particle's own history, so the importance weight of a whole annotation factors
-over tokens:
-
-    w_t = p(R_t, E_t, L_t, x_t | history) / q(R_t, E_t, L_t | history, x).
-
-:func:`sample_structures` runs the model and the proposal in lockstep, token by token, for N particles of every
-document of a batch (the same vectorised state as importance sampling: nothing loops over particles), and
-multiplies the w_t up. Two ways to use the weights:
+:func:`sample_structures` steps a system token by token (N particles of every document of a batch) and multiplies
+the per-step importance weights up. Three ways to use them:
 
 - ``resample="never"``: sampling importance resampling (SIR). The weights are those of importance sampling
-  (eq. 11), from the same random draws as :func:`inference.algorithms.importance.estimate_marginal`, which runs
-  the whole
-  guide first and the model after it: :func:`importance_sampling` is that estimate with memory flat in T. The
-  samples are drawn from the particles in proportion to the weights at the end.
+  (eq. 11); for EntityNLM, from the same random draws as :func:`inference.algorithms.importance.estimate_marginal`,
+  which runs the whole guide first and the model after it: :func:`importance_sampling` is that estimate with
+  memory flat in T. The samples are drawn from the particles in proportion to the weights at the end.
 - ``resample="sentence"``: sequential Monte Carlo. At the end of every sentence of a document whose ESS has
   fallen below ``ess_threshold * N``, its particles are resampled (systematic resampling) and their weights
   reset, so particles whose early annotation explained the text badly are replaced before they ruin the whole
   document's weight. The last sentence end is not a resampling point: the final weights are kept, and samples
   are drawn from them as in SIR. The product over stages of the mean weight is again an unbiased estimate of p(x).
 - ``resample="token"``: the same adaptive SMC, but a document may be resampled after any of its tokens, so a
-  mention's choices are judged by the words that follow it before the next mention starts (issue 27: at equal
-  particles the estimate is higher and settles sooner than with sentence ends).
+  mention's choices are judged by the words that follow it before the next mention starts (at equal particles
+  the estimate is higher and settles sooner than with sentence ends).
 
-Three options reshape what is sampled: ``hints`` make the proposal a mixture with the coreference pipeline's
-reading (:mod:`generative.entitynlm.hints`), ``lookahead`` a mixture with the model's own choice given the word
-(:mod:`generative.entitynlm.lookahead`), and ``mentions`` give R and L, so that only E is sampled (the
-posterior over entities on given mentions, :mod:`inference.evaluation.posterior_resolver`). A ``reference``
-makes a pass conditional SMC, the kernel of particle Gibbs (:func:`particle_gibbs`).
-
-Either way the state that resampling copies is only the per-particle entity state (the entity table, the
-ongoing mention, e_current): the LSTMs read words only and are shared by all particles. The annotations are
-kept by ancestry (:class:`Genealogy`): each step's choices and each resampling's ancestors, traced back once at
-the end, so memory is linear in the tokens; a likelihood alone (``history=False``) keeps none.
-
-The hot loop runs the program's own steps (``model.step``, ``proposal.step``: the same heads, masks and entity
-updates) with a sample statement that draws from each site's distribution and takes its masked log-density
-directly (:class:`ProposalSites`, :class:`ModelSites`) instead of through Pyro's messengers and mask wrappers:
-the same torch calls in the same order as the Pyro program under ``poutine.condition`` and
-:class:`~generative.layers.density.LogDensity`, so the same draws and bit-identical weights
-(tests/test_samplers.py holds it to the Pyro program).
+A system started on a reference annotation (``conditional``) makes a pass conditional SMC, the kernel of particle
+Gibbs (:func:`particle_gibbs`). The annotations are kept by ancestry (:class:`Genealogy`): each step's choices
+and each resampling's ancestors, traced back once at the end, so memory is linear in the tokens; a likelihood
+alone (``history=False``) keeps none. The loop reads nothing back to the host: a stage end whose documents are
+not resampled resamples each onto itself.
 """
 
 from __future__ import annotations
@@ -48,17 +30,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pyro
-import pyro.distributions as dist
 import torch
 
 from coref.document import Document, EntityAnnotation, Mention
 from coref.io.progress import progress as progress_bar
-from generative.entitynlm.hints import CorefHints, hinted_tracker
-from generative.entitynlm.lookahead import WordLookahead
-from generative.entitynlm.model import NEW_ENTITY_SITE, EntityNLM, EntityProposal, MentionState
 from generative.entitynlm.state import Annotation
-from generative.layers.batch import DocumentBatch, stream_positions
+from generative.layers.batch import stream_positions
 from inference.algorithms.importance import ImportanceEstimate, effective_sample_size, log_mean_exp
+from inference.algorithms.particles import ParticleSystem, StartSystem
 
 SMC_RESAMPLING = ("sentence", "token")  # where SMC may resample: the commands' and the API's --resample / resample
 RESAMPLING = ("never", *SMC_RESAMPLING)  # "never": importance sampling (SIR)
@@ -159,66 +138,6 @@ def survivors_in_place(ancestors: torch.Tensor) -> torch.Tensor:
     return torch.where(alive, slots, copies.gather(1, rank_of_dead))
 
 
-def _masked(log_prob: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """A site's log-density where ``mask`` holds, 0 elsewhere: what Pyro's ``scale_and_mask`` gives a masked site
-    at scale 1, bit for bit, in one op (its checks and its product by the scale cost more than the site's draw)."""
-    return torch.where(mask, log_prob, 0.0)
-
-
-class ProposalSites:
-    """The proposal's sample statement in the lockstep loop: each site's distribution is drawn from (the torch
-    calls ``pyro.sample`` makes; masking does not change a draw) and its log-density, masked as a masked
-    distribution's is (:func:`_masked`), added in site order, as LogDensity adds it. The mask wrapper itself is not
-    built at every site of every step.
-
-    ``reference`` (conditional SMC): particle 0's R, E and L are not drawn but the reference's (site values,
-    (B, T) each), and scored by the same proposal density, so it follows the reference annotation throughout."""
-
-    def __init__(self, reference: Annotation | None = None) -> None:
-        self.reference = reference
-        self.start()
-
-    def start(self) -> None:
-        """A new step: no values, a zero total."""
-        self.values: dict[str, torch.Tensor] = {}
-        self.total: torch.Tensor | float = 0.0
-
-    def __call__(self, kind: str, t: int, distribution: dist.TorchDistribution, mask: torch.Tensor,
-                 obs: torch.Tensor | None) -> torch.Tensor:
-        if obs is not None:  # given (the mentions, when E alone is sampled): not proposed, so no density of q
-            self.values[kind] = obs
-            return obs
-        value = distribution()
-        if self.reference is not None and kind != NEW_ENTITY_SITE:
-            value = value.clone()  # (a draw may be a view)
-            value[0] = torch.where(mask[0], getattr(self.reference, kind)[:, t], value[0])
-        self.values[kind] = value
-        self.total = self.total + _masked(distribution.log_prob(value), mask)
-        return value
-
-
-class ModelSites:
-    """The model's sample statement, conditioned on the proposal's values of the same step (``poutine.condition``):
-    it sums log p of all sites (``joint``) and of all but the new-entity noise (``structure``)."""
-
-    def __init__(self, proposed: ProposalSites) -> None:
-        self.proposed = proposed
-        self.start()
-
-    def start(self) -> None:
-        self.joint: torch.Tensor | float = 0.0
-        self.structure: torch.Tensor | float = 0.0
-
-    def __call__(self, kind: str, t: int, distribution: dist.TorchDistribution, mask: torch.Tensor,
-                 obs: torch.Tensor | None) -> torch.Tensor:
-        value = self.proposed.values[kind] if obs is None else obs
-        log_prob = _masked(distribution.log_prob(value), mask)
-        self.joint = self.joint + log_prob
-        if kind != NEW_ENTITY_SITE:
-            self.structure = self.structure + log_prob
-        return value
-
-
 class Genealogy:
     """The particles' annotations kept by ancestry: each step's R, E (1..K, 0 outside mentions) and L per particle
     in compact integers, and the ancestor indices of each resampling; :meth:`trace` follows every final particle's
@@ -231,12 +150,10 @@ class Genealogy:
                        for name, dtype in (("R", torch.int8), ("E", entity), ("L", torch.int8))}
         self.resamplings: list[tuple[int, torch.Tensor]] = []
 
-    def record(self, t: int, chosen: MentionState) -> None:
-        """Step t's choices (the proposal tracker's ``previous`` after the step; E as a slot, -1 outside)."""
+    def record(self, t: int, R: torch.Tensor, E: torch.Tensor, L: torch.Tensor) -> None:
+        """Step t's choices, (N, B) each (E numbered 1..K, 0 outside mentions)."""
         values = self.values
-        values["R"][t] = chosen.R
-        values["E"][t] = torch.where(chosen.R == 1, chosen.E + 1, 0)
-        values["L"][t] = chosen.L
+        values["R"][t], values["E"][t], values["L"][t] = R, E, L
 
     def resampled(self, t: int, ancestors: torch.Tensor) -> None:
         """Particle p of document b continued particle ``ancestors[p, b]`` after step t."""
@@ -262,41 +179,22 @@ class Genealogy:
 
 
 @torch.no_grad()
-def sample_structures(
-    model: EntityNLM,
-    proposal: EntityProposal,
-    batch: DocumentBatch,
-    particles: int,
-    eos: int,
-    resample: str = "sentence",
-    ess_threshold: float = 0.5,
-    history: bool = True,
-    progress: bool = False,
-    hints: CorefHints | None = None,
-    mentions: Annotation | None = None,
-    lookahead: float = 0.0,
-    reference: Annotation | None = None,
-) -> ParticleStructures:
-    """Weighted annotations of every document of ``batch`` by SIR (``resample="never"``) or SMC (``"sentence"``:
-    a document may be resampled after each of its sentence ends; ``"token"``: after any of its tokens).
+def sample_structures(system: ParticleSystem, eos: int, resample: str = "sentence", ess_threshold: float = 0.5,
+                      history: bool = True, progress: bool = False) -> ParticleStructures:
+    """Weighted annotations of every document of the ``system``'s batch by SIR (``resample="never"``) or SMC
+    (``"sentence"``: a document may be resampled after each of its sentence ends; ``"token"``: after any of its
+    tokens).
 
     ``eos`` is the id of ``</s>``. ``history=False`` keeps no annotations (R, E, L come back (N, B, 0)): what a
-    likelihood needs, in memory flat in T. ``hints``: the proposal draws from its mixture with the coreference
-    pipeline's (:mod:`generative.entitynlm.hints`). ``mentions``: R and L given ((B, T) each, E None), so only E
-    is sampled: the weights are then those of p(E | x, R, L), and ``log_marginal`` estimates log p(x, R, L).
-    ``lookahead`` > 0: that share of R's, E's and L's proposal is the model's locally optimal choice given the word
-    (:mod:`generative.entitynlm.lookahead`). ``reference`` (site values, (B, T) each, as :meth:`reference`
-    gives): conditional SMC, particle 0 keeps that annotation and is never resampled away (:func:`particle_gibbs`);
-    ``log_marginal`` is then not an estimate of p(x).
+    likelihood needs, in memory flat in T. A ``conditional`` system's particle 0 is never resampled away
+    (:func:`particle_gibbs`); ``log_marginal`` is then not an estimate of p(x).
     """
     if resample not in RESAMPLING:
         raise ValueError(f"resample must be one of {RESAMPLING}, got {resample!r}")
-    if particles < 1:
-        raise ValueError(f"particles must be at least 1, got {particles}")
+    batch, particles = system.batch, system.particles
     # the loop's tensors are inference tensors (no version counters, no view tracking: a tenth of a step's time
     # on the CPU, where a step is some two hundred small operations); what it returns is made outside
     with torch.inference_mode():
-        model_states, proposal_states = model.encoder(batch), proposal.encoder(batch)
         shape = (particles, batch.size)
         device = batch.words.device
         genealogy = Genealogy(particles, batch.size, batch.steps if history else 0, device)
@@ -311,30 +209,16 @@ def sample_structures(
         stage_end = batch.mask if resample == "token" else sentence_end  # where a document may be resampled
         may_resample = stage_end & ~last_token  # the final weights are kept for drawing
         stage_end_steps = set(stage_end.any(0).nonzero().flatten().tolist())  # one host sync, before the loop
-        proposed = ProposalSites(reference)
-        scored = ModelSites(proposed)
-        resampling = systematic_resampling if reference is None else conditional_resampling
-        model_tracker = model.tracker(batch, particles, model_states, site=scored)
-        reshaped = WordLookahead(model, model_tracker, model_states, batch, lookahead) if lookahead > 0 else None
-        proposal_tracker = hinted_tracker(proposal, batch, particles, proposal_states, proposed, hints, reshaped)
+        resampling = conditional_resampling if system.conditional else systematic_resampling
         with pyro.validation_enabled(False):  # argument and support checks cost several small ops per site
             steps = progress_bar(range(batch.steps), desc=f"{particles} particles", unit="token", leave=False,
                                  enabled=progress and batch.steps >= PROGRESS_STEPS)
             for t in steps:
-                if resample != "never":  # SMC's weights: products of per-step ratios, reset at resamplings
-                    proposed.start()
-                    scored.start()
-                proposal.step(t, proposal_tracker, mentions)
-                model.step(t, batch, model_states, model_tracker, mentions)
-                if resample != "never":
-                    # the new-entity noise cancels: the same value and density
-                    log_weights += scored.joint - proposed.total
-                    log_joint += scored.structure
-                else:  # importance sampling's: each density summed site by site (estimate_marginal's)
-                    log_weights = scored.joint - proposed.total
-                    log_joint = scored.structure
+                log_weight, log_structure = system.step(t)
+                log_weights += log_weight
+                log_joint += log_structure
                 if history:
-                    genealogy.record(t, proposal_tracker.previous)
+                    genealogy.record(t, *system.choices())
                 if t not in stage_end_steps:
                     continue
                 ess = effective_sample_size(log_weights)
@@ -346,8 +230,7 @@ def sample_structures(
                 chosen_to_resample = may_resample[:, t] & (ess < ess_threshold * particles)
                 log_marginal += torch.where(chosen_to_resample, log_mean_exp(log_weights), torch.zeros_like(ess))
                 ancestors = torch.where(chosen_to_resample, resampling(log_weights), identity)
-                for tracker in (model_tracker, proposal_tracker):
-                    tracker.resample(ancestors)
+                system.resample(ancestors)
                 if history:
                     genealogy.resampled(t, ancestors)
                 log_joint = log_joint.gather(0, ancestors)
@@ -366,27 +249,26 @@ def sample_structures(
 
 
 @torch.no_grad()
-def particle_gibbs(model: EntityNLM, proposal: EntityProposal, batch: DocumentBatch, particles: int, eos: int,
-                   sweeps: int, resample: str = "sentence", start: Annotation | None = None,
-                   **options) -> ParticleStructures:
-    """Particle Gibbs (Andrieu, Doucet & Holenstein 2010): ``sweeps`` passes over each document, the first an
-    ordinary SMC (or SIR) pass, or conditional on ``start`` when given (e.g. the coreference pipeline's structure),
-    each later one conditional SMC on a reference drawn from the last pass's final weights, so a structure once
-    found stays among the particles until a better-weighted one replaces it.
+def particle_gibbs(start: StartSystem, eos: int, sweeps: int, resample: str = "sentence",
+                   reference: Annotation | None = None, **options) -> ParticleStructures:
+    """Particle Gibbs (Andrieu, Doucet & Holenstein 2010): ``sweeps`` passes over each document, each on a system
+    ``start(reference=...)`` makes, the first an ordinary SMC (or SIR) pass, or conditional on ``reference`` when given
+    (e.g. the coreference pipeline's structure), each later one conditional SMC on a reference drawn from the last
+    pass's final weights, so a structure once found stays among the particles until a better-weighted one
+    replaces it.
 
     Returns every pass's particles pooled (N x sweeps), each pass weighted 1 / sweeps: the Rao-Blackwellised
     particle Gibbs estimate of posterior expectations; ``log_joint``'s argmax is the best structure the chain
-    met. ``log_marginal`` is the first pass's: an SMC estimate of log p(x) when ``start`` is None (conditional
-    passes give none). ``options`` go to :func:`sample_structures`. Exact for a model without new-entity noise
+    met. ``log_marginal`` is the first pass's: an SMC estimate of log p(x) when ``reference`` is None (conditional
+    passes give none). ``options`` go to :func:`sample_structures`. Exact for EntityNLM without new-entity noise
     (sigma = 0): a reference keeps R, E and L, while its new-entity embeddings are drawn afresh from eq. 7.
     """
     if sweeps < 1:
         raise ValueError(f"sweeps must be at least 1, got {sweeps}")
-    passes = [sample_structures(model, proposal, batch, particles, eos, resample, reference=start, **options)]
+    passes = [sample_structures(start(reference=reference), eos, resample, **options)]
     for _ in range(sweeps - 1):
         chosen = torch.multinomial(passes[-1].normalized_weights().T, 1)[:, 0]  # (B,)
-        passes.append(sample_structures(model, proposal, batch, particles, eos, resample,
-                                        reference=passes[-1].reference(chosen), **options))
+        passes.append(sample_structures(start(reference=passes[-1].reference(chosen)), eos, resample, **options))
     if sweeps == 1:
         return passes[0]
     log_share = torch.log(torch.tensor(float(sweeps)))
@@ -401,16 +283,11 @@ def particle_gibbs(model: EntityNLM, proposal: EntityProposal, batch: DocumentBa
         torch.stack([one.stage_ess for one in passes]).mean(0))
 
 
-def importance_sampling(model: EntityNLM, proposal: EntityProposal, batch: DocumentBatch, particles: int,
-                        eos: int, progress: bool = False, hints: CorefHints | None = None, lookahead: float = 0.0
-                        ) -> ImportanceEstimate:
-    """Importance sampling (eq. 11) by the lockstep loop: the draws and weights (bit for bit) of
-    ``estimate_marginal(model.model, proposal.guide, batch, particles)`` for the same random state, in memory
-    flat in T instead of every site's value and log-density for the whole document (``hints`` and ``lookahead``:
-    the proposal mixed with the pipeline's and the model's choices, which only this loop offers)."""
-    sampled = sample_structures(model, proposal, batch, particles, eos, "never", history=False, progress=progress,
-                                hints=hints, lookahead=lookahead)
-    return ImportanceEstimate(sampled.log_weights)
+def importance_sampling(system: ParticleSystem, eos: int, progress: bool = False) -> ImportanceEstimate:
+    """Importance sampling (eq. 11) by the lockstep loop, in memory flat in T: for EntityNLM the draws of
+    ``estimate_marginal(model.model, proposal.guide, batch, particles)`` for the same random state, and its
+    weights up to the order of the sums (each step's ratio is summed, not each density)."""
+    return ImportanceEstimate(sample_structures(system, eos, "never", history=False, progress=progress).log_weights)
 
 
 def stream_to_document(document: Document, annotation: EntityAnnotation) -> Document:

@@ -4,15 +4,15 @@ On a GPU every operation whose result's size or value the host must read (``nonz
 of a tensor, ``unique``, boolean-mask indexing, a copy to the CPU) stalls the launch queue until the device has
 caught up; a step without them can be queued ahead, captured, or compiled whole. :class:`OpCounter` is a
 ``TorchDispatchMode`` that counts the aten operations of a region and which of them are such synchronisations;
-:func:`step_counts` runs :func:`inference.algorithms.smc.sample_structures` under it and reports them per token
-step of its loop (the setup before the loop and the tracing after it are counted apart). On the CPU nothing
+:func:`step_counts` runs a sampler (:func:`inference.algorithms.smc.sample_structures`) under it and reports them
+per token step of its loop (the setup before the loop and the tracing after it are counted apart). On the CPU nothing
 actually waits, but the same operations are the ones a device would wait on, so the count is the same.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from unittest import mock
 
@@ -103,9 +103,10 @@ class StepCounts:
     end_syncs: int
 
 
-def step_counts(*args, **kwargs) -> StepCounts:
-    """Run ``sample_structures(*args, **kwargs)`` under an :class:`OpCounter` and return its counts per token step
-    (the loop is found by the progress bar it iterates, which is patched to mark each step)."""
+def step_counts(run: Callable[[], object]) -> StepCounts:
+    """Call ``run`` (a sampler's run: the system's start, then :func:`~inference.algorithms.smc.sample_structures`)
+    under an :class:`OpCounter` and return its counts per token step (the loop is found by the progress bar it
+    iterates, which is patched to mark each step)."""
     counter = OpCounter()
     original = smc.progress_bar
 
@@ -113,7 +114,7 @@ def step_counts(*args, **kwargs) -> StepCounts:
         return counter.counted_steps(original(iterable, **options))
 
     with mock.patch.object(smc, "progress_bar", marking), counter:
-        smc.sample_structures(*args, **kwargs)
+        run()
     steps = max(counter.steps, 1)
     kinds = counter.syncs["steps"]
     return StepCounts(counter.steps, counter.ops["steps"] / steps, sum(kinds.values()) / steps,

@@ -47,6 +47,7 @@ import torch
 from coref.corpora.preprocess import EOS, Vocabulary
 from coref.io.progress import progress
 from generative.baselines.rnnlm import RNNLM
+from generative.entitynlm.lockstep import EntityNLMParticles
 from generative.entitynlm.model import Annotation, EntityNLM, EntityProposal
 from generative.layers.batch import DocumentBatch, batches_by_length
 from inference.algorithms.smc import ParticleStructures, sample_structures
@@ -155,7 +156,7 @@ def diagnose_batch(batch: DocumentBatch, model: EntityNLM, proposal: EntityPropo
     terms["joint_gold"] = terms["word_gold"] + terms["latent_gold"]
     if rnnlm is not None:
         terms["rnnlm"] = -rnnlm.token_log_probs(batch)
-    structures = sample_structures(model, proposal, batch, particles, eos, resample="never")
+    structures = sample_structures(EntityNLMParticles(model, proposal, batch, particles), eos, resample="never")
     posterior, remainder, noise_gap = posterior_decomposition(model, batch, structures, max_rows_tokens)
     return BatchDiagnostics(batch, group_masks(batch, eos), {**terms, **posterior}, structures.log_marginal,
                             remainder, structures.ess, noise_gap)

@@ -58,7 +58,8 @@ def test_crossing_pairs_are_exactly_the_pairs_that_cross(found):
 @given(spans, st.data())
 def test_best_non_crossing_drops_each_span_only_for_a_better_one_it_crosses(found, data):
     mentions = [Mention(start, end, 0) for start, end in found]
-    scores = data.draw(st.lists(st.floats(0, 1), min_size=len(mentions), max_size=len(mentions)))
+    # integer scores: ties happen, and the suite's flush-to-zero (torch.set_flush_denormal) upsets st.floats
+    scores = data.draw(st.lists(st.integers(0, 4), min_size=len(mentions), max_size=len(mentions)))
     kept = best_non_crossing(mentions, scores)
     assert crossing_pairs(kept) == [] and kept == sorted(kept)
     score = dict(zip(mentions, scores))

@@ -287,6 +287,42 @@ def split_crossing(mentions: Iterable[Mention]) -> tuple[list[Mention], list[tup
     return sorted(kept), dropped
 
 
+def crossing_pairs(mentions: Sequence[Mention]) -> list[tuple[int, int]]:
+    """Every pair ``(i, k)``, ``i < k``, of indices into ``mentions`` whose mentions cross (:meth:`Mention.crosses`).
+
+    A sweep in text order compares each mention only with the earlier ones still open at its start, so the cost
+    grows with the mentions times how many overlap a token (a handful), not with the mentions squared.
+    """
+    pairs: list[tuple[int, int]] = []
+    open_: list[int] = []  # indices of the mentions seen whose end lies beyond the current start
+    for k in sorted(range(len(mentions)), key=lambda index: (mentions[index].start, -mentions[index].end)):
+        mention = mentions[k]
+        open_ = [i for i in open_ if mentions[i].end > mention.start]
+        pairs.extend((min(i, k), max(i, k)) for i in open_ if mentions[i].crosses(mention))
+        open_.append(k)
+    return pairs
+
+
+def best_non_crossing(mentions: Sequence[Mention], scores: Sequence[float]) -> list[Mention]:
+    """The mentions left, in text order, when each is visited best-scored first and dropped if it crosses one
+    already kept: of two crossing mentions the better scored stays; nested ones all stay.
+
+    This is :func:`split_crossing` for scored mentions (a detector's spans), where it is the score, not the
+    place in the text, that says which of two crossing mentions to believe. Ties go to the earlier in text order.
+    """
+    if len(scores) != len(mentions):
+        raise ValueError(f"{len(mentions)} mentions but {len(scores)} scores")
+    crossed: dict[int, list[int]] = {}
+    for i, k in crossing_pairs(mentions):
+        crossed.setdefault(i, []).append(k)
+        crossed.setdefault(k, []).append(i)
+    kept: set[int] = set()
+    for index in sorted(range(len(mentions)), key=lambda index: (-scores[index], mentions[index])):
+        if not any(other in kept for other in crossed.get(index, ())):
+            kept.add(index)
+    return sorted(mentions[index] for index in kept)
+
+
 def encode_entities(document: Document, max_length: int = MAX_MENTION_LENGTH) -> EntityAnnotation:
     """The per-token (R, E, L) of a document with non-overlapping mentions of at most ``max_length`` tokens."""
     problems = encoding_problems(document, max_length)

@@ -62,3 +62,9 @@ def litbank_dir(data_dir: Path) -> Path:
 def ontogum_dir(data_dir: Path) -> Path:
     return _corpus_dir(data_dir, "ontogum")
 
+
+
+@pytest.fixture(scope="session")
+def texts_dir(data_dir: Path) -> Path:
+    """Short public-domain texts for bug reproductions (``DATA/texts``, described by its SOURCE.md)."""
+    return _corpus_dir(data_dir, "texts")

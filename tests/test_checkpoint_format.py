@@ -19,7 +19,7 @@ import torch
 
 from coref.corpora.registry import load_corpus
 from coref.io.checkpoint import FORMAT, VERSION, Checkpoint, CheckpointError, load
-from coref.resolution.mentions import MentionDetector
+from coref.resolution.mentions import MentionDetector, without_crossing
 from coref.resolution.pos import PosTagger
 from coref.resolution.ranker import MentionRanker
 from generative.coref_gru import ReadingExample, make_reading_batch
@@ -70,9 +70,14 @@ def test_every_older_format_loads_and_saves_again_unchanged(name, tmp_path):
 
 def test_the_older_detector_tagger_and_ranker_predict_as_before(sample_dev):
     detector = MentionDetector.load(FIXTURES / "mention_detector.pt")
-    spans = detector.predict(sample_dev[:1])[0]
+    _, start, end, logits = detector.candidate_logits(sample_dev[:1])
+    probabilities = 1 / (1 + np.exp(-logits))
+    scored = {(first, stop): probability for first, stop, probability
+              in zip(start.tolist(), end.tolist(), probabilities.tolist()) if probability >= detector.config.threshold}
+    spans = sorted(scored)
     assert len(spans) == 264 and [list(span) for span in spans[:8]] == [
         [0, 1], [0, 3], [0, 4], [0, 5], [0, 6], [1, 4], [1, 5], [1, 6]]
+    assert detector.predict(sample_dev[:1])[0] == sorted(without_crossing(scored))  # the more probable of crossing
     tagger = PosTagger.load(FIXTURES / "pos_tagger.pt")
     assert tagger.tag(sample_dev[:1])[0][:24] == [
         "NOUN", "NOUN", "DET", "NOUN", "ADP", "NOUN", "ADP", "DET", "DET", "NOUN", "PUNCT", "PRON", "AUX", "NOUN",

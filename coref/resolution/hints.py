@@ -5,8 +5,9 @@ each one continues. The pipeline (:class:`~coref.resolution.pipeline.CorefPipeli
 better (issue 27: its CoNLL F1 on LitBank is twice that of Q's MAP). :func:`pipeline_hints` reads a document
 the way EntityNLM's world allows it, R/E/L-encodable:
 
-- the detector's mentions (at the ranker's mention threshold) with crossing spans dropped (the earlier kept),
-  outermost only, at most ``max_length`` tokens (EntityNLM's L), each with its detector probability;
+- the detector's mentions (at the ranker's mention threshold; the detector drops the less probable of two
+  crossing spans), outermost only, at most ``max_length`` tokens (EntityNLM's L), each with its detector
+  probability;
 - for each, the ranker's antecedent distribution: a softmax over its scores (the root, "a new entity",
   scoring 0) divided by ``temperature``, cut to the ``top`` most probable antecedents (the rest of the mass
   goes to "new"): memory linear in the mentions;
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from coref.corpora.preprocess import drop_crossing, outermost
+from coref.corpora.preprocess import outermost
 from coref.document import Document, Mention
 from coref.resolution.kbest import ROOT, clusters, tree_from_antecedents
 from coref.resolution.pipeline import CorefPipeline
@@ -106,7 +107,7 @@ def pipeline_hints(pipeline: CorefPipeline, documents: Sequence[Document], tempe
 def _hint(pipeline: CorefPipeline, document: Document, found: dict[tuple[int, int], float], temperature: float,
           top: int, max_length: int) -> CorefHint:
     candidates = [Mention(start, end, 0) for (start, end) in sorted(found) if end - start <= max_length]
-    spans = [mention.span for mention in outermost(drop_crossing(candidates))]
+    spans = [mention.span for mention in outermost(candidates)]
     ranked = with_predicted_mentions(document.replace(mentions=()), spans)
     antecedents = np.full((len(spans), top), -1, dtype=np.int64)
     probabilities = np.zeros((len(spans), top + 1))

@@ -20,6 +20,10 @@ Model (a small span scorer in the style of Lee et al. 2017, without their antece
   difference of cumulative sums of projected states, which gives the whole ``(sentences, L, W)`` grid of spans
   without a Python loop over spans or tokens.
 
+The mentions are the spans whose probability reaches a threshold, less the crossing ones: of two spans that
+overlap without one lying inside the other, the less probable is dropped (:func:`without_crossing`; nested spans
+all stay), so every output of the detector can be written as CoNLL brackets whatever the entities turn out to be.
+
 Training is binary cross-entropy over all candidate spans (gold: the document's annotated mention spans, a span
 annotated twice counting once), Adam, shuffled batches of sentences of similar length. Dev mention F1 is measured
 after each epoch at the best threshold, and the best epoch's weights are kept; its threshold (the probability
@@ -48,7 +52,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from coref.document import Document
+from coref.document import Document, Mention, best_non_crossing
 from coref.io.checkpoint import Checkpoint, CheckpointError, load
 
 KIND = "mention_detector"  # its kind of checkpoint (coref.io.checkpoint)
@@ -330,13 +334,14 @@ class MentionDetector(nn.Module):
                 ) -> list[list[Span]]:
         """The mention spans ``(start, end)`` (end exclusive, sorted) of each document: every span of at most
         ``max_width`` tokens inside one of its ``sentences`` whose probability is at least ``threshold`` (default:
-        the one tuned on dev for mention F1; a ranker may ask for a lower one, to see more candidates). Only
-        ``tokens`` and ``sentences`` are read; ``batch_tokens`` bounds a batch's padded tokens (memory)."""
+        the one tuned on dev for mention F1; a ranker may ask for a lower one, to see more candidates), of two
+        crossing spans only the more probable (:func:`without_crossing`). Only ``tokens`` and ``sentences`` are
+        read; ``batch_tokens`` bounds a batch's padded tokens (memory)."""
         return [sorted(found) for found in self.span_probabilities(documents, batch_tokens, threshold)]
 
     def span_probabilities(self, documents: Sequence[Document], batch_tokens: int = 4000,
                            threshold: float | None = None) -> list[dict[Span, float]]:
-        """:meth:`predict`'s spans of each document with their probabilities."""
+        """:meth:`predict`'s spans of each document with their probabilities (:func:`without_crossing`)."""
         document, start, end, logits = self.candidate_logits(documents, batch_tokens)
         keep = logits >= _logit(self.config.threshold if threshold is None else threshold)
         probabilities = 1.0 / (1.0 + np.exp(-logits[keep]))
@@ -344,7 +349,7 @@ class MentionDetector(nn.Module):
         for number, first, stop, probability in zip(document[keep].tolist(), start[keep].tolist(),
                                                     end[keep].tolist(), probabilities.tolist()):
             found[number][first, stop] = probability
-        return found
+        return [without_crossing(spans) for spans in found]
 
     # -- files --
 
@@ -375,6 +380,15 @@ class MentionDetector(nn.Module):
         """Read a model :meth:`save` (or an earlier version) wrote, weights back in float32; anything else is a
         :class:`MentionModelError` naming the file."""
         return cls.from_checkpoint(load(path, "mention detector", {KIND}, MentionModelError), path)
+
+
+def without_crossing(probabilities: dict[Span, float]) -> dict[Span, float]:
+    """The spans (with their probabilities) left when, of two that cross, the less probable is dropped
+    (:func:`coref.document.best_non_crossing`): no output can hold both ("My dear Miss Fairfax" and "Miss
+    Fairfax, young ladies" in one entity has no CoNLL brackets), and the more probable is the better guess."""
+    spans = list(probabilities)
+    kept = best_non_crossing([Mention(start, end, 0) for start, end in spans], [probabilities[s] for s in spans])
+    return {mention.span: probabilities[mention.span] for mention in kept}
 
 
 def _logit(probability: float) -> float:

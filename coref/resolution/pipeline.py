@@ -53,7 +53,8 @@ from typing import overload
 
 from coref.corpora.preprocess import drop_singletons
 from coref.document import Document, Mention
-from coref.io.conll import read_conll, read_utf8
+from coref.io.atomic import write_text_atomic
+from coref.io.conll import format_conll, read_conll, read_utf8
 from coref.io.errors import FileLineError
 from coref.io.text import TokenizedText, tokenize
 from coref.resolution.mentions import MentionDetector
@@ -64,6 +65,7 @@ BUNDLED = {"detector": PRETRAINED / "mentions.pt", "resolver": PRETRAINED / "res
 
 Span = tuple[int, int]  # half-open: of characters in a text, or of tokens in a document
 TEXT = "--text"  # where a text given on the command line comes from (Input.source)
+RESCUED_JSON = "resolved.json"  # where the clusters go when a CoNLL for stdout cannot be written and no JSON was asked
 
 
 @dataclass
@@ -445,3 +447,40 @@ def clusters_json(documents: Sequence[Document], tokenizations: Sequence[Tokeniz
     """Each document's id, part and :func:`clusters` (character offsets where its tokenisation is given)."""
     return {"documents": [{"id": document.id, "part": document.part, "clusters": clusters(document, found)}
                           for document, found in zip(documents, tokenizations)]}
+
+
+# ---- the command's outputs ------------------------------------------------------------------------------------
+
+
+def write_outputs(documents: Sequence[Document], tokenizations: Sequence[TokenizedText | None],
+                  conll: str | Path | None = None, clusters_file: str | Path | None = None) -> None:
+    """Write the documents' clusters as JSON to ``clusters_file`` (:func:`clusters_json`), then as CoNLL to
+    ``conll`` (``-``: stdout), each atomically; either may be None.
+
+    The JSON comes first because it can hold any clusters, and a CoNLL file cannot hold some (two crossing mentions
+    of one entity, a TAB in a name): when the CoNLL cannot be written, the clusters are still on disk, in
+    ``clusters_file`` or, where none was asked for, in the CoNLL file's name with ``.json`` added
+    (:data:`RESCUED_JSON` for stdout), and the ValueError says in one line why and which file holds them.
+    """
+    if clusters_file is not None:
+        _write_json(documents, tokenizations, clusters_file)
+    if conll is None:
+        return
+    try:
+        text = format_conll(documents)
+        if conll == "-":
+            print(text, end="")
+        else:
+            write_text_atomic(conll, text)
+    except (ValueError, OSError) as error:
+        where = "stdout" if conll == "-" else str(conll)
+        if clusters_file is None:
+            clusters_file = RESCUED_JSON if conll == "-" else f"{conll}.json"
+            _write_json(documents, tokenizations, clusters_file)
+        raise ValueError(f"{where}: the CoNLL was not written ({error}); the clusters are in {clusters_file}"
+                         ) from error
+
+
+def _write_json(documents: Sequence[Document], tokenizations: Sequence[TokenizedText | None],
+                path: str | Path) -> None:
+    write_text_atomic(path, json.dumps(clusters_json(documents, tokenizations), indent=2, ensure_ascii=False) + "\n")

@@ -4,7 +4,9 @@ Martschat & Strube (2015), as digested in reference-notes §2.1. Every mention `
 ``Document.mentions`` order) ranks all earlier mentions and the dummy :data:`~coref.resolution.kbest.ROOT` ("new
 entity"); an arc ``i -> j`` scores the sum of the weights of its hashed categorical features, and the root arc has no
 features and scores 0. Decoding is cort's greedy one: every mention takes its best antecedent
-(:func:`coref.resolution.kbest.greedy_tree`), and the clusters are the transitive closure, singletons dropped.
+(:func:`coref.resolution.kbest.greedy_tree`), and the clusters are the transitive closure, singletons dropped. An
+antecedent whose entity already holds a mention crossing this one (overlapping, neither inside the other) is not
+a candidate: brackets of one entity pair up like parentheses, so no CoNLL file could write that entity.
 
 Prediction ranks bounded candidates, as coarse-to-fine rankers do (:func:`candidate_antecedents`): the
 :data:`ANTECEDENT_WINDOW` (500) mentions just before each mention and, before that window, those of the
@@ -58,7 +60,7 @@ from coref.corpora.preprocess import (
     preprocess_documents,
 )
 from coref.corpora.registry import corpus_names, load_corpus, resolve_data_dir
-from coref.document import Document, Mention
+from coref.document import Document, Mention, crossing_pairs
 from coref.io.checkpoint import Checkpoint, CheckpointError, load
 from coref.io.conll import ConllError, read_conllu_words
 from coref.io.progress import progress as progress_bar
@@ -800,13 +802,22 @@ class MentionRanker:
                          matches: int = FAR_MATCHES, progress: bool = True) -> list[int]:
         """cort's greedy decoding over bounded candidates (:meth:`candidate_scores`): the best antecedent of every
         mention ``j`` (entry ``j - 1``; :data:`~coref.resolution.kbest.ROOT` for a new entity), ties to the
-        closest, the root last. On a document of at most ``window + 1`` mentions this is exactly
-        :func:`coref.resolution.kbest.greedy_tree` of :meth:`arc_scores`."""
+        closest, the root last. A mention never joins an entity that holds a mention crossing it (those arcs are
+        impossible), so no predicted entity has crossing mentions, which no CoNLL file could write. On a document
+        of at most ``window + 1`` mentions, none crossing, this is exactly :func:`coref.resolution.kbest.greedy_tree`
+        of :meth:`arc_scores`."""
+        crossed: dict[int, list[int]] = {}  # each mention's earlier mentions that cross it
+        for i, k in crossing_pairs(document.mentions):
+            crossed.setdefault(k, []).append(i)
+        entity = np.zeros(len(document.mentions), dtype=np.intp)  # each decided mention's first mention
         best: list[int] = []
-        for antecedents, scores in self.candidate_scores(document, syntax, window=window, matches=matches,
-                                                         progress=progress):
+        for j, (antecedents, scores) in enumerate(self.candidate_scores(document, syntax, window=window,
+                                                                        matches=matches, progress=progress)):
+            if j in crossed:  # no entity may hold two crossing mentions: CoNLL brackets cannot pair them up
+                scores = np.where(np.isin(entity[antecedents], entity[crossed[j]]), -np.inf, scores)
             choice = best_candidate(np.concatenate([[0.0], scores]))
             best.append(ROOT if choice == ROOT else int(antecedents[choice - 1]) + 1)
+            entity[j] = j if choice == ROOT else entity[antecedents[choice - 1]]
         return best
 
     def predict(self, document: Document, syntax: Syntax | None = None) -> Document:

@@ -21,20 +21,19 @@ given ones).
 Output: a readable list of each document's entities on stdout; ``--out`` the CoNLL file, one document per input
 (``-``: stdout); ``--json`` the documents' clusters with token and character offsets. With ``--conll`` each
 document is written under its own header, its part as the input wrote it (``part 0`` stays ``part 0``), so the
-official scorer matches it with the input's key.
+official scorer matches it with the input's key. The JSON is written first: when the CoNLL cannot be (an entity the
+format cannot express, a TAB in a name, a full disk), the one-line error says why and which file holds the clusters,
+the ``--json`` file or, without one, the ``--out`` file's name with ``.json`` added (``resolved.json`` for stdout).
+No entity of the pipeline has crossing mentions, so its own output always can be written.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Sequence
-from pathlib import Path
 
-from coref.io.atomic import atomic_path, write_text_atomic
-from coref.io.conll import format_conll
 from coref.resolution import pipeline
-from coref.resolution.pipeline import CorefPipeline, clusters_json, format_clusters, read_inputs, read_mentions
+from coref.resolution.pipeline import CorefPipeline, format_clusters, read_inputs, read_mentions, write_outputs
 from inference.checks import output_file
 from inference.commands.cli import Parser, help_text, run_main
 from inference.commands.options import add_json
@@ -78,16 +77,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not run.leader:
             return 0
         tokenizations = [found.tokenized for found in inputs]
-        if args.out == "-":
-            print(format_conll(documents), end="")
-        else:
+        if args.out != "-":
             print("\n".join(format_clusters(document, found) for document, found in zip(documents, tokenizations)))
-        if args.out not in (None, "-"):
-            with atomic_path(args.out) as partial:
-                Path(partial).write_text(format_conll(documents), encoding="utf-8")
-        if args.json:
-            result = clusters_json(documents, tokenizations)
-            write_text_atomic(args.json, json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+        write_outputs(documents, tokenizations, args.out, args.json)
         return 0
 
     return run_main(resolve)

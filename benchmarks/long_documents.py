@@ -23,7 +23,9 @@ the embedded sample corpus with ``--corpus sample``). Nothing is downloaded.
 Beside EntityNLM's times stands the arithmetic floor of a step: the floating-point operations every particle
 does at every token (:func:`step_flops`: the word's context, the class-factored softmax of the observed word,
 the length head's entity part, the update's gate) at ``--gflops`` per core, so "x bound" says how far a step is
-from its arithmetic. A log-log plot of time and memory against length shows the growth: a slope of 1 is linear.
+from its arithmetic, and beside those the aten operations and host syncs of a step (counted on the text's first
+``--count-tokens`` tokens after the timed run). A log-log plot of time and memory against length shows the
+growth: a slope of 1 is linear.
 
     python benchmarks/long_documents.py --data-dir DATA [--lengths 2000 8000 32000 128000]
         [--operations resolve log_likelihood posterior] [--max-tokens posterior=32000] [--file NOVEL.txt]
@@ -60,6 +62,7 @@ from inference.training.checkpoint import entitynlm_checkpoint
 
 OPERATIONS = ("resolve", "log_likelihood", "posterior", "given_mentions")
 DEFAULT_LENGTHS = (2_000, 8_000, 32_000, 128_000)
+COUNT_TOKENS = 1_000  # tokens on which a likelihood's operations and syncs per step are counted
 RESULTS, DOCS_PLOT = "benchmarks/results", "docs/img/long_documents.png"  # the default run writes the docs' figure
 
 
@@ -89,10 +92,13 @@ def long_text(tokens: int, file: str | None, corpus: str, split: str, data_dir: 
 def measure(operation: str, text: str, particles: int, seed: int, resample: str = "sentence",
             hint_weight: float = 0.0, hint_temperature: float = 1.0, lookahead: float = 0.0,
             checkpoint: str = "entitynlm", document_cache: float = 0.0, sweeps: int = 1,
-            link_piece: int | None = None) -> dict:
+            link_piece: int | None = None, count_tokens: int = 0) -> dict:
     """Run ``operation`` once on ``text`` in this process: its seconds and what it found. ``checkpoint``: the
     EntityNLM the likelihood and the posteriors read (the bundled one by default); ``document_cache``: the
-    likelihood's cache weight lambda (0: none); ``sweeps`` and ``link_piece``: the given-mentions resolver's."""
+    likelihood's cache weight lambda (0: none); ``sweeps`` and ``link_piece``: the given-mentions resolver's;
+    ``count_tokens``: the likelihood's aten operations and host syncs per token step, counted afterwards on the
+    text's first that many tokens (:func:`inference.algorithms.syncs.step_counts`; a step's operations do not
+    depend on where it is, and counting every step of a book would take longer than the book)."""
     started = time.perf_counter()
     if operation == "resolve":
         from coref.resolution.pipeline import resolve
@@ -122,9 +128,10 @@ def measure(operation: str, text: str, particles: int, seed: int, resample: str 
         model = elm.load(checkpoint)
         started = time.perf_counter()  # the checkpoint's loading is not the operation
         if operation == "log_likelihood":
-            result = model.log_likelihood(text, particles=particles, seed=seed, resample=resample,
-                                          hint_weight=hint_weight, hint_temperature=hint_temperature,
-                                          lookahead=lookahead, document_cache=document_cache)
+            options = {"particles": particles, "seed": seed, "resample": resample, "hint_weight": hint_weight,
+                       "hint_temperature": hint_temperature, "lookahead": lookahead,
+                       "document_cache": document_cache}
+            result = model.log_likelihood(text, **options)
             found = {"steps": result.tokens, "log_likelihood": result.log_p, "perplexity": result.perplexity,
                      "ess": result.ess}
         else:
@@ -135,7 +142,26 @@ def measure(operation: str, text: str, particles: int, seed: int, resample: str 
                      "likely_mentions": len(antecedents), "map_mentions": len(posterior.map.mentions)}
         found.update(step_bound(model, particles if operation == "log_likelihood" else posterior.particles, text))
     seconds = time.perf_counter() - started
-    return {"seconds": seconds, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, **found}
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    if operation == "log_likelihood" and count_tokens:
+        found.update(step_operations(model, first_tokens(text, count_tokens), options))
+    return {"seconds": seconds, "peak_rss_mb": peak_mb, **found}
+
+
+def first_tokens(text: str, tokens: int) -> str:
+    """The start of ``text`` up to its ``tokens``-th token (all of it when shorter)."""
+    from coref.io.text import tokenize
+
+    offsets = tokenize(text).offsets
+    return text[: offsets[min(tokens, len(offsets)) - 1][1]]
+
+
+def step_operations(model, text: str, options: dict) -> dict:
+    """The aten operations and host syncs per token step of ``model.log_likelihood(text, **options)``."""
+    from inference.algorithms.syncs import step_counts
+
+    counts = step_counts(lambda: model.log_likelihood(text, **options))
+    return {"ops_per_step": round(counts.ops, 1), "syncs_per_step": round(counts.syncs, 3)}
 
 
 def step_flops(model: EntityNLM, particles: int) -> int:
@@ -169,7 +195,7 @@ def worker(args: argparse.Namespace) -> int:
     text = long_text(args.lengths[0], args.file, args.corpus, args.split, args.data_dir)
     print(json.dumps(measure(args.worker, text, args.particles, args.seed, args.resample, args.hint_weight,
                              args.hint_temperature, args.lookahead, args.checkpoint, args.document_cache,
-                             args.sweeps, args.link_piece)))
+                             args.sweeps, args.link_piece, args.count_tokens)))
     return 0
 
 
@@ -180,7 +206,7 @@ def worker_command(args: argparse.Namespace, operation: str, tokens: int) -> lis
                "--resample", args.resample, "--hint-weight", str(args.hint_weight),
                "--hint-temperature", str(args.hint_temperature), "--lookahead", str(args.lookahead),
                "--checkpoint", args.checkpoint, "--document-cache", str(args.document_cache),
-               "--sweeps", str(args.sweeps)]
+               "--sweeps", str(args.sweeps), "--count-tokens", str(args.count_tokens)]
     command += ["--link-piece", str(args.link_piece)] if args.link_piece else []
     if args.file:
         command += ["--file", args.file]
@@ -210,7 +236,7 @@ def slopes(rows: list[dict], operation: str) -> dict:
 
 def format_table(rows: list[dict], gflops: float) -> str:
     lines = [f"{'operation':<15} {'tokens':>7} {'steps':>7} {'seconds':>8} {'ms/step':>8} {'bound ms':>9} "
-             f"{'x bound':>8} {'peak MB':>8}  found"]
+             f"{'x bound':>8} {'ops':>6} {'syncs':>6} {'peak MB':>8}  found"]
     for row in rows:
         steps = row.get("steps")
         per_step = 1000 * row["seconds"] / steps if steps else None
@@ -221,7 +247,8 @@ def format_table(rows: list[dict], gflops: float) -> str:
         lines.append(
             f"{row['operation']:<15} {row['tokens']:>7} {steps or '':>7} {row['seconds']:>8.1f} "
             f"{'' if per_step is None else f'{per_step:.2f}':>8} {'' if bound is None else f'{bound:.2f}':>9} "
-            f"{'' if bound is None else f'{per_step / bound:.1f}':>8} {row['peak_rss_mb']:>8.0f}  {found}")
+            f"{'' if bound is None else f'{per_step / bound:.1f}':>8} {row.get('ops_per_step', ''):>6} "
+            f"{row.get('syncs_per_step', ''):>6} {row['peak_rss_mb']:>8.0f}  {found}")
     return "\n".join(lines)
 
 
@@ -287,6 +314,9 @@ def build_parser() -> Parser:
     parser.add_argument("--document-cache", type=real(0, 1), default=0.0, metavar="LAMBDA",
                         help="log_likelihood: lambda of the unigram cache of the text so far (as marginal_ppl's "
                              "--document-cache; 0: none)")
+    parser.add_argument("--count-tokens", type=integer(0), default=COUNT_TOKENS, metavar="TOKENS",
+                        help="log_likelihood: count the aten operations and host syncs per token step on the text's "
+                             "first TOKENS tokens, after the timed run (0: do not count)")
     parser.add_argument("--threads", type=integer(1), default=2, help="torch threads of each measurement")
     parser.add_argument("--gflops", type=real(0, include_low=False), default=40.0,
                         help="the arithmetic rate (GFLOP/s) the step bound assumes: one core's float32 rate")

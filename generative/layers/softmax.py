@@ -198,8 +198,9 @@ class ClassFactoredCategorical(WordCategorical):
         layer, classes = self.layer, self.layer.word_classes
         word = value.reshape(1)
         word_class = classes.word_class[word]  # (1,)
-        members = classes.members[word_class[0]]
-        bias = layer.words.bias[members].masked_fill(~classes.member_mask[word_class[0]], float("-inf"))
+        # its class's rows by index_select of the (1,) class: indexing by an element reads it back to the host
+        members, member_mask = (rows.index_select(0, word_class)[0] for rows in (classes.members, classes.member_mask))
+        bias = layer.words.bias[members].masked_fill(~member_mask, float("-inf"))
         rows = v.reshape(-1, v.shape[-1])
         in_class = torch.addmm(bias, rows, layer.words.weight[members].T).log_softmax(-1)
         class_log_probs = torch.addmm(layer.classes.bias, rows, layer.classes.weight.T).log_softmax(-1)

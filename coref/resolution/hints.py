@@ -2,7 +2,7 @@
 
 EntityNLM's proposal Q has to guess, token by token, where mentions start, how long they are and which entity
 each one continues. The pipeline (:class:`~coref.resolution.pipeline.CorefPipeline`) answers the same questions
-better (issue 27: its CoNLL F1 on LitBank is twice that of Q's MAP). :func:`pipeline_hints` reads a document
+better (its CoNLL F1 on LitBank is twice that of Q's MAP). :func:`pipeline_hints` reads a document
 the way EntityNLM's world allows it, R/E/L-encodable:
 
 - the detector's mentions (at the ranker's mention threshold; the detector drops the less probable of two

@@ -10,7 +10,7 @@ is only informative where the weights are not degenerate, so it runs on pieces o
 ``--chunk`` tokens (the proposal's conditionals are local, so what it learns there holds on whole documents).
 With ``--wake phi`` (the default) the model's parameters stay fixed.
 
-``--wake theta`` fine-tunes the model instead (issue 27: it is trained on p(x, z_gold) but scored on p(x)):
+``--wake theta`` fine-tunes the model instead (it is trained on p(x, z_gold) but scored on p(x)):
 wake-theta maximises sum_i w_i log p(x, z_i), whose gradient is the self-normalised estimate of the gradient of
 log p(x) (Le et al. 2019), plus ``--supervised-weight`` times the supervised log p(x, z_gold) of the same piece,
 so that R, E and L keep the meaning the annotation gives them. The proposal stays fixed; ``--wake both`` updates
@@ -18,7 +18,7 @@ both, each by its own objective. ``--extra-text`` adds pieces of text without an
 (LAMBADA's passages, or another corpus's training split read as text alone; :func:`inference.data.extra_text_names`):
 wake-phi and wake-theta need none (the structures are drawn), and on those pieces the supervised term is left out.
 
-``--wake coref`` fine-tunes the model for the posterior as a resolver (issue 27: its MAP chooses entities given
+``--wake coref`` fine-tunes the model for the posterior as a resolver (its MAP chooses entities given
 the mentions): it maximises the conditional log p(E_gold | x, R_gold, L_gold) = log p(x, z_gold) - log p(x, R_gold,
 L_gold), the second term's gradient the self-normalised estimate over entities drawn given the gold mentions (the
 same sampler as ``--given-mentions``), plus ``--supervised-weight`` times log p(x, z_gold). The gold structure is

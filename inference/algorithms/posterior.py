@@ -599,11 +599,13 @@ def analyse(config: PosteriorConfig) -> dict:
 
 
 def posterior_summary(posterior: Posterior, config: PosteriorConfig, proposal: str) -> dict:
-    """One document's row of summary.json: its estimate of log p(x), ESS and resamplings, and how it was drawn."""
+    """One document's row of summary.json: its estimate of log p(x), ESS (of the particles of every sweep, pooled)
+    and resamplings, and how it was drawn."""
     return {"document": posterior.document.id, "part": posterior.document.part,
             "log_marginal": posterior.log_marginal, "ess": posterior.ess,
             "mean_sentence_end_ess": posterior.stage_ess, "resamplings": posterior.resamplings,
-            "particles": config.settings.sampling.particles, "method": config.method, "proposal": proposal,
+            "particles": config.settings.sampling.particles, "sweeps": config.settings.sampling.sweeps,
+            "method": config.method, "proposal": proposal,
             "new_entity_bias": config.settings.proposal.new_entity_bias}
 
 
@@ -703,7 +705,8 @@ def format_analysis(result: dict) -> str:
     for document, row in zip(result["maps"], result["summary"]):
         given = row.get("given_mentions")  # R and L observed: the estimate is of log p(x, R, L)
         lines.append(f"{document_name(document)}: {'log p(x, R, L)' if given else 'log p(x)'} ~ "
-                     f"{row['log_marginal']:.2f}, ESS {row['ess']:.1f} of {row['particles']} ({row['method']}, "
+                     f"{row['log_marginal']:.2f}, ESS {row['ess']:.1f} of {row['particles'] * row['sweeps']} "
+                     f"({row['method']}, "
                      f"{row['proposal']} proposal, {row['resamplings']} resamplings)"
                      + (f"; the pipeline's {row['mentions']} {'linked' if given == 'pipeline' else 'detected'} "
                         f"mentions given, ranker weight {row['ranker_weight']:g}" if given else ""))

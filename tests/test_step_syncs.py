@@ -116,3 +116,25 @@ def test_the_settled_step_compiles_whole(monkeypatch):
             results.append((torch.compile(step, fullgraph=True, backend="eager") if compiled else step)(3))
     assert torch.isfinite(results[0]).all()
     assert torch.equal(results[0], results[1])
+
+
+@pytest.mark.parametrize("size", [3, 1])
+def test_the_step_itself_reads_nothing_back(monkeypatch, size):
+    """In the fixed-size form a token step and a resampling make no host sync at any step, growth checks
+    included: the entity tables make room between steps (``ParticleSystem.reserve``), where the sampler's loop
+    reads their size back every GROWTH_INTERVAL steps."""
+    monkeypatch.setattr(state, "CHEAP_SYNC_DEVICES", ())
+    model, proposal, _, _ = sample_corpus_models()
+    documents, vocabulary = sample_corpus()
+    batch = make_batch(documents[:size], vocabulary)
+    pyro.set_rng_seed(0)
+    syncs = 0
+    with torch.inference_mode(), pyro.validation_enabled(False):
+        system = EntityNLMParticles(model, proposal, batch, PARTICLES, hinted(batch, 0.5), 0.8)
+        for t in range(batch.steps):
+            system.reserve(t)
+            with OpCounter() as counter:
+                log_weights, _ = system.step(t)
+                system.resample(systematic_resampling(log_weights))
+            syncs += sum(counter.syncs["setup"].values())
+    assert batch.steps > 2 * state.GROWTH_INTERVAL and syncs == 0

@@ -133,6 +133,12 @@ class EntityNLMParticles:
         self.proposal_tracker = proposal.tracker(batch, particles, proposal_states, site=self.proposed,
                                                  transforms=transforms)
 
+    def reserve(self, t: int) -> None:
+        """Between steps, before step t: both entity tables make room for the steps until their next growth check
+        (the only read-back of the sampler's loop, every GROWTH_INTERVAL steps)."""
+        self.model_tracker.reserve(t)
+        self.proposal_tracker.reserve(t)
+
     def step(self, t: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Token t of every particle: (log w_t, log p of its R, E, L, x_t), each (N, B); the new-entity noise
         cancels in w_t (the same value and density in both) and is left out of the structure's probability (its

@@ -144,6 +144,7 @@ class EntityTracker:
         self.previous = MentionState(R=ones * 0, E=-ones, L=ones, needs_candidate=ones.bool())
         self.current_slot = -ones  # e_current's slot: the latest mentioned entity's (-1: none yet, a zero vector)
         self.prepared = -1  # the latest step whose table is made (:meth:`prepare`)
+        self.reserved = -1  # the latest step the table made room for (:meth:`reserve`)
         self.kept_entity_logits: KeptLogits | None = None  # eq. 4 at one step's rows (:meth:`keep_entity_logits`)
         self.cache = (DocumentCache(document_cache, batch.size, config.vocab_size, ones.device)
                       if document_cache else None)  # the same for every particle: it reads only the words
@@ -197,8 +198,17 @@ class EntityTracker:
         if self.prepared == t:
             return
         self.prepared = t
-        self.entities.reserve(t)
+        self.reserve(t)
         self._offer_candidate(t, self.previous.needs_candidate & self.batch.mask[:, t].expand_as(self.previous.R))
+
+    def reserve(self, t: int) -> None:
+        """Room in the entity table for the steps from t to the next growth check
+        (:meth:`EntityTable.reserve`: the one read-back of a size, every GROWTH_INTERVAL steps). The lockstep
+        sampler calls it between steps, so that a step itself reads nothing back; :meth:`prepare` calls it too,
+        for the Pyro program, and then finds it done."""
+        if self.reserved != t:
+            self.reserved = t
+            self.entities.reserve(t)
 
     def entity_logits(self, t: int, at: int, rows: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         """(K, width): eq. 4's normalised logits at step t, reading state ``at``, of the K (particle, document)

@@ -3,7 +3,8 @@
 Importance sampling, SMC (resampling at sentence ends or after any token), conditional SMC and particle Gibbs
 (:mod:`inference.algorithms.smc`) run on any object with this interface, as Pyro's ``SMCFilter`` runs on a model
 and guide with ``init`` and ``step``: N particles of each of B documents, advanced one token at a time, each step
-returning its log importance weight increment; resampling reorders the particles by ancestors. The samplers keep
+returning its log importance weight increment; resampling reorders the particles by ancestors; a state that grows
+makes room between steps (``reserve``), so that a step reads nothing back to the host. The samplers keep
 the weights, the stage ends, the resampling and the annotations' genealogy; the system keeps the particles' state.
 
 EntityNLM's model and proposal implement it in :class:`generative.entitynlm.lockstep.EntityNLMParticles`.
@@ -28,6 +29,12 @@ class ParticleSystem(Protocol):
     batch: DocumentBatch
     particles: int
     conditional: bool
+
+    def reserve(self, t: int) -> None:
+        """Before step t, between steps: make room for the steps that follow (a state that grows, e.g. a table of
+        entities, may read its size back to the host here). A step itself reads nothing back, so that it can be
+        compiled whole and queued ahead on a device."""
+        ...
 
     def step(self, t: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Advance every particle by token t: (log p - log q of the step's sites, log p of the structure's sites),

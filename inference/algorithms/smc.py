@@ -214,6 +214,7 @@ def sample_structures(system: ParticleSystem, eos: int, resample: str = "sentenc
             steps = progress_bar(range(batch.steps), desc=f"{particles} particles", unit="token", leave=False,
                                  enabled=progress and batch.steps >= PROGRESS_STEPS)
             for t in steps:
+                system.reserve(t)  # between steps: the one read-back, at the system's growth checks
                 log_weight, log_structure = system.step(t)
                 log_weights += log_weight
                 log_joint += log_structure

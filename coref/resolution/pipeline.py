@@ -58,7 +58,17 @@ from coref.io.conll import format_conll, read_conll, read_utf8
 from coref.io.errors import FileLineError
 from coref.io.text import TokenizedText, tokenize
 from coref.resolution.mentions import MentionDetector
-from coref.resolution.ranker import MentionRanker, unsure_singletons_dropped, with_predicted_mentions
+from coref.resolution.ranker import (
+    DEMONSTRATIVES,
+    INDEFINITES,
+    POSSESSIVES,
+    PRONOUN,
+    PROPER,
+    MentionRanker,
+    mention_types,
+    unsure_singletons_dropped,
+    with_predicted_mentions,
+)
 
 PRETRAINED = Path(__file__).parent / "pretrained"
 BUNDLED = {"detector": PRETRAINED / "mentions.pt", "resolver": PRETRAINED / "resolver.pt"}
@@ -447,6 +457,81 @@ def clusters_json(documents: Sequence[Document], tokenizations: Sequence[Tokeniz
     """Each document's id, part and :func:`clusters` (character offsets where its tokenisation is given)."""
     return {"documents": [{"id": document.id, "part": document.part, "clusters": clusters(document, found)}
                           for document, found in zip(documents, tokenizations)]}
+
+
+def representatives(document: Document) -> dict[int, Mention]:
+    """Each entity's representative mention: its first proper-name mention, else its longest (then first)
+    mention that is not a pronoun; an entity of pronouns only has none. Mention types are the ranker's
+    (:func:`~coref.resolution.ranker.mention_types`)."""
+    chosen: dict[int, tuple[tuple[int, int, int], Mention]] = {}
+    for mention, kind in sorted(zip(document.mentions, mention_types(document))):
+        if kind == PRONOUN:
+            continue
+        rank = (0, 0, 0) if kind == PROPER else (1, -(mention.end - mention.start), 0)
+        if mention.entity not in chosen or rank < chosen[mention.entity][0]:
+            chosen[mention.entity] = (rank, mention)
+    return {entity: mention for entity, (_, mention) in chosen.items()}
+
+
+LOWERED_FIRST_WORDS = frozenset({"the", "a", "an"} | set(DEMONSTRATIVES) | INDEFINITES | POSSESSIVES)
+
+
+def replaced_text(document: Document, tokenized: TokenizedText | None = None) -> str:
+    """The text with each mention replaced by its entity's representative (:func:`representatives`), as written
+    there: outermost mentions only (one inside another is replaced with it), a pronoun-only entity's mentions kept,
+    a possessive pronoun ("his", "their") given "'s". A representative moved to a sentence start gets a capital,
+    one that began a sentence with a determiner ("The old man") loses it elsewhere. Given the text's tokenisation
+    (what ``coref.io.text.tokenize`` made the document from), the rest of the text is kept as written; without
+    one, the document's tokens are joined by spaces, a sentence a line."""
+    if tokenized is not None and len(tokenized.tokens) != len(document.tokens):
+        raise ValueError(f"document {document.id!r}: its tokenisation has {len(tokenized.tokens)} tokens, "
+                         f"the document {len(document.tokens)}")
+    tokens = document.tokens
+
+    def written(start: int, end: int) -> str:  # tokens [start, end) as the text wrote them
+        if tokenized is None:
+            return " ".join(tokens[start:end])
+        return tokenized.text[tokenized.offsets[start][0]:tokenized.offsets[end - 1][1]]
+
+    representative = representatives(document)
+    starts = {start for start, _ in document.sentences}
+    replacements: dict[int, tuple[int, str]] = {}  # first token -> (end token, replacement)
+    covered = 0
+    for mention in sorted(document.mentions, key=lambda m: (m.start, -m.end)):
+        if mention.start < covered:  # inside (or crossing) a mention already replaced
+            continue
+        covered = mention.end
+        chosen = representative.get(mention.entity)
+        if chosen is None or (chosen.start, chosen.end) == (mention.start, mention.end):
+            continue
+        name = written(chosen.start, chosen.end)
+        first = tokens[chosen.start].lower()
+        if mention.start in starts:
+            name = name[:1].upper() + name[1:]
+        elif chosen.start in starts and first in LOWERED_FIRST_WORDS:
+            name = name[:1].lower() + name[1:]
+        if mention.end - mention.start == 1 and tokens[mention.start].lower() in POSSESSIVES - {"her"}:
+            name += "'s"
+        replacements[mention.start] = (mention.end, name)
+    if tokenized is None:
+        lines = []
+        for start, end in document.sentences:
+            words, t = [], start
+            while t < end:
+                if t in replacements:
+                    t, name = replacements[t]
+                    words.append(name)
+                else:
+                    words.append(tokens[t])
+                    t += 1
+            lines.append(" ".join(words))
+        return "\n".join(lines)
+    pieces, at = [], 0
+    for start in sorted(replacements):
+        end, name = replacements[start]
+        pieces += [tokenized.text[at:tokenized.offsets[start][0]], name]
+        at = tokenized.offsets[end - 1][1]
+    return "".join(pieces) + tokenized.text[at:]
 
 
 # ---- the command's outputs ------------------------------------------------------------------------------------

@@ -263,6 +263,15 @@ def _heuristic_head(start: int, end: int, tokens: Sequence[str], stops: frozense
     return end - 1
 
 
+def mention_types(document: Document) -> list[int]:
+    """The type of every mention (``document.mentions`` order): PRONOUN, DEMONSTRATIVE, PROPER or NOMINAL, as the
+    ranker's features read it without a parse (the heuristic head; a name is a capitalised word seen somewhere not
+    at a sentence start)."""
+    proper = _proper_words(document)
+    return [_mention_type(document.tokens[mention.start:mention.end], head - mention.start, None, proper)
+            for mention, head in zip(document.mentions, mention_heads(document))]
+
+
 def _proper_words(document: Document) -> set[str]:
     """Capitalised words seen somewhere not at a sentence start: the heuristic's proper names."""
     starts = {start for start, _ in document.sentences}

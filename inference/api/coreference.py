@@ -19,6 +19,7 @@ from coref.resolution.pipeline import (
     bundled_pipeline,
     clusters,
     format_clusters,
+    replaced_text,
     resolve,
     tokenize_texts,
 )
@@ -40,6 +41,13 @@ class Coreference:
 
     def to_conll(self) -> str:
         return format_conll([self.document])
+
+    def replaced(self) -> str:
+        """The text with each mention replaced by its entity's representative name (its first proper-name
+        mention, else its longest mention that is not a pronoun; a pronoun-only entity keeps its words), the rest
+        as written: :func:`coref.resolution.pipeline.replaced_text`, as ``python -m coref.resolve --replace``
+        prints it."""
+        return replaced_text(self.document, self.tokenized)
 
     def __repr__(self) -> str:
         return format_clusters(self.document, self.tokenized)

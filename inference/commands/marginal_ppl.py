@@ -5,10 +5,16 @@
     python -m inference.marginal_ppl --checkpoint runs/entitynlm/model.pt --corpus litbank --split test \\
         --data-dir DATA --baseline runs/rnnlm/model.pt --baseline runs/ngram/model.pt --json result.json
     python -m inference.marginal_ppl --corpus litbank --split test --data-dir DATA --particles 100,1000 --seeds 2
+    python -m inference.marginal_ppl --file story.txt --json story.json      # a text of one's own
+    python -m inference.marginal_ppl --text "Anna met her brother. She thanked him."
 
 Several particle counts (``--particles 100,1000``) or seeds (``--seeds 2``: the seeds ``--seed`` onwards) print
 the convergence table of :func:`inference.evaluation.marginal_ppl.convergence` instead: the estimate at each N
 by each seed, its spread and its change from the previous N, so a reader sees whether a number has settled.
+
+``--text`` or ``--file`` (a UTF-8 text file) measures that text instead of a corpus split, tokenised as the
+notebook API's ``log_likelihood`` reads a string, and reported as a corpus of one document named ``text`` or after
+the file; the baselines read the same tokens.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from collections.abc import Sequence
 
 from generative.entitynlm.model import PROPOSAL_CONTEXTS
 from inference.algorithms.config import settings_for
+from inference.algorithms.posterior import input_documents
 from inference.checks import integer, real
 from inference.commands.cli import Parser, help_text, run_command
 from inference.commands.options import (
@@ -45,7 +52,12 @@ def build_parser() -> Parser:
     """The model, the corpus, the sampler and its proposal, the baselines."""
     parser = Parser(prog="python -m inference.marginal_ppl", description=help_text(__doc__, marginal_ppl))
     parser.add_argument("--checkpoint", help="EntityNLM checkpoint (default: the bundled one)")
-    add_corpus_split(parser)
+    add_corpus_split(parser, corpus=None, split=None, corpus_help="corpus name, or several joined with '+' "
+                     "(default: sample)")
+    parser.add_argument("--split", help="the split to evaluate (default: test)")
+    text = parser.add_mutually_exclusive_group()
+    text.add_argument("--text", help="a text of one's own to measure instead of --corpus/--split")
+    text.add_argument("--file", help="a UTF-8 text file to measure instead of --corpus/--split")
     add_data_dir(parser)
     add_sampling_options(parser)
     parser.add_argument("--particles", type=particle_counts, metavar="N[,N...]",
@@ -53,7 +65,7 @@ def build_parser() -> Parser:
                              "convergence table" + FROM_PRESET)
     parser.add_argument("--seeds", type=integer(1), default=1,
                         help="runs with the seeds --seed, --seed + 1, ...; more than one prints the convergence "
-                             "table (default: 1)")
+                             "table")
     parser.add_argument("--sampler", choices=[*SAMPLERS, "both"],
                         help="smc: sequential Monte Carlo, resampling where --resample says (settled: after any "
                              "token); is: importance sampling (the paper's, eq. 11); both: the two side by side, "
@@ -97,8 +109,9 @@ def run(args: argparse.Namespace) -> dict:
         del changes["sampler"]
     settings = settings_for("likelihood", args.preset, **changes)
     particles = args.particles or [settings.sampling.particles]
-    config = MarginalConfig(args.checkpoint, args.corpus, args.split, args.data_dir, baselines, args.device,
-                            settings.replace(particles=particles[0]), args.preset, both)
+    text = None if args.text is None and args.file is None else input_documents(args.text, args.file)[0]
+    config = MarginalConfig(args.checkpoint, args.corpus or "sample", args.split or "test", args.data_dir, baselines,
+                            args.device, settings.replace(particles=particles[0]), args.preset, both, text)
     if len(particles) == 1 and args.seeds == 1:
         return marginal_perplexity(config)
     return convergence(config, particles, range(settings.sampling.seed, settings.sampling.seed + args.seeds))
@@ -110,4 +123,10 @@ def format_any(result: dict) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; returns its exit status."""
-    return run_command(run, format_any, build_parser().parse_args(argv))
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if (args.text is not None or args.file is not None) and (args.corpus or args.split or args.data_dir):
+        given = "--text" if args.text is not None else "--file"
+        parser.error(f"argument {given}: not allowed with --corpus, --split or --data-dir (a text is measured "
+                     "instead of a corpus split)")
+    return run_command(run, format_any, args)

@@ -7,6 +7,7 @@ below in ``--help``, says how).
     python -m coref.resolve --text "Anna met her brother." --mentions spans.json   # cluster these spans only
     python -m coref.resolve --conll IN.conll --out OUT.conll   # a CoNLL file's tokens; its own mentions ignored
     python -m coref.resolve --conll IN.conll --mentions IN.conll --out OUT.conll   # ... or clustered as given
+    python -m coref.resolve --file story.txt --replace    # the text, each mention replaced by its entity's name
 
 Input: ``--text``; ``--file`` with one or more UTF-8 text files or folders (a folder: its ``*.txt`` files, sorted
 by name), each a document named after its file, all resolved in one batch (under ``torchrun``, each process
@@ -18,7 +19,9 @@ file with the same documents, whose bracketed spans are the given mentions. ``--
 keep or drop the one-mention entities (default: the model's corpus convention for detected mentions, kept for
 given ones).
 
-Output: a readable list of each document's entities on stdout; ``--out`` the CoNLL file, one document per input
+Output: a readable list of each document's entities on stdout (with ``--replace``, the text instead, each mention
+replaced by its entity's representative name: :func:`~coref.resolution.pipeline.replaced_text`; of several files,
+each after a ``==> FILE <==`` line, a CoNLL document's after its name); ``--out`` the CoNLL file, one document per input
 (``-``: stdout); ``--json`` the documents' clusters with token and character offsets. With ``--conll`` each
 document is written under its own header, its part as the input wrote it (``part 0`` stays ``part 0``), so the
 official scorer matches it with the input's key. The JSON is written first: when the CoNLL cannot be (an entity the
@@ -33,7 +36,14 @@ import argparse
 from collections.abc import Sequence
 
 from coref.resolution import pipeline
-from coref.resolution.pipeline import CorefPipeline, format_clusters, read_inputs, read_mentions, write_outputs
+from coref.resolution.pipeline import (
+    CorefPipeline,
+    format_clusters,
+    read_inputs,
+    read_mentions,
+    replaced_text,
+    write_outputs,
+)
 from inference.checks import output_file
 from inference.commands.cli import Parser, help_text, run_main
 from inference.commands.options import add_json
@@ -52,6 +62,9 @@ def build_parser() -> Parser:
                         "character spans for text, a CoNLL file for --conll")
     parser.add_argument("--singletons", action=argparse.BooleanOptionalAction, help="keep (or drop) the "
                         "one-mention entities (default: the model's corpus convention; kept for given mentions)")
+    parser.add_argument("--replace", action="store_true", help="print the text with each mention replaced by its "
+                        "entity's representative name (its first proper name, else its longest non-pronoun mention) "
+                        "instead of the list of entities")
     parser.add_argument("--out", type=output_file, help="write the CoNLL here ('-': stdout)")
     add_json(parser, help="write the clusters (token and character offsets) here")
     parser.add_argument("--detector", help="a mention detector (python -m coref.mentions; default: the bundled one)")
@@ -63,7 +76,10 @@ def build_parser() -> Parser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Resolve the inputs (read and checked, given mentions included, before the models load) and write what was
     asked for; returns the exit status."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.replace and args.out == "-":
+        parser.error("argument --replace: not allowed with --out - (both print on stdout)")
 
     def resolve() -> int:
         inputs = read_inputs(args.text, args.file, args.conll)
@@ -77,7 +93,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not run.leader:
             return 0
         tokenizations = [found.tokenized for found in inputs]
-        if args.out != "-":
+        if args.replace:
+            texts = [replaced_text(document, found) for document, found in zip(documents, tokenizations)]
+            print(texts[0] if len(inputs) == 1 else
+                  "\n\n".join(f"==> {document.id if found.tokenized is None else found.source} <==\n{text}"
+                              for found, document, text in zip(inputs, documents, texts)))
+        elif args.out != "-":
             print("\n".join(format_clusters(document, found) for document, found in zip(documents, tokenizations)))
         write_outputs(documents, tokenizations, args.out, args.json)
         return 0

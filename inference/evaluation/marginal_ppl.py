@@ -21,6 +21,11 @@ stage's weights (those since the last resampling: it diagnoses that stage only).
 under ``samplers`` ({"is": {...}, "smc": {...}}) and each document's statistics under ``per_document[i]["is"]``
 and ``["smc"]``; the single-sampler modes keep their flat keys. A k-hat JSON cannot hold (infinite when ArviZ
 has too few tail weights to fit, always at N <= 20) is written as null with a ``psis_khat_note`` saying why.
+
+A text of one's own (``--text``, ``--file``: :attr:`MarginalConfig.text`) is measured the way the notebook API's
+:meth:`~inference.api.language_model.LanguageModel.log_likelihood` measures it (tokenised by
+:func:`coref.io.text.plain_document`, read with the checkpoint's preprocessing, the pipeline's hints of that
+text) and reported as a corpus of one document, baselines included.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -42,10 +48,11 @@ from generative.entitynlm.hints import CorefHints
 from generative.entitynlm.model import EntityNLM, EntityProposal
 from generative.layers.batch import DocumentBatch, token_stream
 from generative.layers.document_cache import with_cache
-from inference.algorithms.config import DEFAULT_PRESET, SAMPLERS, Settings, settings_for
+from inference.algorithms.config import DEFAULT_PRESET, SAMPLERS, Settings, preset, settings_for
 from inference.algorithms.driver import particle_batches
 from inference.algorithms.hints import batch_hints, corpus_hints, hint_pipeline
-from inference.algorithms.likelihood import SAMPLER_NAMES, run_samplers
+from inference.algorithms.likelihood import SAMPLER_NAMES, SamplerRun, run_samplers
+from inference.api.language_model import LanguageModel
 from inference.data import prepared_documents
 from inference.distributed import ranks
 from inference.runtime import resolve_device, set_seed
@@ -70,7 +77,8 @@ class MarginalConfig:
     (none beside another), and an empty sequence is no baseline. ``settings``: the sampler and its proposal
     (:mod:`inference.algorithms.config`; by default the settled preset's likelihood settings, named ``preset`` in
     the record), the document cache mixed into every model's word distribution alike; ``both`` runs importance
-    sampling and SMC in turn, each from the same random state."""
+    sampling and SMC in turn, each from the same random state. ``text``: a document of one's own (a plain text
+    read by :func:`coref.io.text.plain_document`) measured instead of the corpus split."""
 
     checkpoint: str | None = None
     corpus: str = "sample"
@@ -81,6 +89,7 @@ class MarginalConfig:
     settings: Settings = settings_for("likelihood")
     preset: str = DEFAULT_PRESET
     both: bool = False
+    text: Document | None = None
 
     @classmethod
     def of(cls, preset: str = DEFAULT_PRESET, **options: object) -> MarginalConfig:
@@ -172,28 +181,71 @@ def proposal_hints(config: MarginalConfig, pipeline: CorefPipeline | None, check
 
 
 def marginal_perplexity(config: MarginalConfig) -> dict:
-    """EntityNLM's marginal perplexity of a corpus split by the config's sampler(s), beside its baselines': the
-    result ``python -m inference.marginal_ppl`` prints and writes as JSON (totals, each document's statistics,
-    the setting). Seeded by the settings' seed, so a run is reproducible."""
+    """EntityNLM's marginal perplexity of a corpus split (or of ``config.text``: :func:`text_perplexity`) by the
+    config's sampler(s), beside its baselines': the result ``python -m inference.marginal_ppl`` prints and writes as
+    JSON (totals, each document's statistics, the setting). Seeded by the settings' seed, so a run is
+    reproducible."""
+    if config.text is not None:
+        return text_perplexity(config)
     settings = config.settings
     set_seed(settings.sampling.seed)
     device = resolve_device(config.device)
     path, checkpoint = entitynlm_checkpoint(config.checkpoint)
-    baselines = [(p, Checkpoint.load(p)) for p in baseline_paths(config)]
-    for baseline_path, baseline in baselines:
-        checkpoint.require_vocabulary(baseline.vocabulary, f"baseline {baseline_path}")
+    baselines = loaded_baselines(config, checkpoint)
     pipeline = hint_pipeline(settings.proposal) if settings.proposal.hinted else None
     model, proposal, documents, batches = load_modules_and_batches(config, checkpoint, device)
     samplers = samplers_of(config.sampler)
     hints = proposal_hints(config, pipeline, checkpoint, documents, batches)
     runs = run_samplers(batches, model, proposal, samplers, checkpoint.vocabulary.index(EOS), settings.sampling,
                         settings.proposal, hints)
+    return assembled(config, path, device, proposal.context, runs, baselines, documents, batches)
+
+
+def loaded_baselines(config: MarginalConfig, checkpoint: Checkpoint) -> list[tuple[Path, Checkpoint]]:
+    """The config's baseline checkpoints, loaded, each checked to share the EntityNLM checkpoint's vocabulary."""
+    baselines = [(p, Checkpoint.load(p)) for p in baseline_paths(config)]
+    for baseline_path, baseline in baselines:
+        checkpoint.require_vocabulary(baseline.vocabulary, f"baseline {baseline_path}")
+    return baselines
+
+
+def text_perplexity(config: MarginalConfig) -> dict:
+    """:func:`marginal_perplexity` of ``config.text``, a corpus of one document: each sampler's estimate is
+    :meth:`LanguageModel.log_likelihood`'s with the config's settings (the same tokens, hints and sampler as the
+    notebook API), the baselines' exact log-likelihoods of the same tokens. ``corpus`` and ``split`` are None in
+    the result, ``text`` the document's name."""
+    settings = config.settings
+    device = resolve_device(config.device)
+    path, checkpoint = entitynlm_checkpoint(config.checkpoint)
+    baselines = loaded_baselines(config, checkpoint)
+    model = LanguageModel(path, checkpoint, device)
+    chosen = dataclasses.replace(preset(config.preset), likelihood=settings)
+    runs = {}
+    for sampler in samplers_of(config.sampler):  # each from the settings' seed, as log_likelihood draws
+        start = time.perf_counter()
+        likelihood = model.log_likelihood(config.text, chosen, sampler=sampler)
+        key = {"document": likelihood.document, "part": config.text.part, "tokens": likelihood.tokens}
+        runs[sampler] = SamplerRun(sampler, [key], [likelihood.statistics], time.perf_counter() - start)
+    _, documents = model.read(config.text)
+    batches = particle_batches(documents, checkpoint.vocabulary, 1, settings.sampling.batch_tokens, device)
+    return assembled(config, path, device, settings.proposal.context or model.proposal, runs, baselines, documents,
+                     batches)
+
+
+def assembled(config: MarginalConfig, path: Path, device: torch.device, proposal: str, runs: dict[str, SamplerRun],
+              baselines: list[tuple[Path, Checkpoint]], documents: list[Document], batches: list[DocumentBatch]
+              ) -> dict:
+    """The result of ``runs`` (each sampler's) and the baselines' perplexities of the same ``documents``."""
+    settings = config.settings
+    samplers = samplers_of(config.sampler)
     first = runs[samplers[0]]
     tokens = sum(key["tokens"] for key in first.keys)
+    text = config.text is not None
     result = {
-        "corpus": config.corpus, "split": config.split, "checkpoint": str(path), "device": str(device),
+        "corpus": None if text else config.corpus, "split": None if text else config.split,
+        **({"text": config.text.id} if text else {}), "checkpoint": str(path), "device": str(device),
         "documents": len(first.keys), "tokens": tokens, "preset": config.preset,
-        "particles": settings.sampling.particles, "proposal": proposal.context,
+        "particles": settings.sampling.particles, "proposal": proposal,
         "proposal_temperature": settings.proposal.temperature, "sampler": config.sampler,
         "resample": settings.sampling.resample, "ess_threshold": settings.sampling.ess_threshold,
         "hint_weight": settings.proposal.hint_weight, "hint_temperature": settings.proposal.hint_temperature,
@@ -218,6 +270,15 @@ def marginal_perplexity(config: MarginalConfig) -> dict:
         total = baseline_log_likelihood(baseline, documents, batches, device, settings.proposal.document_cache)
         result["baselines"][name] = math.exp(-total / tokens)
     return result
+
+
+def document_count(count: int) -> str:
+    return f"{count} document" + ("" if count == 1 else "s")
+
+
+def source(result: dict) -> str:
+    """What a result measured: its text's name, or ``corpus/split``."""
+    return result.get("text") or f"{result['corpus']}/{result['split']}"
 
 
 # Each sampler's table columns: (header, statistic, width, format). ESS is that of the final weights.
@@ -282,7 +343,7 @@ def format_result(result: dict) -> str:
     seconds = ", ".join(f"{result['samplers'][sampler]['seconds']:.1f} s"
                         + (f" ({sampler.upper()})" if len(samplers) > 1 else "") for sampler in samplers)
     lines.append(
-        f"\n{result['corpus']}/{result['split']}: {result['documents']} documents, {result['tokens']} tokens, "
+        f"\n{source(result)}: {document_count(result['documents'])}, {result['tokens']} tokens, "
         f"{result['particles']} particles, {seconds}"
         + (f", every model with the document cache at lambda {result['document_cache']:g}"
            if result.get("document_cache") else "")
@@ -329,7 +390,8 @@ def convergence(config: MarginalConfig, particles: Sequence[int], seeds: Sequenc
                          "median_ess": median(ess),
                          "seconds": sum(run["samplers"][sampler]["seconds"] for run in ofs)})
             previous = mean
-    return {"convergence": True, "corpus": config.corpus, "split": config.split, "checkpoint": first["checkpoint"],
+    return {"convergence": True, "corpus": first["corpus"], "split": first["split"],
+            **({"text": first["text"]} if "text" in first else {}), "checkpoint": first["checkpoint"],
             "documents": first["documents"], "tokens": first["tokens"], "sampler": config.sampler,
             "particles": particles, "seeds": seeds, "rows": rows, "baselines": first["baselines"],
             "document_cache": config.settings.proposal.document_cache, "runs": runs}
@@ -340,7 +402,7 @@ def format_convergence(result: dict) -> str:
     change from the previous N and median ESS; then the baselines and EntityNLM / baseline at the largest N."""
     seeds = ", ".join(map(str, result["seeds"]))
     cache = result.get("document_cache")
-    lines = [f"{result['corpus']}/{result['split']}: {result['documents']} documents, {result['tokens']} tokens; "
+    lines = [f"{source(result)}: {document_count(result['documents'])}, {result['tokens']} tokens; "
              f"seeds {seeds}" + (f"; every model with the document cache at lambda {cache:g}" if cache else ""),
              f"{'sampler':<8} {'particles':>9} {'perplexity by seed':<26} {'mean':>8} {'spread':>7} {'change':>7} "
              f"{'median ESS':>10} {'seconds':>8}"]

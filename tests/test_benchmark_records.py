@@ -78,7 +78,7 @@ def test_train_args_are_read_back_from_the_runs():
 
 SCRIPTS = {  # every benchmark that writes a results file, with the options it requires
     "cache_baseline": [], "coref_end_to_end": [], "coref_gru": [], "dntm": [], "long_documents": [],
-    "lowercase_pipeline": [], "samplers": [], "tokenizer_agreement": [], "litbank_cv": [],
+    "lowercase_pipeline": [], "samplers": [], "tokenizer_agreement": [], "litbank_cv": [], "quotations": [],
     "speed": ["--data-dir", "DATA"],
     "proposal_choice": ["--data-dir", "DATA", "--entitynlm", "E"],
     "quality": ["--data-dir", "DATA", "--entitynlm", "E", "--rnnlm", "R", "--ngram", "N"],

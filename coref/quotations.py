@@ -50,7 +50,7 @@ _MARK_TOKEN = re.compile(r"(?:``|''|[\"'“”‘’`«»])+")
 _ONE_MARK = re.compile(r"``|''|[\"'“”‘’`«»]")
 _ELIDED_AFTER = {"tis", "twas", "twere", "twill", "twould", "em", "un", "ee", "t", "s", "cause", "neath",
                  "gainst", "twixt", "tween", "ud", "ave", "ere", "ow"}
-_ELIDED_BEFORE = {"o", "th", "wi", "an", "tho", "ol", "fo", "ma", "an", "nothin", "somethin", "goin", "comin"}
+_ELIDED_BEFORE = {"o", "th", "wi", "an", "tho", "ol", "fo", "ma", "nothin", "somethin", "goin", "comin"}
 _SPEECH_VERBS = set("""said says say cried asked replied answered whispered exclaimed continued added returned observed
 remarked thought repeated shouted called murmured muttered began went interrupted resumed rejoined""".split())
 _AFTER_SPEECH = _SPEECH_VERBS | {"he", "she", "i", "they", "we", "you", "it"}
@@ -130,7 +130,7 @@ def _scare_quote(tokens: Sequence[str], quotation: Quotation, sentences) -> bool
     previous = None if first_of_sentence or quotation.start == 0 else tokens[quotation.start - 1]
     last = tokens[quotation.end - 2]
     return (_is_word(previous) and previous.lower() not in _SPEECH_VERBS and _is_word(last)
-            and not last[-1] in ".,!?;:")
+            and last[-1] not in ".,!?;:")
 
 
 def _marks(tokens, sentences, space_before, space_after) -> list[_Mark]:

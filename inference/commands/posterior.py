@@ -32,7 +32,7 @@ paper's reranker ranks), the estimate is of log p(x, R, L), and the folder also 
   pipeline.conll    per document, the pipeline's own clusters of the same mentions
   links.txt         per mention of the MAP, the model's local conditional over its antecedent (an earlier
                     mention of each cluster of its window, or a new entity) given the MAP's other clusters, at
-                    --link-temperature: the link probabilities that were calibrated on dev (docs/entitynlm.md)
+                    --link-temperature: the link probabilities that were calibrated on dev (docs/entitynlm-posterior.md)
   links.json        the same as JSON
 The run writes into a new folder beside --out and puts it in place of --out only when it succeeds, so an
 earlier run's files never linger and a failed or interrupted run leaves --out as it was. An existing --out

@@ -266,6 +266,7 @@ class PooledEmbeddings:
 
     def __init__(self, pointer: torch.Tensor, pool: torch.Tensor, memory: int = 0) -> None:
         self.pointer, self.pool, self.used, self.memory = pointer, pool, 1, memory
+        self.rows = every_row(*pointer.shape[:2], pointer.device)  # what a write of every row writes (:meth:`put`)
         self.document = pointer.new_zeros(len(pool))  # the document each pooled vector belongs to
         self.position = pool.new_zeros(len(pool))  # the step of the mention that wrote it (0: not a mention)
         self.sentence = pool.new_zeros(len(pool))  # and its sentence
@@ -420,7 +421,7 @@ class PooledEmbeddings:
             self._drop_unused(count)  # first: it renumbers the pointers
         slot = slot.clamp(min=0)[..., None]  # (a slot -1 where nothing is written keeps slot 0's pointer)
         kept = self.pointer.gather(-1, slot)  # what a slot not written keeps
-        self.put_rows(every_row(*where.shape, where.device), slot.flatten(), rows.flatten(0, 1),
+        self.put_rows(self.rows, slot.flatten(), rows.flatten(0, 1),
                       None if seen is None else (seen[0].flatten(), seen[1].flatten()),
                       None if words is None else words.flatten(0, 1))
         appended = torch.arange(self.used - count, self.used, device=where.device).view_as(kept)

@@ -553,7 +553,7 @@ def test_the_lookahead_is_the_models_conditional_given_the_word():
     batch = tiny_batch([{"words": WORDS}])
     states = model.encoder(batch)
     tracker = model.tracker(batch, 1, states, site=ModelSites(ProposalSites()))
-    mention, entity, row_of = WordLookahead(model, tracker, states, batch, 0.5).choice(0)
+    mention, (slots, entity), row_of = WordLookahead(model, tracker, states, batch, 0.5).choice(0)
     # at t = 0 no entity exists yet: R = 1 is the new one, the word read with the candidate the lookahead had the
     # model's table place (eq. 7); R = 0 with e_current
     assert tracker.prepared == 0 and int(tracker.entities.count) == 0
@@ -563,7 +563,7 @@ def test_the_lookahead_is_the_models_conditional_given_the_word():
                            torch.nn.functional.normalize(model.heads.mention_type.entity_prototype, dim=-1)])
     log_x = model.softmax(h + model.entity_to_word(context)).log_prob(batch.words[:, 0].expand(2))  # eq. 6
     assert mention.item() == pytest.approx(torch.softmax(log_r + log_x, 0)[1].item(), rel=1e-5)
-    assert row_of.tolist() == [[0]] and entity[0, 0].item() == pytest.approx(1.0)
+    assert row_of.tolist() == [[0]] and slots[0, 0].item() == 0 and entity[0, 0].item() == pytest.approx(1.0)
     # L: the model's own length distribution for the new entity (eq. 5), x_0 says nothing of it
     only_row = (torch.zeros(1, dtype=torch.long), torch.zeros(1, dtype=torch.long))
     length = WordLookahead(model, tracker, states, batch, 0.5).length_prior(0, torch.zeros((1, 1), dtype=torch.long),

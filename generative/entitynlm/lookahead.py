@@ -52,8 +52,9 @@ class WordLookahead(SiteTransform):
                              "that every structure stays possible")
         self.model, self.model_tracker, self.states, self.batch = model, model_tracker, states, batch
         self.share, self.top = share, top
-        # the step's p(E | R = 1, x_t) of every row, and each row's place: R's call to E's
-        self.entity_given_word: torch.Tensor | None = None
+        # the step's p(E | R = 1, x_t) of every row, at its candidate slots (S, top) each, and each row's place: R's
+        # call to E's
+        self.entity_given_word: tuple[torch.Tensor, torch.Tensor] | None = None
         self.row_of: torch.Tensor | None = None
 
     def __call__(self, kind: str, t: int, proposed: dist.Categorical, tracker: EntityTracker) -> dist.Categorical:
@@ -63,12 +64,20 @@ class WordLookahead(SiteTransform):
             mention, self.entity_given_word, self.row_of = self.choice(t)
             local = torch.stack([1 - mention, mention], dim=-1)
         elif kind == "E":
-            local = self.entity_given_word[self.row_of[tracker.drawn_rows]]  # (K, the model's slots)
-            slots = proposed.probs.shape[-1]  # the proposal's table may already be wider than the model's
-            local = F.pad(local, (0, slots - local.shape[-1])) if local.shape[-1] < slots else local[..., :slots]
+            return Categorical(probs=self.entity_mixture(proposed.probs, self.row_of[tracker.drawn_rows]))
         else:  # L: x_t does not depend on it, so the model's own p(L | h, e) is the locally optimal choice
             local = self.length_prior(t, tracker.entity_slot, tracker.drawn_rows)
         return Categorical(probs=(1 - self.share) * proposed.probs + self.share * local)
+
+    def entity_mixture(self, proposed: torch.Tensor, row: torch.Tensor) -> torch.Tensor:
+        """(K, slots) (1 - share) q(E) + share p(E | R = 1, x_t) of K rows, their q(E) ``proposed`` and each one's
+        place ``row`` (K,) among those the lookahead scored: p(E | R = 1, x_t) is zero beyond its candidate slots,
+        so it is added at those alone (the same sums as with the zeros: a book's table has thousands of slots). The
+        proposal's table may already be wider than the model's, or narrower: a slot it lacks is left out."""
+        slots, probabilities = (value[row] for value in self.entity_given_word)
+        width = proposed.shape[-1]
+        local = torch.where(slots < width, self.share * probabilities, 0.0)
+        return ((1 - self.share) * proposed).scatter_add_(-1, slots.clamp(max=width - 1), local)
 
     def length_prior(self, t: int, slot: torch.Tensor, rows: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         """(K, lengths): the model's p(L_t | h_{t-1}, e) (eq. 5) for the entity in ``slot`` (P, B) of each of the K
@@ -77,10 +86,11 @@ class WordLookahead(SiteTransform):
         from_state = self.model_tracker.reads.length[rows[1], t]  # eq. 5's map of h_{t-1}, read once per batch
         return self.model.heads.length.choice(from_state, entity).probs
 
-    def choice(self, t: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def choice(self, t: int) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor], torch.Tensor]:
         """Under the model, from its state prepared for step t, over R = 0 and its ``top`` likeliest entities:
-        p(R_t = 1 | history, x_t) (P, B), and p(E_t | R_t = 1, history, x_t) (S, slots) for the S = P x B rows (R is
-        drawn where a mention may start; the other rows' are masked), with each row's place among them (P, B)."""
+        p(R_t = 1 | history, x_t) (P, B), and p(E_t | R_t = 1, history, x_t) for the S = P x B rows (R is drawn where
+        a mention may start; the other rows' are masked) as the slots (S, top) it is not zero at and its values there
+        (S, top), with each row's place among them (P, B)."""
         tracker = self.model_tracker
         tracker.prepare(t)  # the new-entity candidates in place (the proposal's eq. 7 noise, drawn, scored by it)
         entities, previous = tracker.entities, tracker.previous
@@ -99,8 +109,7 @@ class WordLookahead(SiteTransform):
         inside = log_mention[:, 1, None] + log_entity + log_word[:, 1:]
         mention = torch.zeros_like(previous.L, dtype=log_entity.dtype)
         mention[rows] = torch.sigmoid(inside.logsumexp(-1) - outside)
-        entity = log_entity.new_zeros((len(rows[0]), entities.width)).scatter_(-1, slots, inside.softmax(-1))
-        return mention, entity, row_of
+        return mention, (slots, inside.softmax(-1)), row_of
 
     def word_log_probs(self, t: int, rows: tuple[torch.Tensor, torch.Tensor], slots: torch.Tensor,
                        copied: torch.Tensor | None) -> torch.Tensor:

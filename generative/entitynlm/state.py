@@ -23,6 +23,9 @@ GROWTH_INTERVAL = 32  # the entity table is resized, and its pool cleaned up, at
 # the fixed-size form, and a step makes no host sync between two growth checks (EntityTable.reserve)
 CHEAP_SYNC_DEVICES = ("cpu",)
 REMEMBERED_READ = 1 << 22  # remembered words a dense table reads at once for the lookahead (32 MB of indices)
+# at most this many documents, eq. 4 scores each pooled vector against every document's W h by one matrix product
+# (a vector reads its own): several times faster on the CPU than gathering each one's W h and multiplying
+PRODUCT_DOCUMENTS = 8
 WRITES_PER_STEP = 2  # the writes a tracker's step makes to each row's table: a new-entity candidate and a mention
 
 
@@ -249,20 +252,21 @@ class PooledEmbeddings:
     sentence of an entity's latest mention (eq. 4's distance features) are those of the write that made its
     vector, so they are kept beside it in the pool (``position``, ``sentence``, (S,)), not per slot, and so are
     the words its entity remembers once the write is made (``words``, (S, M)): a resampling copies the pointers
-    alone. When the pool is full, the vectors no slot points at are dropped (one sort of the
-    pointers) and the pool is sized to twice what is left: memory stays within about twice a dense table's, and
-    the dropping costs O(1) per write over time. Row 0 holds zeros, an empty slot's vector, seen at step 0 of
-    sentence 0. Every read returns what a dense table would hold, bit for bit.
+    alone. At every growth check (:meth:`make_room`), and whenever the pool is full, the vectors no slot points at
+    are dropped (marked through the pointers: linear in the table) and the pool is sized to at least twice what
+    is left: memory stays within about twice a dense table's. Row 0 holds zeros, an empty slot's vector, seen at
+    step 0 of sentence 0. Every read returns what a dense table would hold, bit for bit.
 
-    Eq. 4's bilinear scores are computed once per pooled vector in use and read through the pointers
+    Eq. 4's bilinear scores are computed once per pooled vector and read through the pointers
     (:meth:`scored_rows`), and the lookahead's word at a context once per distinct vector of a document
     (:meth:`distinct_at_rows`): particles descend from few ancestors, so they share most of their entities' vectors
-    (on a LitBank book at 16K tokens, about 250 distinct vectors behind 100 particles x 190 slots). The scores equal
-    a dense table's to rounding, not bit for bit (a product and a sum instead of an einsum).
+    (on a LitBank book, 300-500 vectors in use behind 100 particles x 100-250 slots from 2K to 18K tokens). The
+    scores equal a dense table's to rounding, not bit for bit (a matrix product instead of an einsum).
     """
 
     def __init__(self, pointer: torch.Tensor, pool: torch.Tensor, memory: int = 0) -> None:
         self.pointer, self.pool, self.used, self.memory = pointer, pool, 1, memory
+        self.rows = every_row(*pointer.shape[:2], pointer.device)  # what a write of every row writes (:meth:`put`)
         self.document = pointer.new_zeros(len(pool))  # the document each pooled vector belongs to
         self.position = pool.new_zeros(len(pool))  # the step of the mention that wrote it (0: not a mention)
         self.sentence = pool.new_zeros(len(pool))  # and its sentence
@@ -284,10 +288,12 @@ class PooledEmbeddings:
         self.pointer = F.pad(self.pointer, (0, extra))
 
     def make_room(self, writes: int) -> None:
-        """Room in the pool for ``writes`` more vectors, dropping the ones no slot points at now if it has less
-        (a host sync: how many are kept), so that no write before the next such call must."""
-        if self.used + writes > self.pool.shape[0]:
-            self._drop_unused(writes)
+        """Drop the vectors no slot points at now (a host sync: how many are kept) and make room in the pool for
+        ``writes`` more, so that no write before the next such call must: eq. 4 scores every vector in the pool
+        (:meth:`scored_rows`), and a step appends a vector per row for each write, most of which no slot keeps
+        (on a LitBank book, cleaning up only when the pool was full left a few hundred vectors in use among
+        13,000)."""
+        self._drop_unused(writes)
 
     def table(self, width: int) -> torch.Tensor:
         return self.vectors(self.pointer[..., :width])
@@ -307,16 +313,22 @@ class PooledEmbeddings:
         through the rows' pointers, or, when the rows read fewer pointers than the pool holds vectors, of the
         vector behind each pointer. Both are fixed-size (the sizes are the host's): selecting the vectors the rows
         point at would need a host sync (how many)."""
-        pointers = self.row_pointers(rows)[:, :width]  # (K, width)
+        pointers = self.row_pointers(rows, width)  # (K, width)
         if pointers.numel() < self.used:
             return self._scores(pointers, _read(self.pool, pointers), projected[rows[1]][:, None],
                                 sentence[rows[1]][:, None], distance)
         in_use = slice(0, self.used)
         document = self.document[in_use]
-        scores = self._scores(in_use, self.pool[in_use], _read(projected, document), sentence[document], distance)
-        return _read(scores, pointers)
+        pooled = self.pool[in_use]
+        if projected.shape[0] <= PRODUCT_DOCUMENTS:  # each vector against every document's W h, then its own
+            bilinear = (pooled @ projected.T).gather(1, document[:, None])[:, 0]
+        else:
+            bilinear = (pooled * _read(projected, document)).sum(-1)
+        distance_term = distance(sentence[document], self.position[in_use], self.sentence[in_use],
+                                 self.mentioned[in_use])
+        return _read(bilinear + distance_term, pointers)
 
-    def _scores(self, at: torch.Tensor | slice, vectors: torch.Tensor, projected: torch.Tensor, sentence: torch.Tensor,
+    def _scores(self, at: torch.Tensor, vectors: torch.Tensor, projected: torch.Tensor, sentence: torch.Tensor,
                 distance: Distance) -> torch.Tensor:
         """Eq. 4's scores of the pooled ``vectors`` (..., D), those ``at`` in the pool, against their documents' W h
         ``projected`` and in their documents' ``sentence`` (broadcast). A product and a sum: an einsum of one vector
@@ -324,18 +336,26 @@ class PooledEmbeddings:
         return (vectors * projected).sum(-1) + distance(sentence, self.position[at], self.sentence[at],
                                                        self.mentioned[at])
 
-    def row_pointers(self, rows: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-        """(K, capacity) the pointers of the K (particle, document) ``rows``: one ``index_select`` of whole rows of
-        the flattened table (a quarter of the time of indexing by the two index tensors)."""
+    def row_pointers(self, rows: tuple[torch.Tensor, torch.Tensor], width: int) -> torch.Tensor:
+        """(K, width) the pointers of the first ``width`` slots of the K (particle, document) ``rows``: one
+        ``index_select`` of rows of the flattened table (a quarter of the time of indexing by the two index
+        tensors), of those slots alone (the storage behind them is up to twice as wide)."""
         documents, capacity = self.pointer.shape[1:]
-        return self.pointer.view(-1, capacity).index_select(0, rows[0] * documents + rows[1])
+        return self.pointer.view(-1, capacity)[:, :width].index_select(0, rows[0] * documents + rows[1])
+
+    def pointers_at(self, rows: tuple[torch.Tensor, torch.Tensor], slots: torch.Tensor) -> torch.Tensor:
+        """(K, n) the pointers in ``slots`` (K, n) of the K (particle, document) ``rows``, read one by one: a
+        lookahead reads a few slots of each row, not the row."""
+        documents, capacity = self.pointer.shape[1:]
+        index = ((rows[0] * documents + rows[1])[:, None] * capacity + slots).flatten()
+        return self.pointer.view(-1).index_select(0, index).view(slots.shape)
 
     def at(self, slot: torch.Tensor) -> torch.Tensor:
         return self.vectors(self.pointer.gather(-1, slot.clamp(min=0)[..., None])[..., 0])
 
     def at_rows(self, rows: tuple[torch.Tensor, torch.Tensor], slots: torch.Tensor) -> torch.Tensor:
         """(K, S, D): the embeddings in ``slots`` (K, S) of the K (particle, document) ``rows``."""
-        return self.vectors(self.row_pointers(rows).gather(1, slots))
+        return self.vectors(self.pointers_at(rows, slots))
 
     def words_at(self, slot: torch.Tensor) -> torch.Tensor:
         pointer = self.pointer.gather(-1, slot.clamp(min=0)[..., None])[..., 0]
@@ -353,7 +373,7 @@ class PooledEmbeddings:
         remembered = self.words[:self.used]
         held = (remembered >= 0).sum(-1)
         share = (remembered == words[self.document[:self.used], None]).sum(-1) / held.clamp(min=1)
-        return _read(share, self.row_pointers(rows)[:, :width])
+        return _read(share, self.row_pointers(rows, width))
 
     def distinct_at_rows(self, rows: tuple[torch.Tensor, torch.Tensor], slots: torch.Tensor,
                          remembered: torch.Tensor | None = None) -> DistinctContexts:
@@ -361,7 +381,7 @@ class PooledEmbeddings:
         words) once, by one sort: a host sync (how many), which costs a CPU nothing, and the settled sampler's
         lookahead then ran 3x faster at 100 particles (18 against 54 ms a step: eq. 6 at U contexts instead of
         P x B x 9). Elsewhere every place is its own context: a fixed size, no host sync."""
-        pointer = torch.where(slots >= 0, self.row_pointers(rows).gather(1, slots.clamp(min=0)), 0)
+        pointer = torch.where(slots >= 0, self.pointers_at(rows, slots.clamp(min=0)), 0)
         if pointer.device.type not in CHEAP_SYNC_DEVICES:
             key = 2 * pointer + (0 if remembered is None else remembered.long())
             return DistinctContexts(self.vectors(pointer).flatten(0, 1), rows[1][:, None].expand_as(slots).flatten(),
@@ -401,7 +421,7 @@ class PooledEmbeddings:
             self._drop_unused(count)  # first: it renumbers the pointers
         slot = slot.clamp(min=0)[..., None]  # (a slot -1 where nothing is written keeps slot 0's pointer)
         kept = self.pointer.gather(-1, slot)  # what a slot not written keeps
-        self.put_rows(every_row(*where.shape, where.device), slot.flatten(), rows.flatten(0, 1),
+        self.put_rows(self.rows, slot.flatten(), rows.flatten(0, 1),
                       None if seen is None else (seen[0].flatten(), seen[1].flatten()),
                       None if words is None else words.flatten(0, 1))
         appended = torch.arange(self.used - count, self.used, device=where.device).view_as(kept)
@@ -431,17 +451,21 @@ class PooledEmbeddings:
         self.pointer = moved.copy(self.pointer, width)
 
     def _drop_unused(self, room: int) -> None:
-        """Keep the vectors some slot points at (row 0 first), in a pool with space for ``room`` more and as many
-        again as are kept."""
-        zero = self.pointer.new_zeros(1)
-        live, inverse = torch.unique(torch.cat([zero, self.pointer.flatten()]), return_inverse=True)
-        size = max(2 * (len(live) + room), self.pointer[..., 0].numel() * GROWTH_INTERVAL)
+        """Keep the vectors some slot points at (row 0 first, the rest in their order), in a pool with space for
+        ``room`` more and as many again as are kept. The vectors in use are marked through the pointers and
+        renumbered by a cumulative sum: linear in the table, where sorting the pointers was not."""
+        live = torch.zeros(self.used, dtype=torch.bool, device=self.pointer.device)
+        live[0] = True
+        live.index_fill_(0, self.pointer.flatten(), True)
+        renumbered = live.cumsum(0) - 1
+        kept = live.nonzero().flatten()  # the host sync: how many are kept
+        size = max(2 * (len(kept) + room), self.pointer[..., 0].numel() * GROWTH_INTERVAL)
         for name in ("pool", "document", "position", "sentence", "mentioned", "words"):  # each pooled vector's rows
             old = getattr(self, name)
-            kept = old.new_zeros((size, *old.shape[1:]))
-            kept[:len(live)] = old[live]
-            setattr(self, name, kept)
-        self.pointer, self.used = inverse[1:].view_as(self.pointer), len(live)
+            kept_rows = old.new_empty((size, *old.shape[1:]))  # rows past the kept ones are written before read
+            kept_rows[:len(kept)] = old[kept]
+            setattr(self, name, kept_rows)
+        self.pointer, self.used = _read(renumbered, self.pointer), len(kept)
 
 
 def blocked_shares(table: DenseEmbeddings, rows: tuple[torch.Tensor, torch.Tensor], width: int, word: torch.Tensor
@@ -568,10 +592,12 @@ class Resampled:
     :func:`inference.algorithms.smc.survivors_in_place` the survivors copy themselves."""
 
     ancestors: torch.Tensor
+    sources: torch.Tensor  # (P x B,): the (particle, document) row, particle-major, that each row copies
 
     @classmethod
     def of(cls, ancestors: torch.Tensor) -> Resampled:
-        return cls(ancestors)
+        documents = ancestors.shape[1]
+        return cls(ancestors, (ancestors * documents + torch.arange(documents, device=ancestors.device)).flatten())
 
     @property
     def moved(self) -> torch.Tensor:
@@ -579,14 +605,14 @@ class Resampled:
         return self.ancestors != torch.arange(self.ancestors.shape[0], device=self.ancestors.device)[:, None]
 
     def copy(self, values: torch.Tensor, columns: int | slice | None = None) -> torch.Tensor:
-        """``values`` (P, B, ...) with each particle's row replaced by its ancestor's (of the entries ``columns`` of
-        dimension 2 only, when given; an int n: the first n), in place (every row is read before any is
-        written)."""
+        """``values`` (P, B, ...), laid out particle-major as every per-particle state is, with each particle's row
+        replaced by its ancestor's (of the entries ``columns`` of dimension 2 only, when given; an int n: the first
+        n), in place (every row is read before any is written). Whole rows move by one ``index_select`` over the
+        P x B rows: a quarter of the time of a ``gather`` by an index the size of the rows, on a book's tables."""
+        rows = values.view(-1, *values.shape[2:])
         if columns is not None:
-            columns = slice(0, columns) if isinstance(columns, int) else columns
-        part = values if columns is None else values[:, :, columns]
-        index = self.ancestors.view(*self.ancestors.shape, *([1] * (part.dim() - 2))).expand_as(part)
-        part.copy_(part.gather(0, index))
+            rows = rows[:, :columns] if isinstance(columns, int) else rows[:, columns]
+        rows.copy_(rows.index_select(0, self.sources))
         return values
 
 
